@@ -1,0 +1,318 @@
+"""The estimate stage: turn catalog + RFQ into a plain table of candidate layouts.
+
+For every workload this enumerates node types (server × GPU SKU × GPUs populated), precisions,
+TP × PP splits, GPU counts and fabrics; asks the physics (:mod:`solver.performance`) what each
+would do; drops what does not fit or cannot meet its targets; and keeps for each what the
+MIP needs: GPUs used, nodes spanned, fabric, capacity and per-unit network cost. The MIP
+(:mod:`solver.mip`) reads only this table (conventions.md §3).
+
+A *unit* of a serving workload is one replica (the MIP chooses how many); a unit of a
+training workload is the whole job (the MIP chooses exactly one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from solver.catalog import Catalog, Fabric, Gpu, Server
+from solver.costs import CostParams, NodeCost, coupled_node_network_usd, node_cost
+from solver.layout import TRAINING_KINDS, Estimate, Layout, Workload
+from solver.rfq import Rfq
+
+POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+MAX_SPANNED_NODES = 64
+SERVING_PRECISIONS = ("bf16", "fp8", "int8", "int4", "fp4")
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """One buyable node: a server populated with ``gpus`` GPUs of one SKU."""
+
+    server: str
+    gpu: str
+    gpus: int
+    cost: NodeCost
+
+    @property
+    def key(self) -> str:
+        return f"{self.server}/{self.gpu}x{self.gpus}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run (a replica of) one workload, with what the MIP needs to know."""
+
+    workload: str
+    kind: str
+    node_type: str
+    layout: Layout
+    estimate: Estimate
+    gpus: int
+    nodes_spanned: int
+    fabric: str
+    network_usd: float
+    concurrency_capacity: float = 0.0
+    qps_capacity: float = 0.0
+    hours_to_complete: float | None = None
+    name: str = field(default="")
+
+    @property
+    def spanning(self) -> bool:
+        return self.nodes_spanned > 1
+
+    @property
+    def is_job(self) -> bool:
+        return self.kind in TRAINING_KINDS
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    """Node types, fabrics and every workload's candidates for one RFQ."""
+
+    node_types: dict[str, NodeType]
+    fabrics: dict[str, Fabric]
+    candidates: dict[str, list[Candidate]]
+    params: CostParams
+    rejected: dict[str, list[str]]
+
+
+def allowed_entries(catalog: Catalog, rfq: Rfq) -> tuple[list[Gpu], list[Server], list[Fabric]]:
+    """GPUs, servers and fabrics that the RFQ's vendor profile and constraints allow."""
+    vendor = catalog.vendors[rfq.constraints.vendor or "open"]
+    gpus = [g for g in catalog.gpus.values() if vendor.allows("gpus", g.id)
+            and (rfq.constraints.gpus is None or g.id in rfq.constraints.gpus)]
+    servers = [s for s in catalog.servers.values() if vendor.allows("servers", s.id)]
+    fabrics = [f for f in catalog.fabrics.values() if f.id != "none"
+               and vendor.allows("fabrics", f.id)
+               and (rfq.constraints.fabrics is None or f.id in rfq.constraints.fabrics)]
+    return gpus, servers, fabrics
+
+
+def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, NodeType]:
+    """Every (server, GPU, GPUs populated) that can be bought, minus dominated ones.
+
+    Populated counts are powers of two up to the server's slots (so that replica and job
+    sizes, also powers of two, pack exactly, see :mod:`solver.mip`). A node type is dropped
+    when another server holds the same GPUs for no more money, power and rack space.
+    """
+    gpus, servers, _ = allowed_entries(catalog, rfq)
+    types: dict[str, NodeType] = {}
+    for gpu in gpus:
+        options = []
+        for server in servers:
+            if gpu.form_factor not in server.form_factors:
+                continue
+            counts = [n for n in POWERS_OF_TWO if n <= server.gpu_slots]
+            if gpu.form_factor in ("sxm", "oam"):
+                counts = [server.gpu_slots]  # baseboards come fully populated
+            options.extend((server, n) for n in counts)
+        for server, count in options:
+            dominated = any(
+                other is not server and n == count
+                and other.price_usd <= server.price_usd
+                and other.base_power_w <= server.base_power_w
+                and other.rack_units <= server.rack_units
+                and (other.price_usd, other.base_power_w, other.rack_units)
+                != (server.price_usd, server.base_power_w, server.rack_units)
+                for other, n in options)
+            if not dominated:
+                node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count))
+                types[node.key] = node
+    return types
+
+
+def physics_workload(spec: object) -> Workload:
+    """The physics-facing view of one RFQ workload (capacity mode for serving)."""
+    kind = spec.kind  # type: ignore[attr-defined]
+    if kind == "inference":
+        return Workload(kind=kind, input_tokens=spec.input_tokens,  # type: ignore[attr-defined]
+                        output_tokens=spec.output_tokens,  # type: ignore[attr-defined]
+                        concurrency=None, ttft_ms=spec.ttft_ms,  # type: ignore[attr-defined]
+                        tpot_ms=spec.tpot_ms)  # type: ignore[attr-defined]
+    if kind == "batch_inference":
+        return Workload(kind=kind, input_tokens=spec.input_tokens,  # type: ignore[attr-defined]
+                        output_tokens=spec.output_tokens,  # type: ignore[attr-defined]
+                        concurrency=None)
+    return Workload(kind=kind, seq_len=spec.seq_len)  # type: ignore[attr-defined]
+
+
+def precisions_for(spec: object, gpu: Gpu) -> list[str]:
+    """Precisions the solver may choose for this workload on this GPU."""
+    kind = spec.kind  # type: ignore[attr-defined]
+    pinned = spec.precision  # type: ignore[attr-defined]
+    if kind == "qlora":
+        options = ["int4"]
+    elif kind in TRAINING_KINDS:
+        options = ["bf16"] + (["fp8"] if "fp8" in gpu.dense_tflops else [])
+    else:
+        options = [p for p in SERVING_PRECISIONS
+                   if p in ("bf16", "int4") or p in gpu.dense_tflops]
+    if pinned is not None:
+        options = [p for p in options if p == pinned]
+    return options
+
+
+def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> float:
+    return nodes * coupled_node_network_usd(catalog.servers[node.server], fabric)
+
+
+def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
+                        precision: str, rejected: list[str]) -> list[Candidate]:
+    from solver.performance import best_layout
+
+    workload = physics_workload(spec)
+    model_id = spec.model  # type: ignore[attr-defined]
+    name = spec.name  # type: ignore[attr-defined]
+    out: list[Candidate] = []
+    fitted_in_node = False
+    for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
+        est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
+                          gpus_per_node=node.gpus, fabric="none")
+        if not _usable_serving(est):
+            rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
+            continue
+        fitted_in_node = True
+        out.append(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0))
+    if fitted_in_node:
+        return out
+    # the model does not fit one node of this type: replicas span 2, 4, ... whole nodes
+    for fabric in fabrics:
+        found = 0
+        for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
+            size = nodes * node.gpus
+            est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
+                              gpus_per_node=node.gpus, fabric=fabric.id)
+            if not _usable_serving(est):
+                continue
+            out.append(_serving_candidate(name, spec, node, est, size, nodes, fabric.id,
+                                          _network(node, catalog, fabric, nodes)))
+            found += 1
+            if found == 2:
+                break
+    return out
+
+
+def _usable_serving(est: Estimate) -> bool:
+    return est.fits and est.comfortable and (est.predicted.max_concurrency or 0) > 0 \
+        and (est.predicted.qps_capacity or 0) > 0
+
+
+def _serving_candidate(name: str, spec: object, node: NodeType, est: Estimate, size: int,
+                       nodes: int, fabric: str, network_usd: float) -> Candidate:
+    return Candidate(
+        workload=name, kind=spec.kind, node_type=node.key,  # type: ignore[attr-defined]
+        layout=est.layout, estimate=est, gpus=size, nodes_spanned=nodes, fabric=fabric,
+        network_usd=network_usd,
+        concurrency_capacity=float(est.predicted.max_concurrency or 0),
+        qps_capacity=float(est.predicted.qps_capacity or 0.0),
+        name=f"{name}|{node.key}|{est.layout.precision}|tp{est.layout.tp}pp{est.layout.pp}"
+             f"|{fabric}")
+
+
+def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
+                         precision: str, rejected: list[str], all_sizes: bool,
+                         max_nodes: int) -> list[Candidate]:
+    """Jobs on this node type: for each fabric, the smallest GPU count that fits and meets
+    the deadline (larger ones cost more for the same node type and fabric); with
+    ``all_sizes`` every meeting size (for the Pareto frontier)."""
+    from solver.performance import best_layout
+
+    workload = physics_workload(spec)
+    total_tokens = spec.dataset_tokens * spec.epochs  # type: ignore[attr-defined]
+    deadline = spec.deadline_hours  # type: ignore[attr-defined]
+    out: list[Candidate] = []
+    options: list[tuple[int, Fabric | None]] = [(n, None) for n in POWERS_OF_TWO
+                                                 if n <= node.gpus]
+    for fabric in fabrics:
+        options += [(node.gpus * m, fabric) for m in POWERS_OF_TWO
+                    if 2 <= m <= min(max_nodes, MAX_SPANNED_NODES)]
+    done: set[str | None] = set()
+    best_hours: float | None = None
+    for size, fabric in options:
+        fabric_id = fabric.id if fabric else "none"
+        if fabric_id in done and not all_sizes:
+            continue
+        if "in-node" in done and not all_sizes:
+            continue  # a spanning job costs more than an in-node one on the same node type
+        est = best_layout(catalog, spec.model, node.gpu, size, workload,  # type: ignore[attr-defined]
+                          precision=precision, gpus_per_node=node.gpus, fabric=fabric_id)
+        if not est.fits or est.predicted.tokens_per_s <= 0:
+            continue
+        hours = total_tokens / est.predicted.tokens_per_s / 3600.0
+        best_hours = hours if best_hours is None else min(best_hours, hours)
+        if hours > deadline:
+            continue
+        nodes = max(1, size // node.gpus) if fabric else 1
+        network = _network(node, catalog, fabric, nodes) if fabric else 0.0
+        out.append(Candidate(
+            workload=spec.name, kind=spec.kind, node_type=node.key,  # type: ignore[attr-defined]
+            layout=est.layout, estimate=est, gpus=size, nodes_spanned=nodes, fabric=fabric_id,
+            network_usd=network, hours_to_complete=hours,
+            name=f"{spec.name}|{node.key}|{precision}|tp{est.layout.tp}pp{est.layout.pp}"  # type: ignore[attr-defined]
+                 f"dp{est.layout.dp}|{fabric_id}"))
+        done.add(fabric_id if fabric else "in-node")
+        if fabric is None:
+            done.add("in-node")
+    if not out:
+        shown = "n/a" if best_hours is None else f"{best_hours:,.1f} h"
+        rejected.append(f"{node.key} {precision}: fastest layout tried needs {shown} "
+                        f"(deadline {deadline:g} h)")
+    return out
+
+
+def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
+                     params: CostParams | None = None) -> CandidateTable:
+    """The whole candidate table for an RFQ."""
+    params = params or CostParams.from_catalog(catalog, rfq.horizon_years)
+    types = node_types(catalog, rfq, params)
+    _, _, fabrics = allowed_entries(catalog, rfq)
+    max_nodes = rfq.constraints.max_nodes or MAX_SPANNED_NODES
+    candidates: dict[str, list[Candidate]] = {}
+    rejected: dict[str, list[str]] = {}
+    for spec in rfq.workloads:
+        found: list[Candidate] = []
+        why: list[str] = []
+        for node in types.values():
+            gpu = catalog.gpus[node.gpu]
+            for precision in precisions_for(spec, gpu):
+                if spec.kind in TRAINING_KINDS:
+                    found += _training_candidates(catalog, spec, node, fabrics, precision, why,
+                                                  all_sizes, max_nodes)
+                else:
+                    found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
+        candidates[spec.name] = _drop_dominated(found)
+        rejected[spec.name] = why
+    return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected)
+
+
+def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
+    """Remove candidates another one on the same node type beats on every count.
+
+    Dominance keeps the optimum: the dominating candidate uses no more GPUs, spans no more
+    nodes on the same fabric, costs no more network, and delivers at least the capacity.
+    """
+    keep = []
+    for cand in found:
+        dominated = False
+        for other in found:
+            if other is cand or other.node_type != cand.node_type or other.fabric != cand.fabric:
+                continue
+            no_worse = (other.gpus <= cand.gpus and other.nodes_spanned <= cand.nodes_spanned
+                        and other.network_usd <= cand.network_usd)
+            if cand.is_job:
+                better = no_worse and (other.hours_to_complete or math.inf) <= (
+                    cand.hours_to_complete or math.inf)
+            else:
+                better = (no_worse and other.concurrency_capacity >= cand.concurrency_capacity
+                          and other.qps_capacity >= cand.qps_capacity)
+            strictly = (other.gpus, other.nodes_spanned, -other.concurrency_capacity,
+                        -other.qps_capacity, other.hours_to_complete or 0) != (
+                cand.gpus, cand.nodes_spanned, -cand.concurrency_capacity,
+                -cand.qps_capacity, cand.hours_to_complete or 0)
+            if better and (strictly or found.index(other) < found.index(cand)):
+                dominated = True
+                break
+        if not dominated:
+            keep.append(cand)
+    return keep

@@ -1,0 +1,1 @@
+"""`procure` sub-commands, one module per command group; each exposes ``register(app)``."""

@@ -1,0 +1,26 @@
+"""Shared console helpers for the command line: printing input errors, exit codes."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+from rich.console import Console
+
+from solver.errors import InputError
+
+EXIT_OK = 0
+EXIT_INVALID = 2
+EXIT_INFEASIBLE = 3
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail_input(exc: InputError) -> NoReturn:
+    """Print every problem of an invalid input (file, field, value, reason) and exit 2."""
+    err.print(f"[bold red]invalid input[/] ({len(exc.problems)} problem"
+              f"{'s' if len(exc.problems) != 1 else ''}):")
+    for problem in exc.problems:
+        err.print(f"  - {problem}", markup=False)
+    sys.exit(EXIT_INVALID)

@@ -1,0 +1,87 @@
+"""Input errors: every bad input names its file, field path, value and reason."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input."""
+
+    file: str
+    field: str
+    value: Any
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.field}" if self.field else self.file
+        shown = "" if self.value is None else f" = {_short(self.value)}"
+        return f"{where}{shown}: {self.reason}"
+
+
+class InputError(Exception):
+    """Invalid input (RFQ, catalog, command-line value). The CLI prints it and exits 2."""
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def field_path(loc: Iterable[Any]) -> str:
+    """Turn a pydantic location tuple into ``workloads[1].deadline_hours``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + str(part)
+    return path
+
+
+def nearest(value: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """The nearest known ids to a misspelt one."""
+    choices = list(choices)
+    close = difflib.get_close_matches(value, choices, n=n, cutoff=0.4)
+    if not close:
+        close = [c for c in choices if value.split("-")[0] in c][:n]
+    return close
+
+
+def problems_from_pydantic(
+    exc: ValidationError, file: str, *, id_keyed: bool = False,
+    tags: frozenset[str] = frozenset(),
+) -> list[Problem]:
+    """Convert a pydantic ValidationError into our problems (one per error).
+
+    ``tags`` are discriminator values (e.g. workload kinds) that pydantic puts into the
+    location after a list index; they are not field names and are dropped.
+    """
+    problems = []
+    for err in exc.errors():
+        loc = list(err.get("loc", ()))
+        # drop pydantic's union/tag branch names such as 'function-after[...]'
+        loc = [part for part in loc if not (isinstance(part, str) and "[" in part)]
+        loc = [part for i, part in enumerate(loc)
+               if not (part in tags and i > 0 and isinstance(loc[i - 1], int))]
+        reason = err.get("msg", "invalid")
+        reason = reason.removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            reason = "unknown key (not part of the format)"
+        elif err.get("type") == "missing":
+            reason = "required field missing"
+        value = err.get("input") if err.get("type") != "missing" else None
+        if isinstance(value, dict) and err.get("type") != "extra_forbidden":
+            value = None
+        problems.append(Problem(file, field_path(loc), value, reason))
+    return problems

@@ -1,0 +1,122 @@
+"""One candidate layout and what the estimate stage predicts for it.
+
+These plain, frozen records are the interface between the physics (``solver.memory``,
+``solver.performance``) and the optimiser (``solver.candidates``, ``solver.mip``): the
+MIP reads only these numbers, never the physics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Kind = Literal["inference", "batch_inference", "lora", "qlora", "full_finetune", "pretrain"]
+KINDS: tuple[Kind, ...] = (
+    "inference", "batch_inference", "lora", "qlora", "full_finetune", "pretrain",
+)
+TRAINING_KINDS: tuple[Kind, ...] = ("lora", "qlora", "full_finetune", "pretrain")
+SERVING_KINDS: tuple[Kind, ...] = ("inference", "batch_inference")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one job (a training run) or one serving replica is laid out.
+
+    ``gpus = tp * pp * dp``; ``gpus_per_node`` is how many GPUs each node of the layout
+    holds (so the job spans ``ceil(gpus / gpus_per_node)`` nodes), and ``fabric`` is the
+    inter-node fabric id (``none`` when it stays inside one node).
+    """
+
+    model: str
+    gpu: str
+    precision: str
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    gpus_per_node: int = 8
+    fabric: str = "none"
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def nodes_spanned(self) -> int:
+        return -(-self.gpus // self.gpus_per_node)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a layout is asked to do (the physics-facing view of an RFQ workload).
+
+    Token lengths in tokens; SLOs in milliseconds (None = no SLO); ``concurrency`` None
+    means throughput mode (the largest batch that fits memory).
+    """
+
+    kind: Kind
+    input_tokens: int = 2000
+    output_tokens: int = 400
+    concurrency: int | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    seq_len: int = 4096
+    micro_batch: int = 1
+    global_batch_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Memory per GPU (the fullest one), GB = 1e9 bytes."""
+
+    weights_gb: float
+    kv_cache_gb: float
+    activations_gb: float
+    optimizer_gb: float
+    total_gb: float
+    capacity_gb: float
+    weights_fraction: float
+    utilization: float
+    gradients_gb: float = 0.0
+    reserve_gb: float = 0.0
+    activation_recompute: bool = False
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted performance of one layout.
+
+    Inference: ``tokens_per_s`` is output tokens/s of this layout at the evaluated
+    concurrency, ``qps_capacity`` requests/s it sustains within the SLOs, and
+    ``max_concurrency`` the largest concurrency that meets SLOs and fits memory.
+    Training: ``tokens_per_s`` is training tokens/s of the whole job.
+    """
+
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    qps_capacity: float | None = None
+    max_concurrency: int | None = None
+    mfu: float | None = None
+    scaling_efficiency: float | None = None
+    step_time_s: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A layout with its memory and performance prediction."""
+
+    layout: Layout
+    workload: Workload
+    fits: bool
+    comfortable: bool
+    memory: MemoryBreakdown
+    predicted: Prediction
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {"layout": asdict(self.layout), "workload": asdict(self.workload),
+                "fits": self.fits, "comfortable": self.comfortable,
+                "memory": asdict(self.memory), "predicted": asdict(self.predicted),
+                "reason": self.reason}

@@ -1,0 +1,227 @@
+r"""The procurement MIP: what to buy and how to lay every workload out on it.
+
+Sets
+    T           node types t = (server, GPU SKU, GPUs populated k_t)      (candidates.NodeType)
+    F           fabrics f allowed by vendor profile and RFQ (not ``none``)
+    W_s, W_j    serving workloads (inference, batch inference) and training jobs
+    C_w         candidates of workload w; each c has node type t(c), GPUs g_c, nodes spanned
+                n_c (1 = inside one node), fabric f(c) (``none`` when n_c = 1), network cost
+                net_c, and capacity: concurrency m_c, QPS q_c (serving) or hours h_c (jobs)
+
+Parameters
+    cost_t      per-node cost over the horizon (objective-dependent: capex, or TCO = capex +
+                power + operations incl. each node's own engineering)
+    P_t, U_t    full-load power (kW) and rack units of one node of type t
+    S, s        shared-storage cost of a coupled cluster (fixed, and per coupled node)
+    O           extra engineering cost of each coupled node beyond the first:
+                (overhead factor - 1) × engineering per node-year × horizon
+    D^conc_w, D^qps_w   serving demand (concurrency, requests/s; batch: requests / deadline)
+
+Variables
+    N[t] ∈ Z≥0            nodes of type t bought
+    z[f] ∈ {0,1}          fabric f bought (Σ_f z[f] ≤ 1; "coupled" = Σ_f z[f])
+    x[c] ∈ Z≥0            replicas of serving candidate c;  x[c] ∈ {0,1} for a job candidate
+    K ∈ Z≥0               coupled nodes (nodes of jobs or replicas that span nodes)
+
+Objective
+    min Σ_t cost_t N[t] + Σ_c net_c x[c] + S Σ_f z[f] + s K + O (K - Σ_f z[f])
+    (capex objective: GPUs + servers + network + storage only, O = 0)
+
+Constraints (one block each in :func:`build_model`)
+    demand      Σ_{c∈C_w} m_c x[c] ≥ D^conc_w,  Σ_{c∈C_w} q_c x[c] ≥ D^qps_w     (w ∈ W_s)
+    one job     Σ_{c∈C_w} x[c] = 1                                                (w ∈ W_j)
+    packing     Σ_{c: t(c)=t} g_c x[c] ≤ k_t N[t]                                 (t ∈ T)
+    fabric      x[c] ≤ M_c z[f(c)] for spanning c;  Σ_f z[f] ≤ 1
+    coupled     K = Σ_{c spanning} n_c x[c];  z[f] ≤ Σ_{c spanning on f} n_c x[c]
+    limits      Σ N ≤ max_nodes, Σ k_t N[t] ≤ max_gpus, Σ P_t N[t] ≤ max_power_kw,
+                Σ U_t N[t] ≤ max_rack_units, objective ≤ budget
+
+Why the packing constraint is exact (not a relaxation): every node size k_t and every
+in-node group size g_c is a power of two with g_c ≤ k_t, and a spanning group uses
+g_c = n_c k_t, i.e. whole nodes. Place spanning groups first on whole nodes; then place the
+in-node groups in decreasing size, first-fit. Because each size divides every larger one,
+the free space of every node is always a multiple of the current group size, so a group is
+only refused when every node is full — first-fit-decreasing therefore packs whenever the
+total GPU count fits (Σ g_c x[c] ≤ k_t N[t]). ``tests/test_mip.py`` checks this against an
+explicit bin packing. Replicas of different workloads share nodes of the same type.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from solver.backends import LinearModel
+from solver.candidates import Candidate, CandidateTable
+from solver.rfq import Rfq
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What one serving workload must sustain: concurrency and requests/s."""
+
+    concurrency: float = 0.0
+    qps: float = 0.0
+
+
+def demand_of(spec: object) -> Demand:
+    """Serving demand of an RFQ workload (batch: requests spread over the deadline)."""
+    if spec.kind == "inference":  # type: ignore[attr-defined]
+        return Demand(float(spec.concurrency or 0), float(spec.qps or 0.0))  # type: ignore[attr-defined]
+    if spec.kind == "batch_inference":  # type: ignore[attr-defined]
+        return Demand(0.0, spec.requests / (spec.deadline_hours * 3600.0))  # type: ignore[attr-defined]
+    return Demand()
+
+
+def node_var(key: str) -> str:
+    return f"N[{key}]"
+
+
+def cand_var(cand: Candidate) -> str:
+    return f"x[{cand.name}]"
+
+
+def fabric_var(fabric: str) -> str:
+    return f"z[{fabric}]"
+
+
+COUPLED_NODES = "K"
+
+
+@dataclass
+class Limits:
+    """RFQ limits, as numbers (None = no limit)."""
+
+    max_nodes: float | None = None
+    max_gpus: float | None = None
+    max_power_kw: float | None = None
+    max_rack_units: float | None = None
+    budget_usd: float | None = None
+
+    @classmethod
+    def from_rfq(cls, rfq: Rfq) -> Limits:
+        c = rfq.constraints
+        return cls(c.max_nodes, c.max_gpus, c.max_power_kw, c.max_rack_units, rfq.budget_usd)
+
+
+def replica_bound(cand: Candidate, demand: Demand) -> int:
+    """An upper bound on useful replicas of one serving candidate."""
+    needed = 1
+    if demand.concurrency and cand.concurrency_capacity:
+        needed = max(needed, math.ceil(demand.concurrency / cand.concurrency_capacity))
+    if demand.qps and cand.qps_capacity:
+        needed = max(needed, math.ceil(demand.qps / cand.qps_capacity - 1e-9))
+    return needed
+
+
+def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str, float]]:
+    """Cost coefficient of each variable per cost term (the report splits the bill)."""
+    p = table.params
+    terms: dict[str, dict[str, float]] = {
+        "gpus_usd": {}, "servers_usd": {}, "network_usd": {}, "storage_usd": {},
+        "power_usd": {}, "operations_usd": {}, "multinode_overhead_usd": {}}
+    for key, node in table.node_types.items():
+        terms["gpus_usd"][node_var(key)] = node.cost.gpus_usd
+        terms["servers_usd"][node_var(key)] = node.cost.server_usd
+        if objective == "tco":
+            terms["power_usd"][node_var(key)] = node.cost.power_usd
+            terms["operations_usd"][node_var(key)] = node.cost.operations_usd
+    for cands in table.candidates.values():
+        for cand in cands:
+            if cand.network_usd:
+                terms["network_usd"][cand_var(cand)] = cand.network_usd
+    for fabric in table.fabrics:
+        terms["storage_usd"][fabric_var(fabric)] = p.shared_storage_usd
+    terms["storage_usd"][COUPLED_NODES] = p.shared_storage_usd_per_node
+    if objective == "tco":
+        overhead = p.overhead_per_extra_coupled_node_usd
+        terms["multinode_overhead_usd"][COUPLED_NODES] = overhead
+        for fabric in table.fabrics:
+            terms["multinode_overhead_usd"][fabric_var(fabric)] = -overhead
+    return terms
+
+
+def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
+                objective: str | None = None, extra: list | None = None) -> LinearModel:
+    """Build the MIP of this module's docstring from a candidate table."""
+    limits = limits or Limits.from_rfq(rfq)
+    objective = objective or rfq.objective
+    model = LinearModel(name=f"procure-{rfq.id}")
+    specs = {spec.name: spec for spec in rfq.workloads}
+
+    # --- variables ------------------------------------------------------------------
+    for key in table.node_types:
+        model.var(node_var(key), 0, None)
+    for fabric in table.fabrics:
+        model.var(fabric_var(fabric), 0, 1)
+    model.var(COUPLED_NODES, 0, None)
+    for name, cands in table.candidates.items():
+        demand = demand_of(specs[name])
+        for cand in cands:
+            high = 1 if cand.is_job else replica_bound(cand, demand)
+            model.var(cand_var(cand), 0, high)
+
+    # --- objective --------------------------------------------------------------------
+    terms = objective_terms(table, objective)
+    for coeffs in terms.values():
+        for var, coeff in coeffs.items():
+            model.objective[var] = model.objective.get(var, 0.0) + coeff
+
+    # --- demand (serving) and one job (training) ----------------------------------------
+    for name, cands in table.candidates.items():
+        spec = specs[name]
+        if spec.kind in ("inference", "batch_inference"):
+            demand = demand_of(spec)
+            if demand.concurrency:
+                model.add(f"demand_concurrency[{name}]",
+                          {cand_var(c): c.concurrency_capacity for c in cands}, ">=",
+                          demand.concurrency)
+            if demand.qps:
+                model.add(f"demand_qps[{name}]", {cand_var(c): c.qps_capacity for c in cands},
+                          ">=", demand.qps)
+        else:
+            model.add(f"one_job[{name}]", {cand_var(c): 1.0 for c in cands}, "==", 1.0)
+
+    # --- packing: GPUs of every group placed on nodes of its type ------------------------
+    for key, node in table.node_types.items():
+        coeffs = {cand_var(c): float(c.gpus) for cands in table.candidates.values()
+                  for c in cands if c.node_type == key}
+        coeffs[node_var(key)] = -float(node.gpus)
+        model.add(f"packing[{key}]", coeffs, "<=", 0.0)
+
+    # --- fabric: a spanning layout needs its fabric; one fabric at most -----------------
+    spanning = [c for cands in table.candidates.values() for c in cands if c.spanning]
+    for cand in spanning:
+        bound = model.variables[cand_var(cand)].high or 1
+        model.add(f"fabric_needed[{cand.name}]",
+                  {cand_var(cand): 1.0, fabric_var(cand.fabric): -float(bound)}, "<=", 0.0)
+    if table.fabrics:
+        model.add("one_fabric", {fabric_var(f): 1.0 for f in table.fabrics}, "<=", 1.0)
+
+    # --- coupled nodes: K counts the nodes of spanning groups ---------------------------
+    coeffs = {cand_var(c): float(c.nodes_spanned) for c in spanning}
+    coeffs[COUPLED_NODES] = -1.0
+    model.add("coupled_nodes", coeffs, "==", 0.0)
+    for fabric in table.fabrics:
+        coeffs = {cand_var(c): -float(c.nodes_spanned) for c in spanning if c.fabric == fabric}
+        coeffs[fabric_var(fabric)] = 1.0
+        model.add(f"fabric_used[{fabric}]", coeffs, "<=", 0.0)
+
+    # --- RFQ limits ----------------------------------------------------------------------
+    nodes = table.node_types
+    if limits.max_nodes is not None:
+        model.add("max_nodes", {node_var(k): 1.0 for k in nodes}, "<=", limits.max_nodes)
+    if limits.max_gpus is not None:
+        model.add("max_gpus", {node_var(k): float(n.gpus) for k, n in nodes.items()}, "<=",
+                  limits.max_gpus)
+    if limits.max_power_kw is not None:
+        model.add("max_power_kw", {node_var(k): n.cost.power_kw for k, n in nodes.items()},
+                  "<=", limits.max_power_kw)
+    if limits.max_rack_units is not None:
+        model.add("max_rack_units", {node_var(k): float(n.cost.rack_units)
+                                     for k, n in nodes.items()}, "<=", limits.max_rack_units)
+    if limits.budget_usd is not None:
+        model.add("budget", dict(model.objective), "<=", limits.budget_usd)
+    for constraint in extra or []:
+        model.constraints.append(constraint)
+    return model

@@ -1,0 +1,150 @@
+"""Turn a MIP solution into the plan a user reads (the JSON of contract.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, replace
+from typing import Any
+
+from solver.backends import Solution
+from solver.candidates import Candidate, CandidateTable
+from solver.catalog import Catalog
+from solver.layout import TRAINING_KINDS
+from solver.mip import cand_var, demand_of, fabric_var, node_var, objective_terms
+from solver.rfq import Rfq
+
+COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
+             "operations_usd", "multinode_overhead_usd", "tco_usd")
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return round(float(value), digits)
+
+
+def chosen(table: CandidateTable, solution: Solution) -> dict[str, list[tuple[Candidate, int]]]:
+    """Each workload's candidates used in the solution, with their replica counts."""
+    picks: dict[str, list[tuple[Candidate, int]]] = {}
+    for name, cands in table.candidates.items():
+        used = [(c, round(solution.values.get(cand_var(c), 0.0))) for c in cands]
+        picks[name] = sorted([(c, n) for c, n in used if n > 0], key=lambda cn: -cn[0].gpus * cn[1])
+    return picks
+
+
+def cost_breakdown(table: CandidateTable, values: dict[str, float]) -> dict[str, float]:
+    """Every cost term of a solution (TCO terms are reported even for a capex objective)."""
+    terms = objective_terms(table, "tco")
+    cost = {key: sum(coeff * round(values.get(var, 0.0)) for var, coeff in coeffs.items())
+            for key, coeffs in terms.items()}
+    cost["capex_usd"] = (cost["gpus_usd"] + cost["servers_usd"] + cost["network_usd"]
+                         + cost["storage_usd"])
+    cost["tco_usd"] = (cost["capex_usd"] + cost["power_usd"] + cost["operations_usd"]
+                       + cost["multinode_overhead_usd"])
+    return {key: round(cost[key], 2) for key in COST_KEYS}
+
+
+def _predicted_at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
+                       total_replicas_capacity: float) -> dict[str, Any]:
+    """Per-request latency at this workload's actual load, capacity for all replicas."""
+    est = cand.estimate
+    pred = est.predicted
+    if spec.kind == "inference" and spec.concurrency:
+        from solver.performance import estimate as estimate_layout
+
+        share = max(1, math.ceil(spec.concurrency * cand.concurrency_capacity
+                                 / max(total_replicas_capacity, 1e-9) / replicas))
+        share = min(share, int(cand.concurrency_capacity) or share)
+        at_load = estimate_layout(catalog, est.layout, replace(est.workload, concurrency=share))
+        pred = at_load.predicted
+        tokens = pred.tokens_per_s * replicas
+    else:
+        tokens = pred.tokens_per_s * (replicas if spec.kind not in TRAINING_KINDS else 1)
+    hours = cand.hours_to_complete
+    qps_total = (cand.qps_capacity * replicas) if spec.kind not in TRAINING_KINDS else None
+    if spec.kind == "batch_inference" and qps_total:
+        hours = spec.requests / qps_total / 3600.0
+    return {
+        "ttft_ms": _round(pred.ttft_ms, 1), "tpot_ms": _round(pred.tpot_ms, 2),
+        "qps_capacity": _round(qps_total, 3), "tokens_per_s": _round(tokens, 1),
+        "hours_to_complete": _round(hours, 2),
+        "scaling_efficiency": _round(pred.scaling_efficiency, 3),
+        "mfu": _round(pred.mfu, 3),
+        "max_concurrency": (int(cand.concurrency_capacity * replicas)
+                            if spec.kind not in TRAINING_KINDS else None),
+    }
+
+
+def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
+                   ) -> dict[str, Any]:
+    """The plan's entry for one workload: its main layout, memory and predictions."""
+    cand, replicas = picks[0]
+    layout = cand.layout
+    is_job = spec.kind in TRAINING_KINDS
+    capacity = sum(c.concurrency_capacity * n for c, n in picks)
+    memory = {k: _round(v, 3) for k, v in asdict(cand.estimate.memory).items()}
+    entry: dict[str, Any] = {
+        "name": spec.name, "kind": spec.kind, "model": spec.model,
+        "precision": layout.precision, "gpu": layout.gpu, "tp": layout.tp, "pp": layout.pp,
+        "dp": layout.dp if is_job else replicas,
+        "gpus": cand.gpus if is_job else cand.gpus * replicas,
+        "nodes_spanned": cand.nodes_spanned,
+        "gpus_per_node": layout.gpus_per_node, "fabric": cand.fabric,
+        "memory": memory,
+        "predicted": _predicted_at_load(catalog, spec, cand, replicas, capacity),
+    }
+    demand = demand_of(spec)
+    if not is_job:
+        entry["demand"] = {"concurrency": spec.concurrency if spec.kind == "inference" else None,
+                           "qps": _round(demand.qps, 4)}
+    if len(picks) > 1:
+        entry["layouts"] = [{"gpu": c.layout.gpu, "precision": c.layout.precision,
+                             "tp": c.layout.tp, "pp": c.layout.pp, "replicas": n,
+                             "gpus_per_node": c.layout.gpus_per_node, "fabric": c.fabric}
+                            for c, n in picks]
+        entry["gpus"] = sum(c.gpus * n for c, n in picks)
+    return entry
+
+
+def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution
+             ) -> dict[str, Any]:
+    """The plan JSON (without decision path and warnings, which explain adds)."""
+    values = solution.values
+    nodes = []
+    power_kw = 0.0
+    rack_units = 0
+    for key, node in table.node_types.items():
+        count = round(values.get(node_var(key), 0.0))
+        if count > 0:
+            nodes.append({"gpu": node.gpu, "server": node.server, "gpus_per_node": node.gpus,
+                          "count": count})
+            power_kw += count * node.cost.power_kw
+            rack_units += count * node.cost.rack_units
+    fabric = next((f for f in table.fabrics if round(values.get(fabric_var(f), 0.0)) == 1),
+                  "none")
+    picks = chosen(table, solution)
+    specs = {spec.name: spec for spec in rfq.workloads}
+    return {
+        "rfq": rfq.id,
+        "status": solution.status,
+        "solver": solution.backend,
+        "gap": _round(solution.gap, 6) if solution.status == "feasible" else 0.0,
+        "solve_seconds": _round(solution.seconds, 3),
+        "objective": rfq.objective,
+        "cluster": {
+            "nodes": nodes,
+            "total_nodes": sum(n["count"] for n in nodes),
+            "total_gpus": sum(n["count"] * n["gpus_per_node"] for n in nodes),
+            "fabric": fabric,
+            "coupled": fabric != "none",
+            "coupled_nodes": round(values.get("K", 0.0)),
+            "power_kw": round(power_kw, 2),
+            "rack_units": rack_units,
+        },
+        "workloads": [workload_entry(catalog, specs[name], picks[name]) for name in picks
+                      if picks[name]],
+        "cost": cost_breakdown(table, values),
+        "decision_path": [],
+        "warnings": [],
+        "infeasibility": None,
+    }

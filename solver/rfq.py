@@ -1,0 +1,380 @@
+"""The RFQ (request for quotation) schema and its loaders: YAML, JSON and the CSV batch form.
+
+Validation happens at the edge (conventions.md §7): :func:`load_rfq` returns a frozen
+:class:`Rfq` or raises :class:`~solver.errors.InputError` whose problems name the file, the
+field path (``workloads[1].deadline_hours``), the value and the reason. Ids are checked
+against the catalog passed in the validation context, and an unknown model id lists the
+nearest known ids. Only ``yaml.safe_load`` is used.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from solver.catalog import Catalog
+from solver.errors import InputError, Problem, nearest, problems_from_pydantic
+
+ID_PATTERN = r"^[A-Za-z0-9._-]+$"
+WORKLOAD_KINDS = frozenset({"inference", "batch_inference", "lora", "qlora", "full_finetune",
+                            "pretrain"})
+MAX_FILE_BYTES = 2_000_000
+
+Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
+TRAINING_PRECISIONS = {"lora": {"bf16", "fp8"}, "full_finetune": {"bf16", "fp8"},
+                       "pretrain": {"bf16", "fp8"}, "qlora": {"int4"}}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
+                              str_strip_whitespace=True)
+
+
+def _catalog(info: ValidationInfo) -> Catalog | None:
+    return (info.context or {}).get("catalog") if info.context else None
+
+
+def _check_ids(values: list[str] | None, known: list[str], what: str) -> list[str] | None:
+    if values is None:
+        return None
+    for value in values:
+        if value not in known:
+            hint = nearest(value, known)
+            raise ValueError(f"unknown {what} id {value!r}"
+                             + (f"; nearest known: {', '.join(hint)}" if hint else
+                                f"; known: {', '.join(known)}"))
+    if len(set(values)) != len(values):
+        raise ValueError(f"duplicate {what} ids")
+    return values
+
+
+class Constraints(_Strict):
+    """Optional limits on what may be bought."""
+
+    vendor: str | None = None
+    gpus: list[str] | None = Field(default=None, min_length=1)
+    fabrics: list[str] | None = Field(default=None, min_length=1)
+    max_nodes: int | None = Field(default=None, ge=1, le=10_000)
+    max_gpus: int | None = Field(default=None, ge=1, le=100_000)
+    max_power_kw: float | None = Field(default=None, gt=0, le=1_000_000)
+    max_rack_units: int | None = Field(default=None, ge=1, le=1_000_000)
+
+    @field_validator("vendor")
+    @classmethod
+    def _vendor(cls, value: str | None, info: ValidationInfo) -> str | None:
+        catalog = _catalog(info)
+        if value is not None and catalog is not None:
+            _check_ids([value], list(catalog.vendors), "vendor profile")
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        catalog = _catalog(info)
+        return _check_ids(value, list(catalog.gpus), "GPU") if catalog else value
+
+    @field_validator("fabrics")
+    @classmethod
+    def _fabrics(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        catalog = _catalog(info)
+        return _check_ids(value, list(catalog.fabrics), "fabric") if catalog else value
+
+
+class _WorkloadBase(_Strict):
+    name: str = Field(pattern=ID_PATTERN, min_length=1, max_length=64)
+    model: str
+    precision: Precision | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str, info: ValidationInfo) -> str:
+        catalog = _catalog(info)
+        if catalog is not None and value not in catalog.model_ids():
+            _check_ids([value], catalog.model_ids(), "model")
+        return value
+
+
+class _ServingBase(_WorkloadBase):
+    input_tokens: int = Field(ge=1, le=2_000_000)
+    output_tokens: int = Field(ge=1, le=200_000)
+
+    @model_validator(mode="after")
+    def _context(self, info: ValidationInfo) -> _ServingBase:
+        catalog = _catalog(info)
+        if catalog is not None and self.model in catalog.model_ids():
+            limit = catalog.model(self.model).max_context
+            if self.input_tokens + self.output_tokens > limit:
+                raise ValueError(
+                    f"input_tokens + output_tokens = {self.input_tokens + self.output_tokens} "
+                    f"exceeds {self.model}'s context window of {limit} tokens")
+        return self
+
+
+class InferenceWorkload(_ServingBase):
+    """Online serving: concurrent requests and/or request rate within latency SLOs."""
+
+    kind: Literal["inference"]
+    concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
+    qps: float | None = Field(default=None, gt=0, le=10_000_000)
+    ttft_ms: float | None = Field(default=None, gt=0, le=3_600_000)
+    tpot_ms: float | None = Field(default=None, gt=0, le=600_000)
+
+    @model_validator(mode="after")
+    def _demand(self) -> InferenceWorkload:
+        if self.concurrency is None and self.qps is None:
+            raise ValueError("inference needs concurrency or qps (or both)")
+        return self
+
+
+class BatchInferenceWorkload(_ServingBase):
+    """Offline inference: a number of requests to finish by a deadline."""
+
+    kind: Literal["batch_inference"]
+    requests: int = Field(ge=1, le=10**12)
+    deadline_hours: float = Field(gt=0, le=100_000)
+
+
+class TrainingWorkload(_WorkloadBase):
+    """One training job (LoRA, QLoRA, full fine-tune or pretraining) with a deadline."""
+
+    kind: Literal["lora", "qlora", "full_finetune", "pretrain"]
+    dataset_tokens: int = Field(ge=1, le=10**14)
+    epochs: float = Field(default=1, gt=0, le=1000)
+    seq_len: int = Field(default=4096, ge=16, le=1_000_000)
+    deadline_hours: float = Field(gt=0, le=100_000)
+
+    @model_validator(mode="after")
+    def _training(self, info: ValidationInfo) -> TrainingWorkload:
+        allowed = TRAINING_PRECISIONS[self.kind]
+        if self.precision is not None and self.precision not in allowed:
+            raise ValueError(
+                f"precision {self.precision!r} is not valid for {self.kind}: use "
+                f"{' or '.join(sorted(allowed))} (4-bit weights are not usable on the training "
+                "gradient path; only QLoRA's frozen base is 4-bit)")
+        catalog = _catalog(info)
+        if catalog is not None and self.model in catalog.model_ids():
+            limit = catalog.model(self.model).max_context
+            if self.seq_len > limit:
+                raise ValueError(f"seq_len {self.seq_len} exceeds {self.model}'s context window "
+                                 f"of {limit} tokens")
+        return self
+
+
+WorkloadSpec = Annotated[
+    InferenceWorkload | BatchInferenceWorkload | TrainingWorkload, Field(discriminator="kind")
+]
+
+
+class Rfq(_Strict):
+    """A customer's request for quotation: workloads that run at once, and limits."""
+
+    id: str = Field(pattern=ID_PATTERN, min_length=1, max_length=128)
+    customer: str | None = Field(default=None, max_length=500)
+    horizon_years: float = Field(default=3, gt=0, le=15)
+    objective: Literal["tco", "capex"] = "tco"
+    budget_usd: float | None = Field(default=None, gt=0, le=1e11)
+    constraints: Constraints = Constraints()
+    workloads: list[WorkloadSpec] = Field(min_length=1, max_length=100)
+
+    @field_validator("workloads")
+    @classmethod
+    def _unique_names(cls, workloads: list[Any]) -> list[Any]:
+        seen: set[str] = set()
+        for workload in workloads:
+            if workload.name in seen:
+                raise ValueError(f"workload name {workload.name!r} is used twice")
+            seen.add(workload.name)
+        return workloads
+
+
+def validate_rfq(data: Any, catalog: Catalog, source: str = "<rfq>") -> Rfq:
+    """Validate already-parsed RFQ data against the schema and the catalog."""
+    if not isinstance(data, dict):
+        raise InputError([Problem(source, "", type(data).__name__,
+                                  "an RFQ must be a mapping of keys (id, workloads, ...)")])
+    _check_kinds(data, source)
+    try:
+        return Rfq.model_validate(data, context={"catalog": catalog})
+    except ValidationError as exc:
+        raise InputError(problems_from_pydantic(exc, source, tags=WORKLOAD_KINDS)) from None
+
+
+def _check_kinds(data: dict, source: str) -> None:
+    """Give an unknown or missing workload kind a clear error instead of a union dump."""
+    workloads = data.get("workloads")
+    if not isinstance(workloads, list):
+        return
+    problems = []
+    for index, workload in enumerate(workloads):
+        if isinstance(workload, dict):
+            kind = workload.get("kind")
+            valid = sorted(WORKLOAD_KINDS)
+            if kind not in valid:
+                reason = ("required field missing" if kind is None else
+                          f"unknown workload kind; expected one of {', '.join(valid)}")
+                problems.append(Problem(source, f"workloads[{index}].kind", kind, reason))
+    if problems:
+        raise InputError(problems)
+
+
+def parse_text(text: str, source: str, suffix: str) -> Any:
+    """Parse YAML or JSON text; syntax errors name line and column."""
+    if suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError([Problem(source, "", None, f"JSON syntax error at line {exc.lineno}, "
+                                      f"column {exc.colno}: {exc.msg}")]) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError([Problem(source, "", None,
+                                  f"YAML syntax error at {where}: {problem}")]) from None
+
+
+def load_rfq(path: str | Path, catalog: Catalog) -> Rfq:
+    """Load and validate one RFQ file (.yaml, .yml or .json)."""
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise InputError([Problem(source, "", None, "file not found")])
+    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise InputError([Problem(source, "", path.suffix,
+                                  "unsupported file type: use .yaml, .yml or .json "
+                                  "(CSV batches go to `procure batch`)")])
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise InputError([Problem(source, "", None,
+                                  f"file larger than {MAX_FILE_BYTES // 1_000_000} MB")])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError([Problem(source, "", None, "not UTF-8 text")]) from None
+    data = parse_text(text, source, path.suffix.lower())
+    return validate_rfq(data, catalog, source)
+
+
+# --- the CSV batch form -------------------------------------------------------------
+
+RFQ_KEYS = ("id", "customer", "horizon_years", "objective", "budget_usd")
+LIST_KEYS = ("constraints.gpus", "constraints.fabrics")
+
+
+def _cell(value: str) -> Any:
+    value = value.strip()
+    if value == "":
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if number.is_integer() and "." not in value and "e" not in value.lower():
+        return int(number)
+    return number
+
+
+def _set(target: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+    target[keys[-1]] = value
+
+
+def iter_csv_rfqs(path: str | Path, catalog: Catalog) -> Iterator[tuple[str, Rfq | InputError]]:
+    """Yield ``(rfq_id, Rfq or InputError)`` for each RFQ in a CSV batch (rows grouped by id).
+
+    RFQ-level columns (``id``, ``customer``, ``constraints.*``, ...) must agree across the
+    rows of one RFQ; errors name the CSV row numbers (header = row 1).
+    """
+    path = Path(path)
+    source = str(path)
+    try:
+        handle = path.open(encoding="utf-8", newline="")
+    except OSError as exc:
+        raise InputError([Problem(source, "", None, f"cannot read: {exc.strerror}")]) from None
+    with handle:
+        reader = csv.DictReader(handle)
+        if not reader.fieldnames or "id" not in reader.fieldnames:
+            raise InputError([Problem(source, "header", reader.fieldnames,
+                                      "the CSV needs a header row with an 'id' column")])
+        groups: dict[str, list[tuple[int, dict[str, str]]]] = {}
+        for row_number, row in enumerate(reader, start=2):
+            if None in row:
+                raise InputError([Problem(source, f"row {row_number}", None,
+                                          "more cells than header columns")])
+            rfq_id = (row.get("id") or "").strip()
+            if not rfq_id:
+                yield (f"row-{row_number}", InputError([Problem(source, f"row {row_number}.id",
+                                                                None, "required field missing")]))
+                continue
+            groups.setdefault(rfq_id, []).append((row_number, row))
+    for rfq_id, rows in groups.items():
+        yield rfq_id, _rfq_from_rows(rfq_id, rows, source, catalog)
+
+
+def _rfq_from_rows(rfq_id: str, rows: list[tuple[int, dict[str, str]]], source: str,
+                   catalog: Catalog) -> Rfq | InputError:
+    data: dict[str, Any] = {}
+    workloads: list[dict[str, Any]] = []
+    row_numbers = [number for number, _ in rows]
+    first_row = rows[0][1]
+    for column, raw in first_row.items():
+        is_rfq_key = column in RFQ_KEYS or column.startswith("constraints.")
+        if not is_rfq_key:
+            continue
+        for number, row in rows[1:]:
+            if (row.get(column) or "").strip() != (raw or "").strip():
+                return InputError([Problem(source, f"row {number}.{column}", row.get(column),
+                                           f"differs from row {row_numbers[0]} "
+                                           f"({raw!r}) of the same RFQ {rfq_id!r}")])
+        value = _cell(raw or "")
+        if value is None:
+            continue
+        if column in LIST_KEYS:
+            value = [part.strip() for part in str(value).replace("|", ";").split(";")
+                     if part.strip()]
+        elif column in ("id", "customer"):
+            value = (raw or "").strip()
+        _set(data, column, value)
+    for _, row in rows:
+        workload: dict[str, Any] = {}
+        for column, raw in row.items():
+            if column in RFQ_KEYS or column.startswith("constraints."):
+                continue
+            value = _cell(raw or "")
+            if value is not None:
+                if column in ("name", "model"):
+                    value = (raw or "").strip()
+                _set(workload, column, value)
+        workloads.append(workload)
+    data["workloads"] = workloads
+    try:
+        return validate_rfq(data, catalog, source)
+    except InputError as exc:
+        problems = exc.problems
+    located = []
+    for problem in problems:
+        field = problem.field
+        if field.startswith("workloads["):
+            index = int(field[len("workloads["):field.index("]")])
+            field = f"row {row_numbers[index]} ({field})"
+        else:
+            field = f"rows {', '.join(map(str, row_numbers))} ({field})"
+        located.append(Problem(source, field, problem.value, problem.reason))
+    return InputError(located)

@@ -1,0 +1,175 @@
+"""Solve an RFQ: candidates → MIP → plan; infeasible is an answer (conventions.md §6).
+
+:func:`solve_rfq` returns the plan dict of contract.md. When no plan meets the RFQ, the plan
+has status ``infeasible`` and ``infeasibility`` names the binding constraints and the
+nearest feasible relaxation, found by re-solving with each limit lifted in turn (the budget
+that would suffice, the nodes/GPUs/power/rack units needed) or, when a workload has no
+layout at all, by relaxing that workload (best TPOT/TTFT achievable, the deadline that
+could be met, the GPUs the model would fit).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from typing import Any
+
+from solver.backends import Solution, get_backend
+from solver.candidates import CandidateTable, build_candidates
+from solver.catalog import Catalog
+from solver.layout import TRAINING_KINDS
+from solver.mip import Limits, build_model
+from solver.plan import assemble
+from solver.rfq import Rfq
+
+LIMIT_LABELS = {
+    "budget_usd": ("budget", "budget_usd", "tco_usd"),
+    "max_nodes": ("max_nodes", "constraints.max_nodes", "total_nodes"),
+    "max_gpus": ("max_gpus", "constraints.max_gpus", "total_gpus"),
+    "max_power_kw": ("max_power_kw", "constraints.max_power_kw", "power_kw"),
+    "max_rack_units": ("max_rack_units", "constraints.max_rack_units", "rack_units"),
+}
+
+
+def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = "cbc",
+            time_limit: float | None = None, limits: Limits | None = None,
+            objective: str | None = None, extra: list | None = None) -> Solution:
+    """Build and solve the MIP for a candidate table."""
+    if any(not cands for cands in table.candidates.values()):
+        return Solution("infeasible", {}, None, 0.0, 0.0, solver)
+    model = build_model(table, rfq, limits, objective, extra)
+    return get_backend(solver).solve(model, time_limit)
+
+
+def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = "cbc",
+              time_limit: float | None = None, table: CandidateTable | None = None,
+              explain: bool = True) -> dict[str, Any]:
+    """The cheapest plan for an RFQ, as the plan dict of contract.md."""
+    table = table or build_candidates(catalog, rfq)
+    solution = run_mip(table, rfq, solver=solver, time_limit=time_limit)
+    if solution.status in ("optimal", "feasible"):
+        plan = assemble(catalog, rfq, table, solution)
+    else:
+        plan = infeasible_plan(catalog, rfq, table, solution, solver)
+    if explain:
+        from solver.explain import annotate
+
+        annotate(plan, rfq, catalog, table)
+    return plan
+
+
+def _empty_plan(rfq: Rfq, solution: Solution) -> dict[str, Any]:
+    return {
+        "rfq": rfq.id, "status": "infeasible" if solution.status == "infeasible" else "error",
+        "solver": solution.backend, "gap": 0.0, "solve_seconds": round(solution.seconds, 3),
+        "objective": rfq.objective,
+        "cluster": {"nodes": [], "total_nodes": 0, "total_gpus": 0, "fabric": "none",
+                    "coupled": False, "coupled_nodes": 0, "power_kw": 0.0, "rack_units": 0},
+        "workloads": [], "cost": None, "decision_path": [], "warnings": [],
+        "infeasibility": None,
+    }
+
+
+def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution,
+                    solver: str) -> dict[str, Any]:
+    """An infeasible answer: what binds and the nearest feasible relaxation."""
+    plan = _empty_plan(rfq, solution)
+    if solution.status == "error":
+        plan["infeasibility"] = {"reasons": [f"solver error: {solution.message}"],
+                                 "closest": {}, "to_fix": "try another --solver"}
+        return plan
+    reasons: list[str] = []
+    closest: dict[str, Any] = {}
+    fixes: list[str] = []
+    empty = [name for name, cands in table.candidates.items() if not cands]
+    specs = {spec.name: spec for spec in rfq.workloads}
+    for name in empty:
+        why = table.rejected.get(name, [])
+        reasons.append(f"workload {name}: no layout on the allowed hardware meets its targets"
+                       + (f" (e.g. {why[0]})" if why else ""))
+        found, fix = _relax_workload(catalog, rfq, specs[name])
+        closest[name] = found
+        fixes.append(fix)
+    if not empty:
+        limits = Limits.from_rfq(rfq)
+        active = [f.name for f in fields(Limits) if getattr(limits, f.name) is not None]
+        for name in active:
+            relaxed = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
+                                for f in fields(Limits)})
+            trial = run_mip(table, rfq, solver=solver, limits=relaxed)
+            if trial.status in ("optimal", "feasible"):
+                label, path, metric = LIMIT_LABELS[name]
+                trial_plan = assemble(catalog, rfq, table, trial)
+                needed = (trial_plan["cost"][metric] if metric == "tco_usd"
+                          else trial_plan["cluster"][metric])
+                if metric == "tco_usd" and rfq.objective == "capex":
+                    needed = trial_plan["cost"]["capex_usd"]
+                reasons.append(f"{label} = {getattr(limits, name):,g} binds")
+                closest[path] = needed
+                fixes.append(f"raise {path} to {needed:,.6g}")
+        if not closest and active:
+            trial = run_mip(table, rfq, solver=solver, limits=Limits())
+            if trial.status in ("optimal", "feasible"):
+                trial_plan = assemble(catalog, rfq, table, trial)
+                reasons.append("the limits " + ", ".join(active) + " bind together")
+                for name in active:
+                    _, path, metric = LIMIT_LABELS[name]
+                    closest[path] = (trial_plan["cost"][metric] if metric == "tco_usd"
+                                     else trial_plan["cluster"][metric])
+                fixes.append("relax all of: " + ", ".join(
+                    f"{LIMIT_LABELS[n][1]} to {closest[LIMIT_LABELS[n][1]]:,.6g}"
+                    for n in active))
+        if not reasons:
+            reasons.append("no combination of the allowed hardware serves all workloads at once")
+    plan["infeasibility"] = {"reasons": reasons, "closest": closest,
+                             "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
+    return plan
+
+
+def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:
+    """Re-solve one workload alone with its targets relaxed, to say what is achievable."""
+    from solver.performance import estimate as estimate_layout
+
+    found: dict[str, Any] = {}
+    fix = ""
+    if spec.kind in TRAINING_KINDS:
+        relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
+        table = build_candidates(catalog, _alone(rfq, relaxed))
+        hours = [c.hours_to_complete for c in table.candidates[spec.name]
+                 if c.hours_to_complete]
+        if hours:
+            best = min(hours)
+            found["deadline_hours"] = round(best, 1)
+            fix = (f"workloads.{spec.name}.deadline_hours: the fastest allowed layout needs "
+                   f"{best:,.1f} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
+                   "nodes/faster GPUs")
+    elif spec.kind == "inference" and (spec.ttft_ms or spec.tpot_ms):
+        relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
+        table = build_candidates(catalog, _alone(rfq, relaxed))
+        best_tpot, best_ttft = math.inf, math.inf
+        for cand in table.candidates[spec.name]:
+            from dataclasses import replace
+
+            one = estimate_layout(catalog, cand.layout, replace(cand.estimate.workload,
+                                                                concurrency=1))
+            best_tpot = min(best_tpot, one.predicted.tpot_ms or math.inf)
+            best_ttft = min(best_ttft, one.predicted.ttft_ms or math.inf)
+        if math.isfinite(best_tpot):
+            found["tpot_ms"] = round(best_tpot, 2)
+            found["ttft_ms"] = round(best_ttft, 1)
+            fix = (f"workloads.{spec.name}: the best achievable is TPOT {best_tpot:.1f} ms and "
+                   f"TTFT {best_ttft:.0f} ms at one request; loosen the SLO or allow faster GPUs")
+    if not fix:
+        open_rfq = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
+            update={"vendor": None, "gpus": None, "fabrics": None})})
+        table = build_candidates(catalog, _alone(open_rfq, spec))
+        gpus = sorted({c.layout.gpu for c in table.candidates[spec.name]})
+        found["gpus_that_fit"] = gpus
+        fix = (f"workloads.{spec.name}: allow one of these GPUs: {', '.join(gpus)}" if gpus
+               else f"workloads.{spec.name}: no GPU in the catalog runs it within its targets; "
+                    "relax the targets or choose a smaller model/precision")
+    return found, fix
+
+
+def _alone(rfq: Rfq, spec: Any) -> Rfq:
+    return rfq.model_copy(update={"workloads": [spec]})
