@@ -23,6 +23,8 @@ from solver.rfq import Rfq
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MAX_SPANNED_NODES = 64
 SERVING_PRECISIONS = ("bf16", "fp8", "int8", "int4", "fp4")
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}
+SPAN_WEIGHTS_SHARE = 0.25  # weights above this share of a node's memory: also price spanning
 
 
 @dataclass(frozen=True)
@@ -172,18 +174,24 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
         if not _usable_serving(est):
             rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
             continue
+        if est.layout.dp > 1:
+            continue  # a replica group of smaller replicas: the MIP counts replicas itself
         fitted_in_node = True
         out.append(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0))
-    if fitted_in_node:
+    gpu = catalog.gpus[node.gpu]
+    weights_share = (catalog.model(model_id).params_b * WEIGHT_BYTES[precision]
+                     / (gpu.memory_gb * node.gpus))
+    if fitted_in_node and weights_share < SPAN_WEIGHTS_SHARE:
         return out
-    # the model does not fit one node of this type: replicas span 2, 4, ... whole nodes
+    # replicas spanning 2, 4, ... whole nodes: needed when the model does not fit one node,
+    # and worth pricing when the weights take a large share of it (KV room for concurrency)
     for fabric in fabrics:
         found = 0
         for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
             size = nodes * node.gpus
             est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
                               gpus_per_node=node.gpus, fabric=fabric.id)
-            if not _usable_serving(est):
+            if not _usable_serving(est) or est.layout.dp > 1:
                 continue
             out.append(_serving_candidate(name, spec, node, est, size, nodes, fabric.id,
                                           _network(node, catalog, fabric, nodes)))
@@ -207,7 +215,7 @@ def _serving_candidate(name: str, spec: object, node: NodeType, est: Estimate, s
         concurrency_capacity=float(est.predicted.max_concurrency or 0),
         qps_capacity=float(est.predicted.qps_capacity or 0.0),
         name=f"{name}|{node.key}|{est.layout.precision}|tp{est.layout.tp}pp{est.layout.pp}"
-             f"|{fabric}")
+             f"|{nodes}n|{fabric}")
 
 
 def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
@@ -250,7 +258,7 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
             layout=est.layout, estimate=est, gpus=size, nodes_spanned=nodes, fabric=fabric_id,
             network_usd=network, hours_to_complete=hours,
             name=f"{spec.name}|{node.key}|{precision}|tp{est.layout.tp}pp{est.layout.pp}"  # type: ignore[attr-defined]
-                 f"dp{est.layout.dp}|{fabric_id}"))
+                 f"dp{est.layout.dp}|{nodes}n|{fabric_id}"))
         done.add(fabric_id if fabric else "in-node")
         if fabric is None:
             done.add("in-node")

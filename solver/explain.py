@@ -87,7 +87,7 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
         if add(3, "Is the workload throughput-bound rather than model-size-bound?",
                throughput_bound,
                f"{replicas} independent replicas behind a load balancer, no fabric" if
-               throughput_bound else "the model itself needs more than one node")):
+               throughput_bound else "the model itself needs more than one node"):
             return steps
     else:
         add(2, "Does it fit at INT4 with the same reserve, and is the work inference?", False,
@@ -101,7 +101,7 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
     big = model.params_b >= 70
     if add(4, "Is it tensor-parallel training of a model that does not fit one node?",
            training and not ok and spec.kind != "pretrain",
-           f"{model.params_b:g}B parameters; {eff_note}")):
+           f"{model.params_b:g}B parameters; {eff_note}"):
         return steps
     add(5, "Is it pretraining 70B+ from scratch?", spec.kind == "pretrain" and big,
         f"{spec.kind}, {model.params_b:g}B parameters" + (
@@ -123,7 +123,8 @@ def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
                        f"{floor:.0%} floor — wrong profile for multi-node on standard fabric "
                        "(re-architect: TP inside a node, PP or DP across; or buy SXM-class)")
         fraction = (entry.get("memory") or {}).get("weights_fraction")
-        if fraction is not None and fraction > weights_max:
+        serving = entry.get("kind") in ("inference", "batch_inference")
+        if serving and fraction is not None and fraction > weights_max:
             out.append(f"{entry['name']}: weights take {fraction:.0%} of VRAM (> "
                        f"{weights_max:.0%}): fits, but leaves little room under real load")
     vendor = catalog.vendors[rfq.constraints.vendor or "open"]

@@ -1,0 +1,149 @@
+"""Every example in scenarios/ is solved; its qualitative outcome is asserted (issue 4).
+
+Outcomes are the guide's verdicts (domain.md): node count, coupled or not, fabric family,
+precision — never dollar figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from solver.rfq import load_rfq
+from solver.solve import solve_rfq
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def _fabric_family(catalog, plan) -> str:
+    return catalog.fabrics[plan["cluster"]["fabric"]].family
+
+
+def _check_chat_70b(plan, catalog):  # guide: 70B chat at 32-64 concurrent -> one node
+    assert plan["cluster"]["total_nodes"] == 1
+    assert not plan["cluster"]["coupled"]
+    assert plan["workloads"][0]["precision"] == "fp8"
+    assert plan["decision_path"][0]["step"] == 1 and plan["decision_path"][0]["answer"]
+
+
+def _check_full_finetune(plan, catalog):  # guide: 70B full FT -> 2-4 coupled nodes
+    assert 2 <= plan["cluster"]["total_nodes"] <= 4
+    assert plan["cluster"]["coupled"]
+    assert plan["cluster"]["fabric"] != "none"
+    assert plan["workloads"][0]["nodes_spanned"] >= 2
+    assert plan["cost"]["multinode_overhead_usd"] > 0
+
+
+def _check_api_replicas(plan, catalog):  # guide step 3: replicas behind a load balancer
+    assert plan["cluster"]["total_nodes"] >= 2
+    assert not plan["cluster"]["coupled"]
+    assert plan["cluster"]["fabric"] == "none"
+    assert plan["workloads"][0]["dp"] > 1
+    assert plan["cost"]["multinode_overhead_usd"] == 0
+    steps = [s for s in plan["decision_path"] if s["answer"]]
+    assert steps and steps[-1]["step"] == 3
+
+
+def _check_one_box(plan, catalog):  # the research-lab trap: one 8-GPU box, not two 4-GPU
+    nodes = plan["cluster"]["nodes"]
+    assert plan["cluster"]["total_nodes"] == 1
+    assert nodes[0]["gpus_per_node"] == 8
+    assert not plan["cluster"]["coupled"]
+
+
+def _check_qlora_405b(plan, catalog):  # guide: 405B QLoRA fits 8 x Pro 6000 -> one node
+    assert plan["cluster"]["total_nodes"] == 1
+    assert plan["workloads"][0]["precision"] == "int4"
+    assert plan["cluster"]["nodes"][0]["gpus_per_node"] <= 8
+
+
+def _check_serve_405b(plan, catalog):  # guide: 405B at production latency -> 2+ nodes
+    assert plan["cluster"]["total_nodes"] >= 2
+
+
+def _check_batch(plan, catalog):  # guide: batch with a deadline -> throughput mode, one box
+    assert plan["cluster"]["total_nodes"] == 1
+    assert not plan["cluster"]["coupled"]
+    assert plan["workloads"][0]["predicted"]["hours_to_complete"] <= 96
+
+
+def _check_pretrain(plan, catalog):  # guide step 5: pretraining 70B+ -> multi-node, NDR or SXM
+    assert plan["cluster"]["coupled"] and plan["cluster"]["total_nodes"] >= 2
+    gpu = catalog.gpus[plan["workloads"][0]["gpu"]]
+    assert gpu.form_factor in ("sxm", "oam") or plan["cluster"]["fabric"] == "ib-ndr-400"
+    assert any(s["step"] == 5 and s["answer"] for s in plan["decision_path"])
+
+
+def _check_portfolio(plan, catalog):  # several workloads share one node
+    assert {w["name"] for w in plan["workloads"]} == {"chat", "tune", "nightly"}
+    assert plan["cluster"]["total_nodes"] == 1
+    assert not plan["cluster"]["coupled"]
+
+
+def _check_infeasible(plan, catalog):
+    assert plan["status"] == "infeasible"
+    info = plan["infeasibility"]
+    assert any("budget" in r for r in info["reasons"])
+    assert info["closest"]["budget_usd"] > 50000
+    assert "to fix" not in info["to_fix"] and "budget_usd" in info["to_fix"]
+
+
+def _check_capex_open(plan, catalog):
+    assert plan["objective"] == "capex"
+    assert not plan["cluster"]["coupled"]
+    assert plan["workloads"][0]["precision"] == "fp8"
+
+
+def _check_small_models(plan, catalog):
+    assert plan["cluster"]["total_nodes"] == 1
+    assert {w["kind"] for w in plan["workloads"]} == {"inference", "qlora"}
+
+
+def _check_deepseek(plan, catalog):  # the 671B MoE fits one PCIe box only at 4-bit
+    assert plan["cluster"]["total_nodes"] == 1
+    assert plan["workloads"][0]["precision"] in ("int4", "fp4")
+
+
+EXPECTED = {
+    "chat-70b-one-node.yaml": _check_chat_70b,
+    "finetune-70b-full-cluster.yaml": _check_full_finetune,
+    "api-throughput-replicas.yaml": _check_api_replicas,
+    "one-box-not-two.yaml": _check_one_box,
+    "qlora-405b-one-node.yaml": _check_qlora_405b,
+    "serve-405b-two-nodes.yaml": _check_serve_405b,
+    "batch-corpus-one-box.yaml": _check_batch,
+    "pretrain-70b-open.yaml": _check_pretrain,
+    "portfolio-lab.yaml": _check_portfolio,
+    "infeasible-budget.yaml": _check_infeasible,
+    "capex-open-h100.yaml": _check_capex_open,
+    "small-models-lab.json": _check_small_models,
+    "moe-deepseek-serving.yaml": _check_deepseek,
+}
+
+
+def test_every_scenario_has_an_expectation():
+    files = {p.name for p in SCENARIOS.iterdir() if p.suffix in (".yaml", ".yml", ".json")}
+    assert files == set(EXPECTED)
+    assert len(files) >= 12
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_scenario_outcome(catalog, name):
+    rfq = load_rfq(SCENARIOS / name, catalog)
+    plan = solve_rfq(rfq, catalog)
+    if name != "infeasible-budget.yaml":
+        assert plan["status"] == "optimal", plan["infeasibility"]
+        assert plan["cost"]["tco_usd"] > 0
+    EXPECTED[name](plan, catalog)
+
+
+def test_both_vendor_profiles_and_every_kind_are_covered(catalog):
+    vendors, kinds = set(), set()
+    for name in EXPECTED:
+        rfq = load_rfq(SCENARIOS / name, catalog)
+        vendors.add(rfq.constraints.vendor or "open")
+        kinds.update(w.kind for w in rfq.workloads)
+    assert vendors == {"kentino", "open"}
+    assert kinds == {"inference", "batch_inference", "lora", "qlora", "full_finetune",
+                     "pretrain"}
