@@ -170,12 +170,10 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
     fitted_in_node = False
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
         est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
-                          gpus_per_node=node.gpus, fabric="none")
+                          gpus_per_node=node.gpus, fabric="none", dp=1)
         if not _usable_serving(est):
             rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
             continue
-        if est.layout.dp > 1:
-            continue  # a replica group of smaller replicas: the MIP counts replicas itself
         fitted_in_node = True
         out.append(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0))
     gpu = catalog.gpus[node.gpu]
@@ -190,8 +188,8 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
         for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
             size = nodes * node.gpus
             est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
-                              gpus_per_node=node.gpus, fabric=fabric.id)
-            if not _usable_serving(est) or est.layout.dp > 1:
+                              gpus_per_node=node.gpus, fabric=fabric.id, dp=1)
+            if not _usable_serving(est):
                 continue
             out.append(_serving_candidate(name, spec, node, est, size, nodes, fabric.id,
                                           _network(node, catalog, fabric, nodes)))

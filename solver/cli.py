@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -173,14 +174,18 @@ def main() -> None:
         err.print("aborted")
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last guard against tracebacks
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+        # click (vendored by typer) usage errors: show them the click way, exit 2
+        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
             exc.show()
-            sys.exit(exc.exit_code if exc.exit_code else EXIT_INVALID)
-        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code or EXIT_INVALID)
+        if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):
             sys.exit(exc.exit_code)
-        raise
+        if os.environ.get("PROCURE_DEBUG"):
+            raise
+        err.print(f"[bold red]internal error[/] ({type(exc).__name__}): {exc}\n"
+                  "This is a bug in procure, not in your input; rerun with PROCURE_DEBUG=1 "
+                  "for the traceback and report it.")
+        sys.exit(1)
     sys.exit(result if isinstance(result, int) else 0)
 
 

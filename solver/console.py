@@ -15,6 +15,8 @@ EXIT_INFEASIBLE = 3
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+if not out.is_terminal:  # piped or captured: wide enough that tables never truncate ids
+    out = Console(highlight=False, soft_wrap=True, width=200)
 
 
 def fail_input(exc: InputError) -> NoReturn:

@@ -9,7 +9,7 @@ from typing import Any
 from solver.backends import Solution
 from solver.candidates import Candidate, CandidateTable
 from solver.catalog import Catalog
-from solver.layout import TRAINING_KINDS
+from solver.layout import TRAINING_KINDS, Estimate
 from solver.mip import cand_var, demand_of, fabric_var, node_var, objective_terms
 from solver.rfq import Rfq
 
@@ -44,19 +44,25 @@ def cost_breakdown(table: CandidateTable, values: dict[str, float]) -> dict[str,
     return {key: round(cost[key], 2) for key in COST_KEYS}
 
 
-def _predicted_at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
-                       total_replicas_capacity: float) -> dict[str, Any]:
-    """Per-request latency at this workload's actual load, capacity for all replicas."""
+def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
+            total_replicas_capacity: float) -> Estimate:
+    """The candidate evaluated at its share of the workload's concurrency (when given)."""
     est = cand.estimate
-    pred = est.predicted
     if spec.kind == "inference" and spec.concurrency:
         from solver.performance import estimate as estimate_layout
 
         share = max(1, math.ceil(spec.concurrency * cand.concurrency_capacity
                                  / max(total_replicas_capacity, 1e-9) / replicas))
         share = min(share, int(cand.concurrency_capacity) or share)
-        at_load = estimate_layout(catalog, est.layout, replace(est.workload, concurrency=share))
-        pred = at_load.predicted
+        return estimate_layout(catalog, est.layout, replace(est.workload, concurrency=share))
+    return est
+
+
+def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estimate
+                       ) -> dict[str, Any]:
+    """Per-request latency at this workload's actual load, capacity for all replicas."""
+    pred = loaded.predicted
+    if spec.kind == "inference" and spec.concurrency:
         tokens = pred.tokens_per_s * replicas
     else:
         tokens = pred.tokens_per_s * (replicas if spec.kind not in TRAINING_KINDS else 1)
@@ -82,7 +88,8 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
     layout = cand.layout
     is_job = spec.kind in TRAINING_KINDS
     capacity = sum(c.concurrency_capacity * n for c, n in picks)
-    memory = {k: _round(v, 3) for k, v in asdict(cand.estimate.memory).items()}
+    loaded = at_load(catalog, spec, cand, replicas, capacity)
+    memory = {k: _round(v, 3) for k, v in asdict(loaded.memory).items()}
     entry: dict[str, Any] = {
         "name": spec.name, "kind": spec.kind, "model": spec.model,
         "precision": layout.precision, "gpu": layout.gpu, "tp": layout.tp, "pp": layout.pp,
@@ -91,7 +98,7 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
         "nodes_spanned": cand.nodes_spanned,
         "gpus_per_node": layout.gpus_per_node, "fabric": cand.fabric,
         "memory": memory,
-        "predicted": _predicted_at_load(catalog, spec, cand, replicas, capacity),
+        "predicted": _predicted_at_load(spec, cand, replicas, loaded),
     }
     demand = demand_of(spec)
     if not is_job:

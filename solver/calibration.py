@@ -1,0 +1,341 @@
+"""Calibration: map published measurements to estimates and score the model.
+
+Each row of a calibration CSV (columns as ``bench/data/calibration.csv``: id, gpu_family,
+workload_kind, benchmark_or_task, model, precision, gpu_sku, gpus_per_node, nodes,
+total_gpus, parallelism, metric, value, unit, conditions ...) is parsed generically —
+model and GPU names are matched to catalog ids, parallelism (TP/PP/CP/instances), batch,
+sequence and prompt/output lengths are read from the text — and turned into one
+``estimate``. Rows that cannot be mapped say why (not in catalog, value is a range ...).
+
+The score is the absolute percentage error |predicted - measured| / measured, summarised
+as the median per category: inference throughput, latency, training throughput, MFU,
+memory. Coverage = mapped rows / rows whose GPU and model are in the catalog.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from solver.catalog import Catalog
+from solver.layout import Estimate, Layout, Workload
+from solver.performance import best_layout, estimate
+
+CATEGORIES = ("inference throughput", "latency", "training throughput", "MFU", "memory")
+TARGETS = {"inference throughput": 0.20, "training throughput": 0.20, "memory": 0.10}
+GIB = 2**30
+
+# dataset mean prompt lengths for benchmark rows that state none (assumption, labelled)
+# (prompt, output); outputs = tokens/s / samples/s of the MLPerf Offline rows
+DATASET_TOKENS = {"llama2-70b": (294, 291), "mixtral": (300, 146), "gptj": (800, 64)}
+MLPERF_SERVER_SLO_MS = (2000.0, 200.0)
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One calibration row: what it measured, what the model predicts, the error."""
+
+    id: str
+    category: str
+    model: str
+    gpu: str
+    layout: str
+    measured: float
+    predicted: float | None
+    unit: str
+    status: str  # ok | unmapped | out-of-catalog
+    why: str = ""
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error (predicted / measured - 1)."""
+        if self.predicted is None or not self.measured:
+            return None
+        return self.predicted / self.measured - 1.0
+
+
+def _norm(text: str) -> str:
+    text = text.lower().replace("(2)", "-2").replace("_", "-")
+    text = re.sub(r"\(moe\)|-instruct|-chat|\bmpt\b", " ", text)
+    return re.sub(r"[\s/]+", "-", text.strip())
+
+
+def match_model(catalog: Catalog, name: str) -> str | None:
+    """Catalog model id for a published model name (None when not in the catalog)."""
+    text = _norm(name)
+    ids = catalog.model_ids()
+    for model_id in sorted(ids, key=len, reverse=True):
+        if model_id in text:
+            return catalog.model(model_id).id
+    found = re.search(r"llama-?(\d(?:\.\d)?)?-?(\d+)b", text)
+    if found:
+        version = found.group(1) or "2"
+        for candidate in (f"llama-{version}-{found.group(2)}b",
+                          f"llama-{version.split('.')[0]}-{found.group(2)}b"):
+            if candidate in ids:
+                return catalog.model(candidate).id
+    gpt = re.search(r"gpt-?3-?(\d+)b", text)
+    if gpt and f"gpt-3-{gpt.group(1)}b" in ids:
+        return f"gpt-3-{gpt.group(1)}b"
+    return None
+
+
+_GPU_PATTERNS = (
+    (r"gb200", "gb200"), (r"gb300", ""), (r"b200", "b200-sxm"), (r"h200", "h200-sxm"),
+    (r"h100-pcie|h100 pcie", "h100-pcie"), (r"h100", "h100-sxm"), (r"a100", "a100-80g-sxm"),
+    (r"l40s", "l40s"), (r"\bl40\b", "l40"), (r"\bl4\b", "l4"), (r"rtx-?4090", "rtx-4090"),
+    (r"rtx-?5090", "rtx-5090"), (r"pro-?6000", "rtx-pro-6000"), (r"mi300x", "mi300x"),
+)
+
+
+def match_gpu(catalog: Catalog, family: str, sku: str) -> str | None:
+    """Catalog GPU id for a published GPU description (None when not in the catalog)."""
+    for text in (family.lower(), sku.lower()):
+        for pattern, gpu_id in _GPU_PATTERNS:
+            if re.search(pattern, text):
+                return gpu_id if gpu_id in catalog.gpus else None
+    return None
+
+
+def _precision(text: str, gpu_has_fp8: bool, serving: bool) -> str:
+    t = text.lower()
+    for key, value in (("fp4", "fp4"), ("fp8", "fp8"), ("q4", "int4"), ("int4", "int4"),
+                       ("nf4", "int4"), ("int8", "int8"), ("fp16", "bf16"), ("bf16", "bf16")):
+        if key in t:
+            return value
+    return "fp8" if (gpu_has_fp8 and serving) else "bf16"
+
+
+def _int(pattern: str, text: str) -> int | None:
+    found = re.search(pattern, text, flags=re.IGNORECASE)
+    return int(found.group(1)) if found else None
+
+
+def _first_int(text: str) -> int | None:
+    found = re.search(r"\d+", text or "")
+    return int(found.group(0)) if found else None
+
+
+def _category(kind: str, unit: str, metric: str) -> str:
+    if kind == "memory":
+        return "memory"
+    if "mfu" in unit.lower():
+        return "MFU"
+    if kind in ("inference-latency", "inference-decode", "inference-prefill"):
+        return "latency"
+    if kind.startswith("inference"):
+        return "inference throughput"
+    return "training throughput"
+
+
+def _train_kind(row: dict[str, str]) -> str:
+    text = (row["workload_kind"] + " " + row["benchmark_or_task"]).lower()
+    if "qlora" in text:
+        return "qlora"
+    if "lora" in text:
+        return "lora"
+    if "finetune" in text or "fine-tune" in text and "full" in text:
+        return "full_finetune"
+    return "pretrain"
+
+
+def map_row(catalog: Catalog, row: dict[str, str]) -> RowResult:
+    """Map one calibration row to an estimate and compare."""
+    rid, kind, unit = row["id"], row["workload_kind"], row["unit"]
+    category = _category(kind, unit, row["metric"])
+    model_id = match_model(catalog, row["model"])
+    gpu_id = match_gpu(catalog, row["gpu_family"], row["gpu_sku"])
+    try:
+        measured = float(row["value"])
+    except ValueError:
+        measured = float("nan")
+    base = {"id": rid, "category": category, "model": model_id or row["model"],
+            "gpu": gpu_id or row["gpu_family"], "measured": measured, "unit": unit}
+    if model_id is None or gpu_id is None:
+        return RowResult(layout="", predicted=None, status="out-of-catalog",
+                         why="model or GPU not in the catalog", **base)
+    total = _first_int(row["total_gpus"])
+    if measured != measured or total is None or "->" in row["total_gpus"] + row["value"]:
+        return RowResult(layout="", predicted=None, status="unmapped",
+                         why="value or GPU count is a range/bound", **base)
+    text = " ".join(row[k] for k in ("parallelism", "conditions", "notes", "metric", "unit"))
+    gpu = catalog.gpus[gpu_id]
+    serving = kind.startswith("inference")
+    precision = _precision(row["precision"], "fp8" in gpu.dense_tflops, serving)
+    if precision == "fp4" and "fp4" not in gpu.dense_tflops:
+        precision = "fp8" if "fp8" in gpu.dense_tflops else "bf16"
+    gpn = _first_int(row["gpus_per_node"]) or min(total, 4 if "l40s" in gpu_id else 8)
+    if gpu.form_factor == "superchip":  # NVL72: one NVLink domain of up to 72 GPUs
+        gpn = 72
+    gpn = min(gpn, total)
+    fabric = "ib-ndr-400" if total > gpn else "none"
+    tp = _int(r"\bTP(\d+)", text)
+    pp = _int(r"\bPP(\d+)", text)
+    try:
+        est, what = _estimate_row(catalog, row, kind, category, model_id, gpu_id, precision,
+                                  total, gpn, fabric, tp, pp, text)
+    except ValueError as exc:
+        return RowResult(layout="", predicted=None, status="unmapped", why=str(exc), **base)
+    lay = est.layout
+    layout = f"{lay.precision} tp{lay.tp} pp{lay.pp} dp{lay.dp}"
+    return RowResult(layout=layout, predicted=what, status="ok",
+                     why=est.reason if not est.fits else "", **base)
+
+
+def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: str,
+                  model_id: str, gpu_id: str, precision: str, total: int, gpn: int,
+                  fabric: str, tp: int | None, pp: int | None,
+                  text: str) -> tuple[Estimate, float]:
+    unit = row["unit"].lower()
+    bench = row["benchmark_or_task"].lower()
+    if kind.startswith("inference"):
+        isl = _int(r"ISL/OSL=(\d+)", text) or _int(r"ISL (\d+)", text) or _int(
+            r"input length (\d+)", text)
+        osl = _int(r"ISL/OSL=\d+/(\d+)", text) or _int(r"OSL (\d+)", text)
+        if kind == "inference-decode":
+            isl, osl = 1, _int(r"tg (\d+)", text) or 128
+        if kind == "inference-prefill":
+            isl, osl = _int(r"pp (\d+)", text) or 512, 1
+        samples = re.search(r"samples/s=([\d.]+)", text)
+        if osl is None and samples and "token" in unit:
+            osl = max(1, round(float(row["value"]) / float(samples.group(1))))
+        dataset = next((v for k, v in DATASET_TOKENS.items() if k in bench), None)
+        if dataset is not None:
+            isl = isl or dataset[0]
+            osl = osl or dataset[1]
+        if kind == "inference-latency":
+            osl = osl or 1
+        if isl is None or osl is None:
+            raise ValueError("prompt/output lengths not stated")
+        batch = _int(r"batch (\d+)", text)
+        if kind in ("inference-latency", "inference-decode", "inference-prefill"):
+            batch = 1
+        instances = _int(r"x ?(\d+) instances", text)
+        if kind == "inference-server":
+            ttft, tpot = MLPERF_SERVER_SLO_MS
+            found = re.search(r"TTFT<=(\d+)ms TPOT<=(\d+)ms", text)
+            if found:
+                ttft, tpot = float(found.group(1)), float(found.group(2))
+            workload = Workload("inference", input_tokens=isl, output_tokens=osl,
+                                ttft_ms=ttft, tpot_ms=tpot)
+        else:
+            concurrency = None
+            if batch is not None:
+                concurrency = batch
+            workload = Workload("batch_inference", input_tokens=isl, output_tokens=osl,
+                                concurrency=concurrency)
+        if tp and instances:
+            total_layout = tp * (pp or 1) * instances
+            if total_layout != total:
+                total = total_layout
+        est = best_layout(catalog, model_id, gpu_id, total, workload, precision=precision,
+                          gpus_per_node=gpn, fabric=fabric, tp=tp, pp=pp)
+        p = est.predicted
+        if kind in ("inference-latency",):
+            return est, p.ttft_ms or 0.0
+        if kind == "inference-prefill":
+            return est, isl / (p.ttft_ms or 1e9) * 1e3
+        if "/gpu" in unit:
+            return est, p.tokens_per_s_per_gpu
+        return est, p.tokens_per_s
+    if kind == "memory":
+        train_kind = _train_kind(row)
+        seq = _int(r"seq len (\d+)", text) or 2048
+        mb = _int(r"batch size (\d+)", text) or 1
+        workload = Workload(train_kind, seq_len=seq, micro_batch=mb)
+        layout = Layout(model=model_id, gpu=gpu_id, precision="bf16", tp=1, pp=1, dp=total,
+                        gpus_per_node=gpn, fabric=fabric)
+        est = estimate(catalog, layout, workload)
+        peak = est.memory.total_gb - est.memory.reserve_gb  # torch peak excludes context
+        return est, peak * 1e9 / GIB if "gib" in unit else peak
+    train_kind = _train_kind(row)
+    seq = (_int(r"seq(?:uence)? len(?:gth)? (\d+)", text) or _int(r"\bseq (\d+)", text)
+           or _int(r"packed (?:seq len |to )?(\d+)", text) or _int(r"(\d+)-token", text)
+           or 4096)
+    mbs = _int(r"MBS ?=?(\d+)", text) or _int(r"MINIBS=(\d+)", text) or 1
+    gbs = _int(r"GBS ?(\d+)", text) or _int(r"global_batch_size[ =](\d+)", text)
+    if gbs is None:
+        gbs_tokens = None
+    elif "gbs" in text.lower() and "samples" not in text.lower() and gbs > 100000:
+        gbs_tokens = gbs
+    else:
+        gbs_tokens = gbs * seq
+    workload = Workload(train_kind, seq_len=seq, micro_batch=mbs,
+                        global_batch_tokens=gbs_tokens)
+    train_precision = precision if precision in ("bf16", "fp8") else "bf16"
+    est = best_layout(catalog, model_id, gpu_id, total, workload, precision=train_precision,
+                      gpus_per_node=gpn, fabric=fabric, tp=tp, pp=pp)
+    p = est.predicted
+    if "mfu" in unit:
+        return est, (p.mfu or 0.0) * 100.0
+    if "/gpu" in unit:
+        return est, p.tokens_per_s_per_gpu
+    if "samples/s" in unit:
+        return est, p.tokens_per_s / seq
+    return est, p.tokens_per_s
+
+
+def run(catalog: Catalog, csv_path: Path) -> list[RowResult]:
+    """Map every row of a calibration CSV."""
+    with csv_path.open(encoding="utf-8", newline="") as handle:
+        return [map_row(catalog, row) for row in csv.DictReader(handle)]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Median absolute percentage error per category and coverage."""
+
+    medians: dict[str, float]
+    counts: dict[str, int]
+    coverage: float
+    in_catalog: int
+    mapped: int
+
+
+def summarise(results: list[RowResult]) -> Summary:
+    """Median |error| per category over mapped rows, and coverage."""
+    medians, counts = {}, {}
+    for category in CATEGORIES:
+        errors = [abs(r.error) for r in results
+                  if r.category == category and r.status == "ok" and r.error is not None]
+        counts[category] = len(errors)
+        if errors:
+            medians[category] = statistics.median(errors)
+    in_catalog = sum(1 for r in results if r.status != "out-of-catalog")
+    mapped = sum(1 for r in results if r.status == "ok")
+    return Summary(medians, counts, mapped / in_catalog if in_catalog else 0.0, in_catalog,
+                   mapped)
+
+
+def report_markdown(results: list[RowResult], summary: Summary, catalog_version: str) -> str:
+    """The calibration report (docs/calibration.md)."""
+    lines = ["# Calibration against published measurements", "",
+             "Generated by `procure calibrate` (or `python bench/calibrate.py`) from "
+             f"`bench/data/calibration.csv`, catalog version `{catalog_version}`. "
+             "Error = predicted / measured - 1; medians of |error|.", "",
+             "| category | rows | median abs error | target |", "|---|---|---|---|"]
+    for category in CATEGORIES:
+        median = summary.medians.get(category)
+        target = TARGETS.get(category)
+        lines.append(f"| {category} | {summary.counts[category]} | "
+                     f"{'-' if median is None else f'{median:.1%}'} | "
+                     f"{'-' if target is None else f'<= {target:.0%}'} |")
+    lines += ["", f"Coverage: {summary.mapped} of {summary.in_catalog} rows whose GPU and "
+              f"model are in the catalog ({summary.coverage:.0%}).", "",
+              "| row | category | model | GPU | layout | measured | predicted | error | note |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        pred = "" if r.predicted is None else f"{r.predicted:.4g}"
+        err = "" if r.error is None else f"{r.error:+.0%}"
+        note = r.why if r.status == "ok" else f"{r.status}: {r.why}"
+        lines.append(f"| {r.id} | {r.category} | {r.model} | {r.gpu} | {r.layout} | "
+                     f"{r.measured:.4g} {r.unit} | {pred} | {err} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
+def default_csv() -> Path:
+    """The calibration set shipped with the repository."""
+    return Path(__file__).resolve().parent.parent / "bench" / "data" / "calibration.csv"

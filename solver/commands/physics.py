@@ -1,0 +1,243 @@
+"""`procure fit`, `procure estimate` and `procure calibrate`: the physics on the command line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from solver.console import out
+from solver.errors import InputError, Problem
+
+CatalogOpt = Annotated[
+    str | None,
+    typer.Option("--catalog", help="A catalog directory or price overlay on top of the built-in."),
+]
+MEMORY_KEYS = ("weights_gb", "kv_cache_gb", "activations_gb", "optimizer_gb", "gradients_gb",
+               "reserve_gb", "total_gb", "capacity_gb", "weights_fraction", "utilization")
+PREDICTED_KEYS = ("tokens_per_s", "tokens_per_s_per_gpu", "ttft_ms", "tpot_ms",
+                  "qps_capacity", "max_concurrency", "mfu", "scaling_efficiency",
+                  "step_time_s")
+
+
+def _bad(field: str, value: object, reason: str) -> InputError:
+    return InputError([Problem("command line", field, value, reason)])
+
+
+def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise _bad(field, value, f"must be one of {', '.join(choices)}")
+    return value
+
+
+def _positive(field: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise _bad(field, value, "must be >= 1")
+
+
+def _concurrency(value: str | None) -> int | None:
+    if value is None or value.lower() == "max":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise _bad("--concurrency", value, "must be a positive integer or 'max'") from None
+    _positive("--concurrency", number)
+    return number
+
+
+def _round(value: object) -> object:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def estimate_json(est) -> dict:  # noqa: ANN001 - solver.layout.Estimate
+    """The contract JSON of one estimate."""
+    lay, mem, pred = est.layout, asdict(est.memory), asdict(est.predicted)
+    return {
+        "model": lay.model, "gpu": lay.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
+        "dp": lay.dp, "gpus_per_node": lay.gpus_per_node, "nodes_spanned": lay.nodes_spanned,
+        "fabric": lay.fabric, "precision": lay.precision, "kind": est.workload.kind,
+        "fits": est.fits, "comfortable": est.comfortable, "reason": est.reason,
+        "memory": {k: _round(mem[k]) for k in MEMORY_KEYS},
+        "predicted": {k: _round(pred[k]) for k in PREDICTED_KEYS},
+        "notes": list(est.predicted.notes),
+    }
+
+
+def _memory_table(title: str, memory: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("per GPU")
+    table.add_column("value", justify="right")
+    for key in MEMORY_KEYS:
+        value = memory[key]
+        shown = f"{value:.1%}" if key in ("weights_fraction", "utilization") else f"{value:.2f}"
+        table.add_row(key, shown)
+    out.print(table)
+
+
+def _verdict(data: dict) -> None:
+    fits = "[green]fits[/]" if data["fits"] else "[red]does not fit[/]"
+    comfy = "comfortably" if data["comfortable"] else "[yellow]not comfortably[/]"
+    out.print(f"{fits}, {comfy}" + (f" — {data['reason']}" if data["reason"] else ""))
+
+
+def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
+                  precision: str, gpus_per_node: int | None, tp: int | None, pp: int | None,
+                  fabric: str, workload_kwargs: dict) -> dict:
+    from solver.catalog import PRECISIONS, load_catalog
+    from solver.layout import KINDS, Workload
+    from solver.performance import best_layout
+
+    _check_choice("--kind", kind, KINDS)
+    _check_choice("--precision", precision, PRECISIONS)
+    for name, value in (("--gpus", gpus), ("--gpus-per-node", gpus_per_node), ("--tp", tp),
+                        ("--pp", pp)):
+        _positive(name, value)
+    if gpus % ((tp or 1) * (pp or 1)):
+        raise _bad("--gpus", gpus, f"not divisible by tp x pp = {(tp or 1) * (pp or 1)}")
+    cat = load_catalog(catalog)
+    workload = Workload(kind=kind, **workload_kwargs)
+    est = best_layout(cat, model, gpu, gpus, workload, precision=precision,
+                      gpus_per_node=gpus_per_node or min(gpus, 8), fabric=fabric, tp=tp, pp=pp)
+    return estimate_json(est)
+
+
+def fit(
+    model: Annotated[str, typer.Option("--model", help="Model id or alias.")],
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU id.")],
+    gpus: Annotated[int, typer.Option("--gpus", help="Number of GPUs.")],
+    precision: Annotated[str, typer.Option("--precision", help="bf16|fp8|int8|int4|fp4")] = "bf16",
+    kind: Annotated[str, typer.Option("--kind", help="Workload kind.")] = "inference",
+    concurrency: Annotated[str | None, typer.Option(
+        "--concurrency", help="Concurrent requests (default 1; 'max': as many as fit).")] = None,
+    context: Annotated[int, typer.Option("--context", help="Tokens per request (serving) "
+                                         "or sequence length (training).")] = 4096,
+    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
+    fabric: Annotated[str, typer.Option("--fabric")] = "none",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Memory breakdown per GPU and whether the model fits, and fits comfortably."""
+    _positive("--context", context)
+    conc = 1 if concurrency is None else _concurrency(concurrency)
+    data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, None, None,
+                         fabric, {"input_tokens": context, "output_tokens": 0,
+                                  "concurrency": conc, "seq_len": context})
+    result = {k: data[k] for k in ("model", "gpu", "gpus", "tp", "pp", "dp", "precision",
+                                   "kind", "fits", "comfortable", "reason", "memory")}
+    if as_json:
+        out.print_json(json.dumps(result))
+        return
+    _memory_table(f"{data['model']} on {gpus} x {gpu} ({precision}, {kind}, tp{data['tp']} "
+                  f"pp{data['pp']} dp{data['dp']})", data["memory"])
+    _verdict(data)
+
+
+def estimate(
+    model: Annotated[str, typer.Option("--model", help="Model id or alias.")],
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU id.")],
+    gpus: Annotated[int, typer.Option("--gpus", help="Number of GPUs.")],
+    kind: Annotated[str, typer.Option("--kind", help="Workload kind.")],
+    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
+    tp: Annotated[int | None, typer.Option("--tp", help="Tensor parallel (default: best).")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help="Pipeline parallel (default: best).")] = None,
+    precision: Annotated[str, typer.Option("--precision")] = "bf16",
+    input_tokens: Annotated[int, typer.Option("--input-tokens")] = 2000,
+    output_tokens: Annotated[int, typer.Option("--output-tokens")] = 400,
+    concurrency: Annotated[str | None, typer.Option(
+        "--concurrency", help="Concurrent requests, or 'max' (throughput mode).")] = None,
+    seq_len: Annotated[int, typer.Option("--seq-len")] = 4096,
+    micro_batch: Annotated[int, typer.Option("--micro-batch")] = 1,
+    ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="TTFT SLO, ms.")] = None,
+    tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="TPOT SLO, ms.")] = None,
+    fabric: Annotated[str, typer.Option("--fabric")] = "none",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """What one layout would do: memory and predicted performance (no solving)."""
+    for name, value in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens),
+                        ("--seq-len", seq_len), ("--micro-batch", micro_batch)):
+        _positive(name, value)
+    for name, slo in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
+        if slo is not None and not slo > 0:
+            raise _bad(name, slo, "must be > 0")
+    data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
+                         fabric, {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                                  "concurrency": _concurrency(concurrency), "seq_len": seq_len,
+                                  "micro_batch": micro_batch, "ttft_ms": ttft_ms,
+                                  "tpot_ms": tpot_ms})
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    from rich.table import Table
+
+    _memory_table(f"{data['model']} on {gpus} x {gpu} ({precision}, {kind}, tp{data['tp']} "
+                  f"pp{data['pp']} dp{data['dp']}, fabric {data['fabric']})", data["memory"])
+    table = Table(title="predicted")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in data["predicted"].items():
+        if value is not None:
+            table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
+    out.print(table)
+    _verdict(data)
+    for note in data["notes"]:
+        out.print(f"note: {note}")
+
+
+def calibrate(
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Calibration CSV (default: "
+                                                  "bench/data/calibration.csv).")] = None,
+    report: Annotated[Path | None, typer.Option(
+        "--report", help="Write the markdown report here (default docs/calibration.md).")] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Do not write a report.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Predicted vs measured for every calibration row; median errors by kind; coverage."""
+    from solver.calibration import default_csv, report_markdown, run, summarise
+    from solver.catalog import load_catalog
+
+    path = csv_path or default_csv()
+    if not path.is_file():
+        raise _bad("--csv", str(path), "file not found")
+    cat = load_catalog(catalog)
+    results = run(cat, path)
+    summary = summarise(results)
+    if not no_report:
+        target = report or Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(report_markdown(results, summary, cat.version), encoding="utf-8")
+    if as_json:
+        out.print_json(json.dumps({
+            "medians": summary.medians, "counts": summary.counts, "coverage": summary.coverage,
+            "rows": [{"id": r.id, "category": r.category, "measured": r.measured,
+                      "predicted": r.predicted, "error": r.error, "status": r.status,
+                      "why": r.why} for r in results]}))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"calibration ({path.name})")
+    for column in ("row", "category", "model", "gpu", "layout", "measured", "predicted",
+                   "error"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(r.id, r.category, r.model, r.gpu, r.layout, f"{r.measured:.4g}",
+                      "" if r.predicted is None else f"{r.predicted:.4g}",
+                      r.status if r.error is None else f"{r.error:+.0%}")
+    out.print(table)
+    for category, median in summary.medians.items():
+        out.print(f"{category}: median |error| {median:.1%} over {summary.counts[category]} rows")
+    out.print(f"coverage {summary.mapped}/{summary.in_catalog} = {summary.coverage:.0%}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `fit`, `estimate` and `calibrate` to the `procure` app."""
+    app.command("fit")(fit)
+    app.command("estimate")(estimate)
+    app.command("calibrate")(calibrate)

@@ -1,0 +1,75 @@
+"""Links and collectives: which link a collective runs on, and how long it takes.
+
+Inside a node a collective runs on the GPU's intra-node link (``Gpu.intra_node_gbs``, the
+practical NCCL bus bandwidth, and ``intra_node_latency_us``). A group that spans nodes is
+bounded by the fabric: ``Fabric.effective_gbs`` x the server's ``fabric_nics_per_node``
+(never more than the intra-node link) with the fabric's latency added per hop.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from solver.catalog import Catalog, Gpu, Server
+
+
+@dataclass(frozen=True)
+class Link:
+    """A collective's bottleneck link: bus bandwidth GB/s and per-hop latency µs."""
+
+    busbw_gbs: float
+    latency_us: float
+    crosses_nodes: bool
+
+
+def server_for(catalog: Catalog, gpu: Gpu, gpus_per_node: int) -> Server | None:
+    """The smallest server that takes ``gpus_per_node`` of this GPU's form factor."""
+    options = [s for s in catalog.servers_for(gpu) if s.gpu_slots >= gpus_per_node]
+    return min(options, key=lambda s: (s.gpu_slots, s.price_usd)) if options else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _link(catalog_key: int, gpu_id: str, fabric_id: str, gpus_per_node: int, group: int,
+          nics: int) -> Link:
+    from solver.memory import _CATALOGS
+
+    catalog = _CATALOGS[catalog_key]
+    gpu = catalog.gpus[gpu_id]
+    if group <= gpus_per_node:
+        return Link(gpu.intra_node_gbs, gpu.intra_node_latency_us, False)
+    fabric = catalog.fabrics[fabric_id]
+    if fabric.effective_gbs <= 0:
+        return Link(0.0, 0.0, True)
+    busbw = min(gpu.intra_node_gbs, fabric.effective_gbs * nics)
+    return Link(busbw, fabric.latency_us + gpu.intra_node_latency_us, True)
+
+
+def group_link(catalog: Catalog, gpu: Gpu, fabric_id: str, gpus_per_node: int,
+               group: int) -> Link:
+    """The link a collective over ``group`` consecutive GPUs runs on."""
+    from solver.memory import _register
+
+    server = server_for(catalog, gpu, gpus_per_node)
+    nics = server.fabric_nics_per_node if server else 1
+    return _link(_register(catalog), gpu.id, fabric_id, gpus_per_node, group, nics)
+
+
+def all_reduce_s(link: Link, group: int, size_bytes: float) -> float:
+    """Ring all-reduce of ``size_bytes`` over ``group`` GPUs, seconds
+    (``2(n-1)`` latency hops + size x 2(n-1)/n / bus bandwidth)."""
+    if group <= 1 or size_bytes <= 0:
+        return 0.0
+    if link.busbw_gbs <= 0:
+        return float("inf")
+    steps = 2.0 * (group - 1)
+    return steps * link.latency_us * 1e-6 + size_bytes * steps / group / (link.busbw_gbs * 1e9)
+
+
+def p2p_s(link: Link, size_bytes: float) -> float:
+    """Point-to-point send of ``size_bytes`` (a pipeline hop), seconds."""
+    if size_bytes <= 0:
+        return 0.0
+    if link.busbw_gbs <= 0:
+        return float("inf")
+    return link.latency_us * 1e-6 + size_bytes / (link.busbw_gbs * 1e9)

@@ -1,0 +1,421 @@
+"""Predicted performance of one layout: serving latency/throughput and training speed.
+
+Serving — continuous batching (modelling-notes.md). With ``B`` live requests of ``I``
+prompt and ``O`` output tokens, every engine step decodes one token per request and, in
+steady state, prefills ``B I / O`` prompt tokens (chunked, at most the token budget per
+step). One step on one GPU takes::
+
+    t = max(FLOPs(prefill + decode tokens) / (peak x gemm_eff),
+            (weights read + KV read) / (mem_bw x bw_eff)) + TP all-reduces + fixed overhead
+
+(MoE: expert weights read only for the experts a step touches; FLOPs on active params
+with the expert-GEMM efficiency). Pipeline parallelism splits the batch into ``pp``
+micro-batches, so TPOT = pp x t(B/pp) + stage hops. TTFT = the prompt's prefill chunks,
+each sharing a step with the decode batch. Everything is fixed-batch (no queueing).
+``max_concurrency`` is the largest B that fits memory and meets the TTFT/TPOT SLOs (both
+grow with B, so bisection) — concurrencies are totals over the dp replicas;
+``qps_capacity`` = dp x B / (TTFT + O x TPOT) (Little's law).
+
+Training — hardware FLOPs per token: 6 x active (8 with full recompute; LoRA/QLoRA 4,
+resp. 6: no weight gradients for the frozen base) + attention; compute time at the
+family's training efficiency; plus exposed TP all-reduces (4 per layer per micro-batch, 6
+with recompute), the 1F1B pipeline bubble (pp-1)/m, pipeline hops, and the DP gradient
+collectives not hidden behind backward; work TP does not split (norms, residuals: the
+Amdahl part) is repeated on every TP rank. ``scaling_efficiency`` = ideal compute time /
+step time:
+per-GPU throughput relative to the compute-only single-GPU ideal on the same GPU — defined
+even when the model does not fit one GPU. MFU is model FLOPs against the dense peak of the
+training precision.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+from solver.catalog import Catalog, Gpu
+from solver.errors import InputError, Problem, nearest
+from solver.geometry import Geometry, geometry
+from solver.layout import (
+    SERVING_KINDS,
+    Estimate,
+    Layout,
+    MemoryBreakdown,
+    Prediction,
+    Workload,
+)
+from solver.links import all_reduce_s, group_link, p2p_s
+from solver.memory import (
+    MemoryPlan,
+    _register,
+    memory_plan,
+    microbatches,
+)
+from solver.perf_factors import EfficiencyFactors, factors
+
+ZERO_MEMORY = MemoryBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+ZERO_PREDICTION = Prediction(tokens_per_s=0.0, tokens_per_s_per_gpu=0.0)
+
+
+# --------------------------------------------------------------------------- validity
+def check_ids(catalog: Catalog, model_id: str, gpu_id: str, fabric_id: str = "none") -> None:
+    """Raise :class:`InputError` for unknown model, GPU or fabric ids (with suggestions)."""
+    problems = []
+    try:
+        catalog.model(model_id)
+    except KeyError:
+        problems.append(Problem("command line", "model", model_id,
+                                f"unknown model; nearest: {nearest(model_id, catalog.model_ids())}"))
+    if gpu_id not in catalog.gpus:
+        problems.append(Problem("command line", "gpu", gpu_id,
+                                f"unknown GPU; nearest: {nearest(gpu_id, catalog.gpus)}"))
+    if fabric_id not in catalog.fabrics:
+        problems.append(Problem("command line", "fabric", fabric_id,
+                                f"unknown fabric; known: {', '.join(catalog.fabrics)}"))
+    if problems:
+        raise InputError(problems)
+
+
+def unsupported_reason(catalog: Catalog, layout: Layout, workload: Workload) -> str:
+    """Why a layout cannot run at all ('' when it can): precision/GPU/kind and topology."""
+    gpu = catalog.gpus[layout.gpu]
+    prec = layout.precision
+    if prec not in ("bf16", "fp8", "int8", "int4", "fp4"):
+        return f"unknown precision {prec!r}"
+    if min(layout.tp, layout.pp, layout.dp, layout.gpus_per_node) < 1:
+        return "tp, pp, dp and gpus_per_node must be >= 1"
+    if prec == "fp4" and "fp4" not in gpu.dense_tflops:
+        return f"fp4 (W4A4) needs Blackwell FP4 tensor cores; {gpu.id} has none"
+    if workload.kind not in SERVING_KINDS:
+        if workload.kind != "qlora" and prec in ("int4", "fp4", "int8"):
+            return f"{workload.kind} cannot train {prec} weights (bf16 or fp8 only)"
+        if workload.kind != "qlora" and prec == "fp8" and "fp8" not in gpu.dense_tflops:
+            return f"fp8 training needs FP8 tensor cores; {gpu.id} has none"
+    if layout.nodes_spanned > 1 and catalog.fabrics[layout.fabric].effective_gbs <= 0:
+        return (f"the layout spans {layout.nodes_spanned} nodes but fabric "
+                f"{layout.fabric!r} connects none")
+    return ""
+
+
+def _compute_precision(eff: EfficiencyFactors, gpu: Gpu, precision: str, kind: str) -> str:
+    if kind == "qlora":
+        return "bf16"
+    compute = eff.precisions.compute_precision[precision]
+    return compute if compute in gpu.dense_tflops else "bf16"
+
+
+# --------------------------------------------------------------------------- serving
+@dataclass(frozen=True)
+class _Serving:
+    """Per-GPU constants of one serving layout (SI units: bytes, FLOP/s, seconds)."""
+
+    geo: Geometry
+    tp: int
+    pp: int
+    dense_bytes: float
+    expert_bytes: float
+    kv_bytes_token: float
+    flops_per_token: float
+    attn_flops_per_ctx: float
+    peak_flops: float
+    mem_bw: float
+    overhead_s: float
+    ar_bytes_per_token: float
+    tp_group_link: object
+    pp_link: object
+    tp_overlap: float
+    budget: float
+    min_chunk: float
+    decode_fill: float
+
+
+def _serving_constants(catalog: Catalog, layout: Layout, plan: MemoryPlan) -> _Serving:
+    eff = factors(catalog)
+    gpu = catalog.gpus[layout.gpu]
+    geo = geometry(catalog.model(layout.model))
+    fam = eff.family(gpu.family)
+    tp, pp = layout.tp, layout.pp
+    compute = _compute_precision(eff, gpu, layout.precision, "inference")
+    gemm = fam.gemm(compute)
+    if geo.experts:
+        gemm *= eff.serving.moe_expert_gemm_efficiency.value
+    weights = plan.breakdown.weights_gb * 1e9
+    expert_share = geo.expert_params / geo.params if geo.experts else 0.0
+    bw_eff = fam.mem_bw_efficiency.value * eff.precisions.weight_only_bw_efficiency[
+        layout.precision].value
+    stage_share = geo.stage_layers(pp) / geo.layers
+    ovh = (fam.step_overhead_us.value + fam.layer_overhead_us.value * geo.stage_layers(pp)) * 1e-6
+    return _Serving(
+        geo=geo, tp=tp, pp=pp,
+        dense_bytes=weights * (1.0 - expert_share), expert_bytes=weights * expert_share,
+        kv_bytes_token=plan.kv_bytes_per_token_gpu,
+        flops_per_token=2.0 * geo.matmul_active_params * stage_share / tp,
+        attn_flops_per_ctx=geo.attention_flops_per_token(1.0) * stage_share / tp,
+        peak_flops=gpu.dense_tflops[compute] * 1e12 * gemm,
+        mem_bw=gpu.mem_bw_gbs * 1e9 * bw_eff, overhead_s=ovh,
+        ar_bytes_per_token=geo.hidden * eff.serving.activation_bytes.value,
+        tp_group_link=group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp),
+        pp_link=group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp),
+        tp_overlap=eff.serving.tp_comm_overlap.value,
+        budget=eff.serving.token_budget.value,
+        min_chunk=eff.serving.min_prefill_chunk_fraction.value,
+        decode_fill=eff.serving.kv_decode_fill.value,
+    )
+
+
+def _stage_step_s(c: _Serving, prefill: float, prompt_ctx: float, decode: float,
+                  decode_ctx: float) -> float:
+    """One engine step on one stage: ``prefill`` prompt tokens (attending ``prompt_ctx``
+    on average) plus ``decode`` tokens (attending ``decode_ctx``), seconds."""
+    tokens = prefill + decode
+    flops = tokens * c.flops_per_token + c.attn_flops_per_ctx * (
+        prefill * prompt_ctx + decode * decode_ctx)
+    compute = flops / c.peak_flops
+    touched = c.geo.experts_touched_fraction(tokens)
+    traffic = c.dense_bytes + c.expert_bytes * touched + decode * decode_ctx * c.kv_bytes_token
+    memory = traffic / c.mem_bw
+    comm = 0.0
+    if c.tp > 1:
+        per_ar = all_reduce_s(c.tp_group_link, c.tp, tokens * c.ar_bytes_per_token)
+        comm = 2.0 * c.geo.stage_layers(c.pp) * per_ar * (1.0 - c.tp_overlap)
+    return max(compute, memory) + comm + c.overhead_s
+
+
+def _pp_hops_s(c: _Serving, tokens: float) -> float:
+    if c.pp <= 1:
+        return 0.0
+    return (c.pp - 1) * p2p_s(c.pp_link, tokens * c.ar_bytes_per_token)
+
+
+def _tpot_s(c: _Serving, batch: int, inp: int, out: int) -> float:
+    """Time per output token at ``batch`` live requests (steady-state continuous batching)."""
+    per_micro = batch / c.pp
+    prefill = per_micro * inp / out
+    tokens = per_micro + prefill
+    subs = max(1.0, tokens / c.budget)
+    ctx = inp + c.decode_fill * out
+    step = subs * _stage_step_s(c, prefill / subs, inp / 2.0, per_micro / subs, ctx)
+    return c.pp * step + _pp_hops_s(c, per_micro)
+
+
+def _ttft_s(c: _Serving, batch: int, inp: int, out: int) -> float:
+    """Time to first token of a new prompt joining ``batch`` live requests."""
+    per_micro = max(batch - 1, 0) / c.pp
+    chunk = max(c.budget - per_micro, c.budget * c.min_chunk)
+    chunks = max(1, math.ceil(inp / chunk))
+    size = min(inp, chunk)
+    ctx = inp + c.decode_fill * out
+    step = _stage_step_s(c, size, inp / 2.0, per_micro, ctx)
+    return chunks * c.pp * step + _pp_hops_s(c, size + per_micro)
+
+
+def _meets(c: _Serving, batch: int, w: Workload) -> bool:
+    inp, out = max(w.input_tokens, 1), max(w.output_tokens, 1)
+    if w.tpot_ms is not None and _tpot_s(c, batch, inp, out) * 1e3 > w.tpot_ms:
+        return False
+    return not (w.ttft_ms is not None and _ttft_s(c, batch, inp, out) * 1e3 > w.ttft_ms)
+
+
+def _max_concurrency(c: _Serving, mem_limit: int, w: Workload) -> int:
+    if mem_limit < 1 or not _meets(c, 1, w):
+        return 0
+    if _meets(c, mem_limit, w):
+        return mem_limit
+    lo, hi = 1, mem_limit  # lo meets, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _meets(c, mid, w):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _serving_prediction(catalog: Catalog, layout: Layout, w: Workload,
+                        plan: MemoryPlan) -> Prediction:
+    if plan.max_concurrency < 1:
+        return replace(ZERO_PREDICTION, max_concurrency=0, qps_capacity=0.0)
+    c = _serving_constants(catalog, layout, plan)
+    inp, out = max(w.input_tokens, 1), max(w.output_tokens, 1)
+    max_conc = _max_concurrency(c, plan.max_concurrency, w)
+    qps = 0.0
+    if max_conc > 0:
+        cycle = _ttft_s(c, max_conc, inp, out) + out * _tpot_s(c, max_conc, inp, out)
+        qps = layout.dp * max_conc / cycle
+    total = w.concurrency if w.concurrency is not None else max_conc * layout.dp
+    batch = -(-total // layout.dp)  # per replica
+    if batch < 1:
+        return replace(ZERO_PREDICTION, max_concurrency=0, qps_capacity=0.0)
+    tpot = _tpot_s(c, batch, inp, out)
+    ttft = _ttft_s(c, batch, inp, out)
+    tokens = total / tpot
+    notes = ()
+    if batch > plan.max_concurrency:
+        notes = (f"concurrency {total} exceeds the {plan.max_concurrency * layout.dp} that "
+                 "fit memory; figures assume it did",)
+    return Prediction(tokens_per_s=tokens, tokens_per_s_per_gpu=tokens / layout.gpus,
+                      ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3, qps_capacity=qps,
+                      max_concurrency=max_conc * layout.dp, notes=notes)
+
+
+# --------------------------------------------------------------------------- training
+def gemm_size_factor(eff: EfficiencyFactors, hidden: int) -> float:
+    """Share of a family's GEMM efficiency reached at hidden size ``hidden``:
+    h / (h + h_half) — larger matrices have more arithmetic intensity per tile."""
+    half = eff.training.gemm_half_efficiency_hidden.value
+    return hidden / (hidden + half)
+
+
+def _training_prediction(catalog: Catalog, layout: Layout, w: Workload,
+                         plan: MemoryPlan) -> Prediction:
+    eff = factors(catalog)
+    train = eff.training
+    gpu = catalog.gpus[layout.gpu]
+    geo = geometry(catalog.model(layout.model))
+    fam = eff.family(gpu.family)
+    tp, pp, dp = layout.tp, layout.pp, layout.dp
+    recompute = plan.activation_recompute
+    lora = w.kind in ("lora", "qlora")
+    compute_prec = _compute_precision(eff, gpu, layout.precision, w.kind)
+    am = geo.matmul_active_params
+    attn_fwd = geo.attention_flops_per_token(w.seq_len / 2.0)  # causal
+    matmul_mult = (4.0 if lora else 6.0) + (2.0 if recompute else 0.0)
+    model_flops = (4.0 if lora else 6.0) * am + 3.0 * attn_fwd
+    matmul_flops = matmul_mult * am
+    if w.kind == "qlora":
+        matmul_flops *= train.qlora_dequant_slowdown.value
+    hw_flops = matmul_flops + (4.0 if recompute else 3.0) * attn_fwd
+    peak = gpu.dense_tflops[compute_prec] * 1e12
+    achieved = peak * fam.train(compute_prec) * gemm_size_factor(eff, geo.hidden)
+    if geo.experts:
+        achieved *= train.moe_expert_gemm_efficiency.value
+    m = microbatches(catalog, layout, w)
+    mb_tokens = w.micro_batch * w.seq_len
+    replica_tokens = m * mb_tokens
+    global_tokens = replica_tokens * dp
+    t_ideal = replica_tokens * hw_flops / (tp * pp) / achieved
+    replicated = train.tp_replicated_fraction.value if tp > 1 else 0.0
+    t_compute = t_ideal * ((1.0 - replicated) + replicated * tp)
+    bubble = t_compute * (pp - 1) / m
+    # tensor parallel all-reduces
+    t_tp = 0.0
+    if tp > 1:
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp)
+        n_ar = 6.0 if recompute else 4.0
+        per_ar = all_reduce_s(link, tp, mb_tokens * geo.hidden * 2.0)
+        t_tp = m * geo.stage_layers(pp) * n_ar * per_ar * (1.0 - train.tp_comm_overlap.value)
+    # pipeline hops (forward activations + backward gradients per micro-batch)
+    t_pp = 0.0
+    if pp > 1:
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp)
+        t_pp = 2.0 * m * p2p_s(link, mb_tokens * geo.hidden * 2.0 / tp)
+    # data parallel gradient (and FSDP parameter) collectives, overlapped with backward
+    t_dp = 0.0
+    if dp > 1:
+        stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
+        if lora:
+            trainable = (train.lora_rank.value * geo.lora_params_per_layer
+                         * geo.stage_layers(pp) / tp)
+            grad_bytes = trainable * 2.0
+            gather_bytes = stage_params * 2.0 * 2.0 if train.zero_stage >= 3 else 0.0
+        else:
+            grad_bytes = stage_params * 2.0
+            gather_bytes = stage_params * 2.0 * 2.0 if train.zero_stage >= 3 else 0.0
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.gpus)
+        # a reduce-scatter or all-gather moves half an all-reduce
+        t_dp = all_reduce_s(link, dp, grad_bytes) + all_reduce_s(link, dp, gather_bytes) / 2.0
+        if link.crosses_nodes:
+            local = max(1, min(layout.gpus_per_node, tp * pp))
+            t_dp *= local  # the node's NICs carry every model shard's DP traffic
+        t_dp = max(0.0, t_dp - train.dp_comm_overlap.value * t_compute * 2.0 / 3.0)
+    step = t_compute + bubble + t_tp + t_pp + t_dp
+    tokens_per_s = global_tokens / step
+    per_gpu = tokens_per_s / layout.gpus
+    notes = ("full activation recompute (needed to fit)",) if recompute else ()
+    return Prediction(tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=per_gpu,
+                      mfu=model_flops * per_gpu / peak,
+                      scaling_efficiency=t_ideal / step, step_time_s=step, notes=notes)
+
+
+# --------------------------------------------------------------------------- public API
+@functools.lru_cache(maxsize=65536)
+def _estimate_cached(key: int, version: str, layout: Layout, workload: Workload) -> Estimate:
+    from solver.memory import _CATALOGS
+
+    catalog = _CATALOGS[key]
+    reason = unsupported_reason(catalog, layout, workload)
+    if reason:
+        return Estimate(layout, workload, False, False, ZERO_MEMORY, ZERO_PREDICTION, reason)
+    plan = memory_plan(catalog, layout, workload)
+    if workload.kind in SERVING_KINDS:
+        pred = _serving_prediction(catalog, layout, workload, plan)
+        reason = plan.reason
+        if plan.fits and pred.max_concurrency == 0 and (workload.ttft_ms or workload.tpot_ms):
+            reason = "no concurrency meets the TTFT/TPOT SLOs"
+    else:
+        pred = _training_prediction(catalog, layout, workload, plan)
+        reason = plan.reason
+    return Estimate(layout, workload, plan.fits, plan.comfortable, plan.breakdown, pred, reason)
+
+
+def estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
+    """Memory and predicted performance of ``layout`` running ``workload`` (cached).
+
+    Never raises for known ids: an impossible layout comes back with ``fits=False`` and a
+    ``reason``. Unknown model/GPU/fabric ids raise :class:`InputError`.
+    """
+    key = _register(catalog)
+    if (layout.gpu not in catalog.gpus or layout.fabric not in catalog.fabrics
+            or layout.model not in catalog.models):
+        if layout.model in catalog.model_ids() and layout.gpu in catalog.gpus \
+                and layout.fabric in catalog.fabrics:
+            layout = replace(layout, model=catalog.model(layout.model).id)
+        else:
+            check_ids(catalog, layout.model, layout.gpu, layout.fabric)
+    return _estimate_cached(key, catalog.version, layout, workload)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _score(est: Estimate) -> tuple:
+    p = est.predicted
+    serving = est.workload.kind in SERVING_KINDS
+    slo = est.workload.ttft_ms is not None or est.workload.tpot_ms is not None
+    if serving and slo and est.workload.concurrency is None:
+        value = p.qps_capacity or 0.0
+    else:
+        value = p.tokens_per_s
+    return (est.fits and not (serving and slo and not p.max_concurrency), est.comfortable,
+            value, -est.layout.pp, -est.layout.tp)
+
+
+def best_layout(catalog: Catalog, model_id: str, gpu_id: str, gpus: int, workload: Workload,
+                *, precision: str, gpus_per_node: int = 8, fabric: str = "none",
+                tp: int | None = None, pp: int | None = None,
+                dp: int | None = None) -> Estimate:
+    """The best TP x PP x DP split of ``gpus`` GPUs (TP/PP/DP free unless given).
+
+    Best = fits, then comfortable, then throughput (QPS capacity under SLOs for serving
+    with SLOs, tokens/s otherwise), then fewer pipeline stages and smaller TP.
+    """
+    check_ids(catalog, model_id, gpu_id, fabric)
+    if gpus < 1:
+        raise InputError([Problem("command line", "gpus", gpus, "must be >= 1")])
+    model = catalog.model(model_id).id
+    best: Estimate | None = None
+    for t in ([tp] if tp else _divisors(gpus)):
+        for p in ([pp] if pp else _divisors(gpus // t if gpus % t == 0 else 0)):
+            if gpus % (t * p) or (dp is not None and t * p * dp != gpus):
+                continue
+            layout = Layout(model=model, gpu=gpu_id, precision=precision, tp=t, pp=p,
+                            dp=gpus // (t * p), gpus_per_node=gpus_per_node, fabric=fabric)
+            est = estimate(catalog, layout, workload)
+            if best is None or _score(est) > _score(best):
+                best = est
+    if best is None:
+        raise InputError([Problem("command line", "gpus", gpus,
+                                  f"not divisible into tp={tp} x pp={pp}")])
+    return best

@@ -1,0 +1,119 @@
+"""Performance model: the guide's scaling figures (issue 3), speed, properties."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver.layout import Layout, Workload
+from solver.links import all_reduce_s, group_link
+from solver.performance import best_layout, estimate
+
+SEVENTY_B_STEP = Workload("pretrain", seq_len=4096)
+
+
+def test_scaling_efficiency_tp8_in_pcie_box(catalog):
+    est = estimate(catalog, Layout("llama-3.1-70b", "rtx-pro-6000", "bf16", tp=8),
+                   SEVENTY_B_STEP)
+    assert est.predicted.scaling_efficiency == pytest.approx(0.73, abs=0.05)
+
+
+def test_scaling_efficiency_2x4_over_hdr_ib(catalog):
+    est = estimate(catalog, Layout("llama-3.1-70b", "rtx-pro-6000", "bf16", tp=8,
+                                   gpus_per_node=4, fabric="ib-hdr-200"), SEVENTY_B_STEP)
+    inside = estimate(catalog, Layout("llama-3.1-70b", "rtx-pro-6000", "bf16", tp=8),
+                      SEVENTY_B_STEP)
+    assert est.predicted.scaling_efficiency == pytest.approx(0.65, abs=0.05)
+    assert est.predicted.scaling_efficiency < inside.predicted.scaling_efficiency
+
+
+def test_pcie_vs_sxm_fixed_size_finetune(catalog):
+    work = Workload("full_finetune", seq_len=4096)
+    pcie = best_layout(catalog, "llama-3.1-8b", "h100-pcie", 8, work, precision="bf16")
+    sxm = best_layout(catalog, "llama-3.1-8b", "h100-sxm", 8, work, precision="bf16")
+    ratio = sxm.predicted.tokens_per_s / pcie.predicted.tokens_per_s
+    assert 1.2 <= ratio <= 1.4
+
+
+def test_pcie_vs_sxm_tp_pretraining_70b(catalog):
+    # a 4-node pretraining layout (TP-8 in the node, PP-2 x DP-2 over NDR IB),
+    # PCIe boxes vs HGX boards of the same GPU silicon
+    for model in ("llama-3.1-70b", "llama-3.1-405b"):
+        pcie = estimate(catalog, Layout(model, "h100-pcie", "bf16", tp=8, pp=2, dp=2,
+                                        fabric="ib-ndr-400"), SEVENTY_B_STEP)
+        sxm = estimate(catalog, Layout(model, "h100-sxm", "bf16", tp=8, pp=2, dp=2,
+                                       fabric="ib-ndr-400"), SEVENTY_B_STEP)
+        ratio = sxm.predicted.tokens_per_s / pcie.predicted.tokens_per_s
+        assert 2.0 <= ratio <= 3.0
+
+
+@pytest.mark.parametrize(("fabric", "low", "high"),
+                         [("ib-hdr-200", 1.7, 2.3), ("100gbe", 4.0, 5.0), ("25gbe", 13, 18)])
+def test_interconnect_cliff(catalog, fabric, low, high):
+    gpu = catalog.gpus["rtx-pro-6000"]
+    inside = group_link(catalog, gpu, fabric, 4, 4)
+    across = group_link(catalog, gpu, fabric, 4, 8)
+    size = 256e6
+    ratio = all_reduce_s(across, 8, size) / all_reduce_s(inside, 8, size)
+    assert low <= ratio <= high
+
+
+def test_serving_outputs_filled(catalog):
+    work = Workload("inference", 2000, 400, concurrency=48, ttft_ms=2000, tpot_ms=50)
+    est = estimate(catalog, Layout("llama-3.1-70b", "rtx-pro-6000", "fp8", tp=8), work)
+    p = est.predicted
+    assert est.fits
+    assert p.max_concurrency and p.max_concurrency >= 32
+    loaded = estimate(catalog, est.layout, Workload("inference", 2000, 400,
+                                                    concurrency=p.max_concurrency))
+    cycle_s = (loaded.predicted.ttft_ms + 400 * loaded.predicted.tpot_ms) / 1000
+    assert p.qps_capacity == pytest.approx(p.max_concurrency / cycle_s, rel=1e-6)
+    assert p.ttft_ms and p.ttft_ms < 2000 and p.tpot_ms and p.tpot_ms < 50
+    assert 500 <= p.tokens_per_s <= 4000  # the guide's interactive 70B FP8 figure, x2 margin
+
+
+def test_throughput_mode_uses_max_concurrency(catalog):
+    lay = Layout("llama-3.1-8b", "h100-sxm", "fp8")
+    thr = estimate(catalog, lay, Workload("batch_inference", 1000, 1000))
+    one = estimate(catalog, lay, Workload("batch_inference", 1000, 1000, concurrency=1))
+    assert thr.predicted.max_concurrency > 100
+    assert thr.predicted.tokens_per_s > 20 * one.predicted.tokens_per_s
+    assert one.predicted.tpot_ms < thr.predicted.tpot_ms
+
+
+def test_infeasible_layouts_do_not_raise(catalog):
+    bad = [Layout("llama-3.1-405b", "rtx-5090", "bf16"),
+           Layout("llama-3.1-8b", "h100-sxm", "fp4"),
+           Layout("llama-3.1-8b", "rtx-pro-6000", "bf16", tp=16, fabric="none")]
+    for layout in bad:
+        for kind in ("inference", "pretrain"):
+            est = estimate(catalog, layout, Workload(kind))
+            assert not est.fits and est.reason
+
+
+def test_estimate_is_fast(catalog):
+    layouts = [Layout(m, g, "fp8", tp=t) for m in ("llama-3.1-70b", "qwen2.5-32b")
+               for g in ("rtx-pro-6000", "h100-sxm", "l40s") for t in (1, 2, 4, 8)]
+    works = [Workload("inference", 2000, 400, concurrency=c, ttft_ms=2000, tpot_ms=50)
+             for c in (8, 32, 64)] + [Workload("lora"), Workload("pretrain")]
+    start = time.perf_counter()
+    for layout in layouts:
+        for work in works:
+            estimate(catalog, layout, work)
+    per_call = (time.perf_counter() - start) / (len(layouts) * len(works))
+    assert per_call < 0.5e-3
+
+
+@settings(max_examples=30, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), tpot=st.floats(15, 200), tighter=st.floats(0.3, 1.0),
+       ttft=st.floats(200, 5000))
+def test_tighter_slo_never_more_capacity(catalog, tp, tpot, tighter, ttft):
+    lay = Layout("llama-3.1-70b", "rtx-pro-6000", "fp8", tp=tp)
+    loose = estimate(catalog, lay, Workload("inference", 2000, 400, ttft_ms=ttft, tpot_ms=tpot))
+    tight = estimate(catalog, lay, Workload("inference", 2000, 400, ttft_ms=ttft * tighter,
+                                            tpot_ms=tpot * tighter))
+    assert tight.predicted.max_concurrency <= loose.predicted.max_concurrency
+    assert tight.predicted.qps_capacity <= loose.predicted.qps_capacity + 1e-9
