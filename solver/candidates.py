@@ -235,6 +235,7 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
                     if 2 <= m <= min(max_nodes, MAX_SPANNED_NODES)]
     done: set[str | None] = set()
     best_hours: float | None = None
+    last_reason = "does not fit"
     for size, fabric in options:
         fabric_id = fabric.id if fabric else "none"
         if fabric_id in done and not all_sizes:
@@ -244,6 +245,7 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
         est = best_layout(catalog, spec.model, node.gpu, size, workload,  # type: ignore[attr-defined]
                           precision=precision, gpus_per_node=node.gpus, fabric=fabric_id)
         if not est.fits or est.predicted.tokens_per_s <= 0:
+            last_reason = est.reason or "does not fit"
             continue
         hours = total_tokens / est.predicted.tokens_per_s / 3600.0
         best_hours = hours if best_hours is None else min(best_hours, hours)
@@ -260,10 +262,11 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
         done.add(fabric_id if fabric else "in-node")
         if fabric is None:
             done.add("in-node")
-    if not out:
-        shown = "n/a" if best_hours is None else f"{best_hours:,.1f} h"
-        rejected.append(f"{node.key} {precision}: fastest layout tried needs {shown} "
-                        f"(deadline {deadline:g} h)")
+    if not out and best_hours is None:
+        rejected.append(f"{node.key} {precision}: no layout fits memory ({last_reason})")
+    elif not out:
+        rejected.append(f"{node.key} {precision}: fastest layout tried needs "
+                        f"{best_hours:,.1f} h (deadline {deadline:g} h)")
     return out
 
 

@@ -51,8 +51,10 @@ def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
     if spec.kind == "inference" and spec.concurrency:
         from solver.performance import estimate as estimate_layout
 
+        # replicas take load in proportion to their capacity: each replica of this
+        # candidate carries concurrency × its capacity / the total capacity of all replicas
         share = max(1, math.ceil(spec.concurrency * cand.concurrency_capacity
-                                 / max(total_replicas_capacity, 1e-9) / replicas))
+                                 / max(total_replicas_capacity, 1e-9) - 1e-9))
         share = min(share, int(cand.concurrency_capacity) or share)
         return estimate_layout(catalog, est.layout, replace(est.workload, concurrency=share))
     return est

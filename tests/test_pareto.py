@@ -1,0 +1,151 @@
+"""Pareto frontier (issue 5): non-dominated, sorted, cheapest = solve, equals brute force."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from solver.candidates import build_candidates
+from solver.pareto import frontier, parse_metric
+from solver.rfq import validate_rfq
+from solver.scenarios import rebuild_workload
+from solver.solve import run_mip, solve_rfq
+
+GPUS = ["l40s", "rtx-pro-6000"]
+
+
+def _rfq(catalog: Any, workload: dict[str, Any], **constraints: Any) -> Any:
+    return validate_rfq({"id": "pareto-test", "constraints": {"gpus": GPUS, **constraints},
+                         "workloads": [workload]}, catalog)
+
+
+@pytest.fixture(scope="module")
+def chat(catalog: Any) -> Any:
+    return _rfq(catalog, {"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
+                          "concurrency": 64, "input_tokens": 1000, "output_tokens": 200,
+                          "tpot_ms": 30}, max_nodes=1)
+
+
+@pytest.fixture(scope="module")
+def tune(catalog: Any) -> Any:
+    return _rfq(catalog, {"name": "tune", "kind": "lora", "model": "llama-3.1-8b",
+                          "dataset_tokens": 100_000_000, "deadline_hours": 100}, max_nodes=2)
+
+
+@pytest.fixture(scope="module")
+def chat_front(catalog: Any, chat: Any) -> dict[str, Any]:
+    return frontier(catalog, chat, explain=False)
+
+
+@pytest.fixture(scope="module")
+def tune_front(catalog: Any, tune: Any) -> dict[str, Any]:
+    return frontier(catalog, tune, explain=False)
+
+
+def _pairs(front: dict[str, Any]) -> list[tuple[float, float]]:
+    cost_key, metric = front["axes"]
+    return [(p[cost_key], p[metric]) for p in front["points"]]
+
+
+@pytest.mark.parametrize("name", ["chat_front", "tune_front"])
+def test_sorted_and_non_dominated(name: str, request: pytest.FixtureRequest) -> None:
+    front = request.getfixturevalue(name)
+    pairs = _pairs(front)
+    assert len(pairs) >= 2
+    assert [c for c, _ in pairs] == sorted(c for c, _ in pairs)
+    for i, (cost_a, metric_a) in enumerate(pairs):
+        for j, (cost_b, metric_b) in enumerate(pairs):
+            if i != j:
+                assert not (cost_b <= cost_a and metric_b <= metric_a), (pairs[i], pairs[j])
+    assert front["axes"][0] == "tco_usd"
+    assert all(p["plan"]["status"] == "optimal" for p in front["points"])
+
+
+def test_cheapest_point_equals_solve(catalog: Any, chat: Any, tune: Any,
+                                     chat_front: dict[str, Any],
+                                     tune_front: dict[str, Any]) -> None:
+    for rfq, front in ((chat, chat_front), (tune, tune_front)):
+        plan = solve_rfq(rfq, catalog, explain=False)
+        assert front["points"][0]["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"])
+
+
+def test_training_frontier_equals_brute_force(catalog: Any, tune: Any,
+                                              tune_front: dict[str, Any]) -> None:
+    """Enumerate every job candidate: its cost follows from the formulation by hand."""
+    table = build_candidates(catalog, tune, all_sizes=True)
+    params = table.params
+    options = []
+    for cand in table.candidates["tune"]:
+        node = table.node_types[cand.node_type]
+        nodes = cand.nodes_spanned if cand.spanning else 1
+        cost = nodes * node.cost.tco_usd + cand.network_usd
+        if cand.spanning:
+            cost += (params.shared_storage_usd + params.shared_storage_usd_per_node * nodes
+                     + params.overhead_per_extra_coupled_node_usd * (nodes - 1))
+        options.append((round(cost, 2), cand.hours_to_complete))
+    options.sort()
+    brute = []
+    best = math.inf
+    for cost, hours in options:
+        if hours < best - 1e-9:
+            if brute and brute[-1][0] == cost:
+                continue
+            brute.append((cost, hours))
+            best = hours
+    got = [(round(c, 2), h) for c, h in _pairs(tune_front)]
+    assert len(got) == len(brute)
+    for (cost_a, hours_a), (cost_b, hours_b) in zip(got, brute, strict=True):
+        assert cost_a == pytest.approx(cost_b, abs=0.05)
+        assert hours_a == pytest.approx(hours_b, rel=1e-3)
+
+
+def test_serving_frontier_matches_slo_sweep(catalog: Any, chat: Any,
+                                            chat_front: dict[str, Any]) -> None:
+    """Brute force over the SLO: at any level L the cheapest plan costs what the cheapest
+    frontier point with metric <= L costs."""
+    pairs = _pairs(chat_front)
+    spec = chat.workloads[0]
+    base = build_candidates(catalog, chat)
+    metrics = [m for _, m in pairs]
+    levels = sorted({*metrics, *[(a + b) / 2 for a, b in zip(metrics, metrics[1:], strict=False)]})
+    for level in levels:
+        table = rebuild_workload(catalog, chat, base, spec.model_copy(update={"tpot_ms": level}))
+        solution = run_mip(table, chat)
+        expected = min(c for c, m in pairs if m <= level + 1e-6)
+        from solver.plan import cost_breakdown
+
+        assert cost_breakdown(table, solution.values)["tco_usd"] == pytest.approx(expected), level
+    tighter = rebuild_workload(catalog, chat, base,
+                               spec.model_copy(update={"tpot_ms": min(metrics) * 0.99}))
+    assert run_mip(tighter, chat).status == "infeasible"
+
+
+def test_points_cap_keeps_cheapest(catalog: Any, tune: Any, tune_front: dict[str, Any]) -> None:
+    capped = frontier(catalog, tune, points=3, explain=False)
+    assert len(capped["points"]) == 3
+    assert capped["points"][0]["tco_usd"] == tune_front["points"][0]["tco_usd"]
+    assert capped["points"][-1]["tco_usd"] == tune_front["points"][-1]["tco_usd"]
+
+
+def test_headroom_and_failure_domains(catalog: Any, chat: Any) -> None:
+    rfq = chat.model_copy(update={"constraints": chat.constraints.model_copy(
+        update={"max_nodes": 4})})
+    for metric in ("chat:headroom", "failure_domains"):
+        front = frontier(catalog, rfq, metric=metric, points=4, explain=False)
+        pairs = _pairs(front)
+        assert pairs and front["lower_is_better"][front["axes"][1]] is False
+        assert [m for _, m in pairs] == sorted(m for _, m in pairs)
+        assert [c for c, _ in pairs] == sorted(c for c, _ in pairs)
+
+
+def test_metric_parsing(catalog: Any, chat: Any) -> None:
+    from solver.errors import InputError
+
+    assert parse_metric(chat, None).metric == "tpot_ms"
+    assert parse_metric(chat, "chat:ttft").metric == "ttft_ms"
+    with pytest.raises(InputError, match="no workload"):
+        parse_metric(chat, "nope:tpot_ms")
+    with pytest.raises(InputError, match="metric is one of"):
+        parse_metric(chat, "chat:hours")
