@@ -71,23 +71,27 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
     if spec.kind == "full_finetune" or spec.kind == "pretrain":
         ok8, note8 = _reference_fit(catalog, spec, "bf16")
         ok, note = ok8, note8
-    nodes_used = (entry or {}).get("nodes_spanned", 1)
+    spanned = (entry or {}).get("nodes_spanned", 1)
     replicas = (entry or {}).get("dp", 1)
+    per_node = (entry or {}).get("gpus_per_node") or 8
+    nodes_needed = max(spanned, -(-((entry or {}).get("gpus") or 1) // per_node))
+    one_node = nodes_needed <= 1
+    crowd = (f"; fits, but the demand needs {replicas} replicas on {nodes_needed} nodes, "
+             "so one node is not enough" if ok and not training and not one_node else "")
     if add(1, "Does the model fit 8 × 96 GB at FP8 with 30–40 % VRAM reserve for KV?",
-           ok and (training or replicas <= 1), note + (
-               f"; demand needs {replicas} replicas" if ok and not training and replicas > 1
-               else "")):
+           ok and (training or one_node), note + crowd):
         return steps
     if not training:
         ok4, note4 = _reference_fit(catalog, spec, "int4")
         if add(2, "Does it fit at INT4 with the same reserve, and is the work inference?",
-               ok4 and replicas <= 1 and not ok, note4):
+               ok4 and one_node and not ok, note4):
             return steps
-        throughput_bound = (ok or ok4) and replicas > 1 and nodes_used <= 1
+        throughput_bound = (ok or ok4) and not one_node and spanned <= 1
         if add(3, "Is the workload throughput-bound rather than model-size-bound?",
                throughput_bound,
-               f"{replicas} independent replicas behind a load balancer, no fabric" if
-               throughput_bound else "the model itself needs more than one node"):
+               f"{replicas} independent replicas on {nodes_needed} nodes behind a load "
+               "balancer, no fabric" if throughput_bound
+               else "the model itself needs more than one node"):
             return steps
     else:
         add(2, "Does it fit at INT4 with the same reserve, and is the work inference?", False,
@@ -173,6 +177,9 @@ def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: Can
                         [Constraint("no_8gpu_nodes", {node_var(k): 1.0 for k in eight}, "<=", 0)],
                         limits))
     out = []
+    guide = _guide_box(rfq, catalog, plan, solver)
+    if guide:
+        out.append(guide)
     for label, extra, lim in options:
         if not extra and lim.max_nodes == limits.max_nodes:
             continue
@@ -191,6 +198,34 @@ def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: Can
     return out
 
 
+def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
+               ) -> dict[str, Any] | None:
+    """The guide's default — RTX Pro 6000 boxes — when the optimum chose other GPUs."""
+    from solver.candidates import build_candidates
+    from solver.plan import assemble
+    from solver.solve import run_mip
+
+    used = {n["gpu"] for n in plan["cluster"]["nodes"]}
+    vendor = catalog.vendors[rfq.constraints.vendor or "open"]
+    if not used or used == {REFERENCE_GPU} or REFERENCE_GPU not in catalog.gpus \
+            or not vendor.allows("gpus", REFERENCE_GPU):
+        return None
+    label = f"the guide's box: {REFERENCE_GPU} only"
+    pinned = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
+        update={"gpus": [REFERENCE_GPU]})})
+    table = build_candidates(catalog, pinned)
+    solution = run_mip(table, pinned, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return {"alternative": label, "feasible": False, "tco_usd": None, "delta_usd": None,
+                "why": f"no plan on {REFERENCE_GPU} alone meets the RFQ"}
+    alt = assemble(catalog, pinned, table, solution)
+    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
+    why = (f"departs from the guide's rule of thumb: {', '.join(sorted(used))} meets every "
+           f"target for ${delta:,.0f} less at today's catalog prices; " + _why_lost(plan, alt))
+    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
+            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+
+
 def _why_infeasible(label: str) -> str:
     if "single-node" in label:
         return "no single node meets every workload's memory and targets"
@@ -205,5 +240,7 @@ def _why_lost(plan: dict[str, Any], alt: dict[str, Any]) -> str:
                    reverse=True)
     top = [f"{k.removesuffix('_usd').replace('_', ' ')} +${d:,.0f}" for d, k in diffs[:2]
            if d > 0.5]
-    nodes = f"{alt['cluster']['total_nodes']} nodes vs {plan['cluster']['total_nodes']}"
-    return f"{nodes}; " + (", ".join(top) if top else "no cheaper")
+    a, b = alt["cluster"]["total_nodes"], plan["cluster"]["total_nodes"]
+    parts = [f"{a} nodes vs {b}"] if a != b else []
+    parts.append(", ".join(top) if top else "no cheaper")
+    return "; ".join(parts)
