@@ -9,8 +9,12 @@ Solver libraries are imported lazily.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -123,7 +127,8 @@ class PulpBackend(Backend):
         else:
             solver = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=0.0)
         try:
-            code = problem.solve(solver)
+            with _quiet_stdout():  # HiGHS prints a banner on stdout even with msg=False
+                code = problem.solve(solver)
         except pulp.PulpSolverError as exc:
             return Solution("error", {}, None, 0.0, time.perf_counter() - start, self.name,
                             str(exc))
@@ -136,17 +141,29 @@ class PulpBackend(Backend):
             # PuLP reports a time-limited CBC run with a solution as "Optimal" but sets
             # sol_status to LpSolutionIntegerFeasible; map it to feasible.
             status: Status = "optimal"
+            gap = 0.0
             if sol_status == pulp.LpSolutionIntegerFeasible:
                 status = "feasible"
-            return Solution(status, values, objective, 0.0 if status == "optimal" else
-                            float("nan"), seconds, self.name)
+                gap = _gap(objective, self._relaxation_bound(model))
+            return Solution(status, values, objective, gap, seconds, self.name)
         if status_text == "Infeasible":
             return Solution("infeasible", {}, None, 0.0, seconds, self.name)
         if status_text == "Not Solved" and objective is not None and sol_status in (
                 pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
-            return Solution("feasible", values, objective, float("nan"), seconds, self.name)
+            gap = _gap(objective, self._relaxation_bound(model))
+            return Solution("feasible", values, objective, gap, seconds, self.name)
         return Solution("error", {}, None, 0.0, seconds, self.name,
                         f"{self.name} returned {status_text}")
+
+
+    def _relaxation_bound(self, model: LinearModel) -> float | None:
+        """A valid lower bound for a time-limited run: the LP relaxation's optimum (so the
+        reported gap is an upper bound on the true one)."""
+        relaxed = LinearModel(model.name, {n: Var(n, v.low, v.high, False)
+                                           for n, v in model.variables.items()},
+                              model.constraints, model.objective, model.objective_constant)
+        solution = PulpBackend(self.name).solve(relaxed)
+        return solution.objective if solution.status == "optimal" else None
 
 
 class CpSatBackend(Backend):
@@ -208,6 +225,25 @@ class CpSatBackend(Backend):
             return Solution("infeasible", {}, None, 0.0, seconds, self.name)
         return Solution("error", {}, None, 0.0, seconds, self.name,
                         f"cpsat returned {solver.StatusName(code)}")
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Silence native libraries that write to file descriptor 1 (keeps --json output clean)."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real stdout (e.g. some embedded runners): nothing to protect
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _integer_scale(numbers: list[float]) -> int:

@@ -121,3 +121,12 @@ def test_validate_many(tmp_path):
     result = procure("validate", *[str(p) for p in sorted(SCENARIOS.iterdir())])
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("ok") >= 12
+
+
+@pytest.mark.parametrize("backend", ["highs", "cpsat"])
+def test_json_stays_clean_with_every_backend(backend):
+    """Regression: HiGHS printed its banner on stdout and broke --json."""
+    result = procure("solve", str(SCENARIOS / "chat-70b-one-node.yaml"), "--json", "--solver",
+                     backend)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["solver"] == backend

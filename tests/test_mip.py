@@ -325,3 +325,19 @@ def test_model_names_variables_readably():
     assert any(v.startswith("x[chat|") for v in model.variables)
     assert {con.name.split("[")[0] for con in model.constraints} >= {
         "demand_concurrency", "packing", "coupled_nodes"}
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b in ("cbc", "highs")])
+def test_relaxation_bound_is_a_valid_lower_bound(backend):
+    """The gap reported for a time-limited run uses the LP bound: it must not exceed the
+    integer optimum (else the gap would be understated)."""
+    from solver.backends import get_backend
+
+    for table, rfq in INSTANCES[:20]:
+        model = build_model(table, rfq, Limits.from_rfq(rfq), rfq.objective)
+        solver = get_backend(backend)
+        exact = solver.solve(model)
+        if exact.status != "optimal":
+            continue
+        bound = solver._relaxation_bound(model)
+        assert bound is not None and bound <= exact.objective + 1e-6
