@@ -174,6 +174,8 @@ def map_row(catalog: Catalog, row: dict[str, str]) -> RowResult:
     fabric = "ib-ndr-400" if total > gpn else "none"
     tp = _int(r"\bTP(\d+)", text)
     pp = _int(r"\bPP(\d+)", text)
+    if tp is not None and pp is None and _int(r"x ?(\d+) instances", text):
+        pp = 1  # "TP2 x4 instances": each instance is TP-only, the rest are replicas
     try:
         est, what = _estimate_row(catalog, row, kind, category, model_id, gpu_id, precision,
                                   total, gpn, fabric, tp, pp, text)
@@ -183,6 +185,20 @@ def map_row(catalog: Catalog, row: dict[str, str]) -> RowResult:
     layout = f"{lay.precision} tp{lay.tp} pp{lay.pp} dp{lay.dp}"
     return RowResult(layout=layout, predicted=what, status="ok",
                      why=est.reason if not est.fits else "", **base)
+
+
+# Sources whose throughput column is per GPU although a table header is ambiguous:
+# TensorRT-LLM's v0.5-0.6 performance.md labels its H100 table "per GPU" and the A100/L40S
+# tables "out tok/s" with the same benchmark (gptSessionBenchmark); the rows' own notes flag
+# the ambiguity, and total-throughput readings are 4x below the physics (batch 1280 at TP4
+# would mean a 1.9 s TPOT). Read as per GPU.
+PER_GPU_SOURCES = ("TensorRT-LLM docs/source/performance.md",)
+
+
+def _per_gpu_source(row: dict[str, str]) -> bool:
+    unit = row["unit"].lower()
+    return ("unclear if per gpu" in unit
+            and any(src in row.get("source", "") for src in PER_GPU_SOURCES))
 
 
 def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: str,
@@ -238,7 +254,7 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
             return est, p.ttft_ms or 0.0
         if kind == "inference-prefill":
             return est, isl / (p.ttft_ms or 1e9) * 1e3
-        if "/gpu" in unit:
+        if "/gpu" in unit or _per_gpu_source(row):
             return est, p.tokens_per_s_per_gpu
         return est, p.tokens_per_s
     if kind == "memory":
@@ -263,7 +279,14 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
         gbs_tokens = gbs
     else:
         gbs_tokens = gbs * seq
-    workload = Workload(train_kind, seq_len=seq, micro_batch=mbs,
+    # context parallelism: a CP group of ``cp`` GPUs splits each sequence, so each GPU
+    # holds seq/cp tokens of every micro-batch; a layout without CP sees that as cp times
+    # the replicas (dp) running seq/cp-token sequences with the stated micro-batches per
+    # replica (GBS / (MBS x dp) = GA). Per-GPU linear FLOPs and activation memory match;
+    # attention FLOPs are understated (each chunk still attends the whole sequence).
+    cp = _int(r"\bCP(\d+)", text) or 1
+    seq_gpu = seq // cp
+    workload = Workload(train_kind, seq_len=seq_gpu, micro_batch=mbs,
                         global_batch_tokens=gbs_tokens)
     train_precision = precision if precision in ("bf16", "fp8") else "bf16"
     est = best_layout(catalog, model_id, gpu_id, total, workload, precision=train_precision,
@@ -324,7 +347,9 @@ def report_markdown(results: list[RowResult], summary: Summary, catalog_version:
                      f"{'-' if median is None else f'{median:.1%}'} | "
                      f"{'-' if target is None else f'<= {target:.0%}'} |")
     lines += ["", f"Coverage: {summary.mapped} of {summary.in_catalog} rows whose GPU and "
-              f"model are in the catalog ({summary.coverage:.0%}).", "",
+              f"model are in the catalog ({summary.coverage:.0%}).", ""]
+    lines += _method_lines(catalog_version)
+    lines += ["## Rows", "",
               "| row | category | model | GPU | layout | measured | predicted | error | note |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -334,6 +359,61 @@ def report_markdown(results: list[RowResult], summary: Summary, catalog_version:
         lines.append(f"| {r.id} | {r.category} | {r.model} | {r.gpu} | {r.layout} | "
                      f"{r.measured:.4g} {r.unit} | {pred} | {err} | {note} |")
     return "\n".join(lines) + "\n"
+
+
+METHOD = """## What is modelled, what is fitted
+
+Physics (no free parameter per row): serving steps are a sum of per-kernel rooflines
+(linear layers: compute vs weight reads; prefill attention: compute; decode attention: KV
+reads) plus TP collectives and fixed per-step/per-layer overheads, with prefill chunks
+mixed into every decode step under the token budget; MoE FLOPs on active parameters with
+the expert share at an expert-GEMM efficiency. Training adds the interleaved-1F1B bubble
+(pp-1)/(m v), sequence parallelism and TP comm overlap on NVLink, block recompute of just
+the layers needed to fit, MoE all-to-all over the expert-parallel group (expert weights
+sharded over EP, not replicated over DP), and FSDP gathers hidden behind forward and
+backward.
+
+Mapping rules (calibration.py, from each row's own text): "TPn x k instances" is TP-only
+(pp 1) replicas; context parallelism CPn is read as n x the replicas on seq/n-token
+sequences with the stated micro-batches per replica (GA); TensorRT-LLM's v0.5-0.6
+performance.md throughput columns are per GPU (its H100 table says so; the A100/L40S
+header is ambiguous and the rows flag it).
+
+Fitted factors (`source: cal` in catalog/efficiency.yaml), one value per GPU family and
+precision, never per row:
+"""
+
+
+def _method_lines(catalog_version: str) -> list[str]:
+    """The modelling summary and the table of fitted (``cal``) factors."""
+    from solver.catalog import load_catalog
+    from solver.perf_factors import Factor, factors
+
+    lines = [METHOD]
+    try:
+        catalog = load_catalog()
+    except Exception:  # noqa: BLE001 - the report must not fail on a user catalog
+        return lines
+    if catalog.version != catalog_version:
+        return [*lines, "(factors of a user catalog; see its efficiency.yaml)", ""]
+    eff = factors(catalog)
+    fitted: list[tuple[str, Factor]] = []
+
+    def walk(prefix: str, node: object) -> None:
+        if isinstance(node, Factor):
+            if node.source == "cal":
+                fitted.append((prefix, node))
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}", value)
+        elif hasattr(node, "model_fields"):
+            for key in type(node).model_fields:
+                walk(f"{prefix}.{key}" if prefix else key, getattr(node, key))
+
+    walk("", eff)
+    lines += ["| factor | value | fitted on |", "|---|---|---|"]
+    lines += [f"| {name} | {f.value:g} | {f.note} |" for name, f in fitted]
+    return [*lines, ""]
 
 
 def default_csv() -> Path:

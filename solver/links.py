@@ -51,7 +51,10 @@ def group_link(catalog: Catalog, gpu: Gpu, fabric_id: str, gpus_per_node: int,
     from solver.memory import _register
 
     server = server_for(catalog, gpu, gpus_per_node)
-    nics = server.fabric_nics_per_node if server else 1
+    if server is not None:
+        nics = server.fabric_nics_per_node
+    else:  # no catalog server (superchip racks such as NVL72): one fabric NIC per GPU
+        nics = gpus_per_node if gpu.form_factor == "superchip" else 1
     return _link(_register(catalog), gpu.id, fabric_id, gpus_per_node, group, nics)
 
 

@@ -17,8 +17,13 @@ Training (``pretrain``, ``full_finetune``, ``lora``, ``qlora``)
     shard); LoRA: frozen 16-bit base + adapters (rank r on all linear layers) with their own
     16 B/param; QLoRA: NF4 base (~0.516 B/param) + 16-bit embeddings + adapters.
     Activations follow Korthikanti et al.: per token per layer ``h (a_rep + a_tp / tp)``
-    bytes, or ``h a_rc`` with full recompute (chosen automatically only when needed to fit),
-    times the micro-batch tokens and the layers in flight on the first pipeline stage.
+    bytes (``a_rep`` split by TP too under sequence parallelism, i.e. TP on NVLink), or
+    ``h a_rc`` with full recompute, times the micro-batch tokens and the layers in flight on
+    the first pipeline stage. When the activations do not fit, the footprint reported is the
+    full-recompute one (the minimum the job needs) and ``recompute_fraction`` is the share of
+    layers a block-recompute schedule must recompute to fit the GPU (what the step time
+    pays). LoRA: the footprint has the base sharded by ZeRO-3; ``base_sharded`` is False
+    (the step runs with a replicated base, no per-step gathers) whenever that fits.
 
 Rules: ``fits`` = total <= usable capacity (``costs.usable_memory_fraction`` x memory);
 ``comfortable`` for serving = fits and weights <= ``weights_vram_fraction_max`` x memory and
@@ -51,6 +56,8 @@ class MemoryPlan:
     kv_bytes_per_token_gpu: float = 0.0
     activation_recompute: bool = False
     reason: str = ""
+    recompute_fraction: float = 0.0  # share of in-flight layers recomputed in backward
+    base_sharded: bool = True  # training: weights (LoRA: the frozen base) sharded over DP
 
 
 _CATALOGS: dict[int, Catalog] = {}
@@ -85,6 +92,13 @@ def serving_weights_gb(eff: EfficiencyFactors, geo: Geometry, precision: str,
                     eff.precisions.weight_bytes[precision].value)
     emb = geo.stage_embedding_params(pp) * emb_bytes
     return (body + emb) / tp / GB
+
+
+def sequence_parallel(gpu: Gpu, layout: Layout) -> bool:
+    """Whether a training layout runs Megatron-style sequence parallelism: TP > 1 on an
+    NVLink domain inside one node (the stacks that run TP there enable it by default)."""
+    return (layout.tp > 1 and gpu.intra_node_link == "nvlink"
+            and layout.tp <= layout.gpus_per_node)
 
 
 def _lora_adapter_params(eff: EfficiencyFactors, geo: Geometry, pp: int) -> float:
@@ -147,6 +161,7 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
         weights = stage_params * weight_b / (dp if stage >= 3 else 1)
         grads = stage_params * grad_b / (dp if stage >= 2 else 1)
         optimizer = stage_params * opt_b / (dp if stage >= 1 else 1)
+        base = weights
     else:
         if kind == "qlora":
             body = geo.stage_layer_params(pp) * train.nf4_bytes_per_param.value
@@ -155,32 +170,64 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
         else:
             base = stage_params * 2.0
         adapters = _lora_adapter_params(eff, geo, pp) / tp
-        shard = dp if stage >= 3 else 1
-        weights = base / shard + adapters * 2.0
         grads = adapters * 2.0
         optimizer = adapters * max(state_bytes - 4.0, 0.0)
-    weights, grads, optimizer = weights / GB, grads / GB, optimizer / GB
+        weights = base + adapters * 2.0
     tokens = workload.micro_batch * workload.seq_len
     h = geo.hidden
     in_flight_layers = geo.stage_layers(pp) * min(pp, _microbatches(eff, layout, workload))
-    per_layer_full = h * (train.act_bytes_replicated.value + train.act_bytes_tp_split.value / tp)
+    replicated = train.act_bytes_replicated.value
+    if sequence_parallel(gpu, layout):  # SP shards the norm/dropout activations over TP too
+        replicated /= tp
+    per_layer_full = h * (replicated + train.act_bytes_tp_split.value / tp)
+    per_layer_rc = h * train.act_bytes_recompute.value
     logits = tokens * geo.vocab * train.logits_bytes.value / tp
-    gather = 0.0
-    if stage >= 3 and dp > 1:  # FSDP: two layers gathered in 16 bit (prefetch)
-        gather = 2.0 * 2.0 * geo.layer_params / geo.layers / tp
     reserve = eff.serving.runtime_reserve_gb.value + (
         eff.serving.nccl_buffer_gb.value if layout.gpus > 1 else 0.0)
+    gather_layers = 2.0 * 2.0 * geo.layer_params / geo.layers / tp  # FSDP prefetch, 16 bit
 
-    def total_with(per_layer: float, extra_layer: float) -> tuple[float, float]:
-        act = (tokens * (per_layer * in_flight_layers + extra_layer) + logits + gather) / GB
-        return act, weights + grads + optimizer + act + reserve
+    def activations(fraction: float, gather: float) -> float:
+        """Activation GB with ``fraction`` of the in-flight layers recomputed (those keep
+        their input only; one recomputed layer is live at a time)."""
+        per_layer = per_layer_full * (1.0 - fraction) + per_layer_rc * fraction
+        extra = per_layer_full if fraction > 0 else 0.0
+        return (tokens * (per_layer * in_flight_layers + extra) + logits + gather) / GB
 
-    act, total = total_with(per_layer_full, 0.0)
-    recompute = False
-    if total > usable:
-        act_rc, total_rc = total_with(h * train.act_bytes_recompute.value, per_layer_full)
-        if total_rc < total:
-            act, total, recompute = act_rc, total_rc, True
+    def fit(state_gb: float, gather: float) -> tuple[float, float, float]:
+        """(activations, total, recompute fraction). No recompute when it fits; else the
+        reported footprint is the full-recompute one (the minimum the job needs, as
+        torchtune/FSDP checkpointing reports it) while the step time assumes block recompute
+        of just enough layers to fit the GPU (Megatron recompute_num_layers)."""
+        act = activations(0.0, gather)
+        if state_gb + act <= usable:
+            return act, state_gb + act, 0.0
+        act_rc = activations(1.0, gather)
+        if state_gb + act_rc <= usable:
+            fraction = min(1.0, (state_gb + act - usable) / max(act - act_rc, 1e-12) + 1e-6)
+            return act_rc, state_gb + act_rc, fraction
+        if act_rc < act:
+            return act_rc, state_gb + act_rc, 1.0
+        return act, state_gb + act, 0.0
+
+    if kind in ("pretrain", "full_finetune"):  # model states sharded by the ZeRO stage
+        base_sharded = stage >= 3 and dp > 1
+        act, total, recompute = fit((weights + grads + optimizer) / GB + reserve,
+                                    gather_layers if base_sharded else 0.0)
+    else:  # LoRA/QLoRA: the frozen base sharded over DP by ZeRO-3 / FSDP
+        base_sharded = stage >= 3 and dp > 1
+        replicated_state = (weights + grads + optimizer) / GB + reserve
+        if base_sharded:
+            weights = base / dp + (weights - base)
+        act, total, recompute = fit((weights + grads + optimizer) / GB + reserve,
+                                    gather_layers if base_sharded else 0.0)
+        if base_sharded:
+            # the footprint reported is the sharded minimum; the step runs with the base
+            # replicated (no per-step all-gathers of frozen weights, as NeMo/PEFT LoRA do)
+            # whenever that fits the GPU
+            _, total_rep, recompute_rep = fit(replicated_state, 0.0)
+            if total_rep <= usable:
+                base_sharded, recompute = False, recompute_rep
+    weights, grads, optimizer = weights / GB, grads / GB, optimizer / GB
     cap = gpu.memory_gb
     fits = total <= usable + 1e-9
     reason = "" if fits else (
@@ -190,8 +237,9 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
         weights_gb=weights, kv_cache_gb=0.0, activations_gb=act, optimizer_gb=optimizer,
         total_gb=total, capacity_gb=cap, weights_fraction=weights / cap,
         utilization=total / cap, gradients_gb=grads, reserve_gb=reserve,
-        activation_recompute=recompute)
-    return MemoryPlan(breakdown, fits, fits, usable, 0, 0.0, recompute, reason)
+        activation_recompute=recompute > 0)
+    return MemoryPlan(breakdown, fits, fits, usable, 0, 0.0, recompute > 0, reason,
+                      recompute_fraction=recompute, base_sharded=base_sharded)
 
 
 def _microbatches(eff: EfficiencyFactors, layout: Layout, workload: Workload) -> int:

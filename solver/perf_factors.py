@@ -139,8 +139,16 @@ class TrainingFactors(_Frozen):
                                     "gradient collectives")
     microbatches_per_stage: Factor = Field(description="default micro-batches per pipeline "
                                            "stage when the global batch is not given")
-    moe_expert_gemm_efficiency: Factor = Field(description="multiplier on training efficiency "
-                                               "for MoE models")
+    moe_expert_gemm_efficiency: Factor = Field(description="efficiency of the expert GEMMs "
+                                               "relative to dense GEMMs in training")
+    tp_comm_overlap_nvlink: Factor = Field(description="fraction of TP collective time hidden "
+                                           "behind compute when TP runs on NVLink")
+    tp_replicated_fraction_sp: Factor = Field(description="Amdahl part of TP on NVLink stacks "
+                                              "with sequence parallelism")
+    pipeline_virtual_stages: Factor = Field(description="model chunks per GPU of the "
+                                            "interleaved 1F1B schedule (bubble / v)")
+    moe_a2a_overlap: Factor = Field(description="fraction of MoE all-to-all time hidden "
+                                    "behind compute")
 
 
 class EfficiencyFactors(_Frozen):

@@ -3,29 +3,36 @@
 Serving — continuous batching (modelling-notes.md). With ``B`` live requests of ``I``
 prompt and ``O`` output tokens, every engine step decodes one token per request and, in
 steady state, prefills ``B I / O`` prompt tokens (chunked, at most the token budget per
-step). One step on one GPU takes::
+step). The kernels of a step run one after another, so each has its own roofline; one
+step on one GPU takes::
 
-    t = max(FLOPs(prefill + decode tokens) / (peak x gemm_eff),
-            (weights read + KV read) / (mem_bw x bw_eff)) + TP all-reduces + fixed overhead
+    t = max(linear FLOPs(prefill + decode tokens) / (peak x gemm_eff),
+            weights read / (mem_bw x bw_eff))                      # linear layers
+      + prefill attention FLOPs / (peak x gemm_eff)                 # prefill attention
+      + max(decode attention FLOPs / ..., KV read / (mem_bw x bw_eff))  # decode attention
+      + TP all-reduces + fixed overhead
 
-(MoE: expert weights read only for the experts a step touches; FLOPs on active params
-with the expert-GEMM efficiency). Pipeline parallelism splits the batch into ``pp``
-micro-batches, so TPOT = pp x t(B/pp) + stage hops. TTFT = the prompt's prefill chunks,
-each sharing a step with the decode batch. Everything is fixed-batch (no queueing).
-``max_concurrency`` is the largest B that fits memory and meets the TTFT/TPOT SLOs (both
-grow with B, so bisection) — concurrencies are totals over the dp replicas;
+(MoE: expert weights read only for the experts a step touches; FLOPs on active params,
+the expert share at the expert-GEMM efficiency). Pipeline parallelism splits the batch
+into ``pp`` micro-batches, so TPOT = pp x t(B/pp) + stage hops. TTFT = the prompt's
+prefill chunks, each sharing a step with the decode batch. Everything is fixed-batch (no
+queueing). ``max_concurrency`` is the largest B that fits memory and meets the TTFT/TPOT
+SLOs (both grow with B, so bisection) — concurrencies are totals over the dp replicas;
 ``qps_capacity`` = dp x B / (TTFT + O x TPOT) (Little's law).
 
-Training — hardware FLOPs per token: 6 x active (8 with full recompute; LoRA/QLoRA 4,
-resp. 6: no weight gradients for the frozen base) + attention; compute time at the
-family's training efficiency; plus exposed TP all-reduces (4 per layer per micro-batch, 6
-with recompute), the 1F1B pipeline bubble (pp-1)/m, pipeline hops, and the DP gradient
-collectives not hidden behind backward; work TP does not split (norms, residuals: the
-Amdahl part) is repeated on every TP rank. ``scaling_efficiency`` = ideal compute time /
-step time:
-per-GPU throughput relative to the compute-only single-GPU ideal on the same GPU — defined
-even when the model does not fit one GPU. MFU is model FLOPs against the dense peak of the
-training precision.
+Training — hardware FLOPs per token: 6 x active (LoRA/QLoRA 4: no weight gradients for
+the frozen base) + 2 x active x the share of layers recomputed (block recompute of just
+enough layers to fit, :mod:`solver.memory`) + attention; compute time at the family's
+training efficiency (MoE: the expert share of the FLOPs at the expert-GEMM efficiency);
+plus exposed TP collectives (4 per layer per micro-batch, more with recompute), the
+interleaved-1F1B pipeline bubble (pp-1)/(m v) with ``v`` virtual stages, pipeline hops,
+MoE all-to-alls over the expert-parallel group, and the DP gradient (and FSDP parameter)
+collectives not hidden behind compute. On NVLink, TP runs Megatron-style with sequence
+parallelism (norms/dropout split over TP) and comm overlap; elsewhere the work TP does not
+split is repeated on every TP rank (the Amdahl part). ``scaling_efficiency`` = ideal
+compute time / step time: per-GPU throughput relative to the compute-only single-GPU ideal
+on the same GPU — defined even when the model does not fit one GPU. MFU is model FLOPs
+against the dense peak of the training precision.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from solver.memory import (
     _register,
     memory_plan,
     microbatches,
+    sequence_parallel,
 )
 from solver.perf_factors import EfficiencyFactors, factors
 
@@ -138,8 +146,10 @@ def _serving_constants(catalog: Catalog, layout: Layout, plan: MemoryPlan) -> _S
     tp, pp = layout.tp, layout.pp
     compute = _compute_precision(eff, gpu, layout.precision, "inference")
     gemm = fam.gemm(compute)
-    if geo.experts:
-        gemm *= eff.serving.moe_expert_gemm_efficiency.value
+    if geo.experts:  # expert GEMMs (few rows per expert, imbalance) at their own efficiency
+        share = min(geo.expert_params * geo.experts_per_token / geo.experts
+                    / geo.matmul_active_params, 1.0)
+        gemm /= (1.0 - share) + share / eff.serving.moe_expert_gemm_efficiency.value
     weights = plan.breakdown.weights_gb * 1e9
     expert_share = geo.expert_params / geo.params if geo.experts else 0.0
     bw_eff = fam.mem_bw_efficiency.value * eff.precisions.weight_only_bw_efficiency[
@@ -167,19 +177,23 @@ def _serving_constants(catalog: Catalog, layout: Layout, plan: MemoryPlan) -> _S
 def _stage_step_s(c: _Serving, prefill: float, prompt_ctx: float, decode: float,
                   decode_ctx: float) -> float:
     """One engine step on one stage: ``prefill`` prompt tokens (attending ``prompt_ctx``
-    on average) plus ``decode`` tokens (attending ``decode_ctx``), seconds."""
+    on average) plus ``decode`` tokens (attending ``decode_ctx``), seconds.
+
+    Kernels run one after another, so each gets its own roofline: the linear layers
+    (compute for all tokens vs reading the weights), prefill attention (compute) and decode
+    attention (reading the KV cache), then TP collectives and the fixed overhead."""
     tokens = prefill + decode
-    flops = tokens * c.flops_per_token + c.attn_flops_per_ctx * (
-        prefill * prompt_ctx + decode * decode_ctx)
-    compute = flops / c.peak_flops
     touched = c.geo.experts_touched_fraction(tokens)
-    traffic = c.dense_bytes + c.expert_bytes * touched + decode * decode_ctx * c.kv_bytes_token
-    memory = traffic / c.mem_bw
+    gemm = max(tokens * c.flops_per_token / c.peak_flops,
+               (c.dense_bytes + c.expert_bytes * touched) / c.mem_bw)
+    attn_prefill = c.attn_flops_per_ctx * prefill * prompt_ctx / c.peak_flops
+    attn_decode = max(c.attn_flops_per_ctx * decode * decode_ctx / c.peak_flops,
+                      decode * decode_ctx * c.kv_bytes_token / c.mem_bw)
     comm = 0.0
     if c.tp > 1:
         per_ar = all_reduce_s(c.tp_group_link, c.tp, tokens * c.ar_bytes_per_token)
         comm = 2.0 * c.geo.stage_layers(c.pp) * per_ar * (1.0 - c.tp_overlap)
-    return max(compute, memory) + comm + c.overhead_s
+    return gemm + attn_prefill + attn_decode + comm + c.overhead_s
 
 
 def _pp_hops_s(c: _Serving, tokens: float) -> float:
@@ -267,75 +281,117 @@ def gemm_size_factor(eff: EfficiencyFactors, hidden: int) -> float:
     return hidden / (hidden + half)
 
 
-def _training_prediction(catalog: Catalog, layout: Layout, w: Workload,
-                         plan: MemoryPlan) -> Prediction:
+def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
+                    plan: MemoryPlan) -> dict[str, float]:
+    """Step-time terms of one training layout (seconds per optimizer step per replica)."""
     eff = factors(catalog)
     train = eff.training
     gpu = catalog.gpus[layout.gpu]
     geo = geometry(catalog.model(layout.model))
     fam = eff.family(gpu.family)
     tp, pp, dp = layout.tp, layout.pp, layout.dp
-    recompute = plan.activation_recompute
+    recompute = plan.recompute_fraction  # share of layers whose forward is recomputed
     lora = w.kind in ("lora", "qlora")
     compute_prec = _compute_precision(eff, gpu, layout.precision, w.kind)
     am = geo.matmul_active_params
     attn_fwd = geo.attention_flops_per_token(w.seq_len / 2.0)  # causal
-    matmul_mult = (4.0 if lora else 6.0) + (2.0 if recompute else 0.0)
+    matmul_mult = (4.0 if lora else 6.0) + 2.0 * recompute
     model_flops = (4.0 if lora else 6.0) * am + 3.0 * attn_fwd
     matmul_flops = matmul_mult * am
     if w.kind == "qlora":
         matmul_flops *= train.qlora_dequant_slowdown.value
-    hw_flops = matmul_flops + (4.0 if recompute else 3.0) * attn_fwd
+    hw_flops = matmul_flops + (3.0 + recompute) * attn_fwd
     peak = gpu.dense_tflops[compute_prec] * 1e12
     achieved = peak * fam.train(compute_prec) * gemm_size_factor(eff, geo.hidden)
-    if geo.experts:
-        achieved *= train.moe_expert_gemm_efficiency.value
     m = microbatches(catalog, layout, w)
     mb_tokens = w.micro_batch * w.seq_len
     replica_tokens = m * mb_tokens
-    global_tokens = replica_tokens * dp
+    if geo.experts:
+        # expert GEMMs: load imbalance and per-expert GEMMs of tokens x k / E rows
+        expert_flops = 6.0 * geo.expert_params * geo.experts_per_token / geo.experts
+        share = min(expert_flops / matmul_flops, 1.0) if matmul_flops else 0.0
+        moe = train.moe_expert_gemm_efficiency.value
+        achieved /= (1.0 - share) + share / moe
     t_ideal = replica_tokens * hw_flops / (tp * pp) / achieved
-    replicated = train.tp_replicated_fraction.value if tp > 1 else 0.0
+    tp_link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp)
+    nvlink = sequence_parallel(gpu, layout)
+    # sequence parallelism (Megatron-style stacks on NVLink) splits the norms/dropout the
+    # TP ranks otherwise repeat; without it they are the Amdahl part
+    replicated = 0.0
+    if tp > 1:
+        replicated = (train.tp_replicated_fraction_sp.value if nvlink
+                      else train.tp_replicated_fraction.value)
     t_compute = t_ideal * ((1.0 - replicated) + replicated * tp)
-    bubble = t_compute * (pp - 1) / m
-    # tensor parallel all-reduces
+    # interleaved 1F1B: v model chunks per GPU divide the bubble by v
+    v = 1
+    if pp > 1:
+        v = max(1, min(int(train.pipeline_virtual_stages.value), geo.stage_layers(pp)))
+    bubble = t_compute * (pp - 1) / (m * v)
+    # tensor parallel all-reduces (reduce-scatter + all-gather with SP: the same bytes)
     t_tp = 0.0
     if tp > 1:
-        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp)
-        n_ar = 6.0 if recompute else 4.0
-        per_ar = all_reduce_s(link, tp, mb_tokens * geo.hidden * 2.0)
-        t_tp = m * geo.stage_layers(pp) * n_ar * per_ar * (1.0 - train.tp_comm_overlap.value)
-    # pipeline hops (forward activations + backward gradients per micro-batch)
+        n_ar = 4.0 + 2.0 * recompute
+        per_ar = all_reduce_s(tp_link, tp, mb_tokens * geo.hidden * 2.0)
+        overlap = (train.tp_comm_overlap_nvlink.value if nvlink
+                   else train.tp_comm_overlap.value)
+        t_tp = m * geo.stage_layers(pp) * n_ar * per_ar * (1.0 - overlap)
+    # MoE expert-parallel all-to-all (dispatch + combine, forward and backward) over the
+    # DP group the experts are spread on
+    t_a2a = 0.0
+    ep = 1
+    if geo.experts and dp > 1:
+        ep = min(dp, geo.experts)
+        # Megatron rank order tp-cp-ep-dp-pp: an EP group is ep consecutive TP groups
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * ep)
+        moe_layers = geo.stage_layers(pp)
+        a2a_bytes = mb_tokens / tp * geo.experts_per_token * geo.hidden * 2.0 * (ep - 1) / ep
+        t_a2a = (m * moe_layers * 4.0 * p2p_s(link, a2a_bytes)
+                 * (1.0 - train.moe_a2a_overlap.value))
+    # pipeline hops (forward activations + backward gradients per micro-batch and chunk)
     t_pp = 0.0
     if pp > 1:
         link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp)
-        t_pp = 2.0 * m * p2p_s(link, mb_tokens * geo.hidden * 2.0 / tp)
+        t_pp = 2.0 * m * v * p2p_s(link, mb_tokens * geo.hidden * 2.0 / tp)
     # data parallel gradient (and FSDP parameter) collectives, overlapped with backward
     t_dp = 0.0
     if dp > 1:
         stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
+        if geo.experts:  # expert weights are sharded over EP, not replicated over DP
+            expert = geo.expert_params * geo.stage_layers(pp) / geo.layers / tp
+            stage_params -= expert * (1.0 - 1.0 / ep)
         if lora:
             trainable = (train.lora_rank.value * geo.lora_params_per_layer
                          * geo.stage_layers(pp) / tp)
             grad_bytes = trainable * 2.0
-            gather_bytes = stage_params * 2.0 * 2.0 if train.zero_stage >= 3 else 0.0
         else:
             grad_bytes = stage_params * 2.0
-            gather_bytes = stage_params * 2.0 * 2.0 if train.zero_stage >= 3 else 0.0
+        gather_bytes = stage_params * 2.0 * 2.0 if plan.base_sharded else 0.0
         link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.gpus)
         # a reduce-scatter or all-gather moves half an all-reduce
         t_dp = all_reduce_s(link, dp, grad_bytes) + all_reduce_s(link, dp, gather_bytes) / 2.0
         if link.crosses_nodes:
             local = max(1, min(layout.gpus_per_node, tp * pp))
             t_dp *= local  # the node's NICs carry every model shard's DP traffic
-        t_dp = max(0.0, t_dp - train.dp_comm_overlap.value * t_compute * 2.0 / 3.0)
-    step = t_compute + bubble + t_tp + t_pp + t_dp
-    tokens_per_s = global_tokens / step
+        # gradient reduce-scatters hide behind backward (2/3 of the step); with sharded
+        # weights the prefetched all-gathers hide behind forward as well
+        window = t_compute if plan.base_sharded else t_compute * 2.0 / 3.0
+        t_dp = max(0.0, t_dp - train.dp_comm_overlap.value * window)
+    return {"ideal": t_ideal, "compute": t_compute, "bubble": bubble, "tp": t_tp,
+            "a2a": t_a2a, "pp": t_pp, "dp": t_dp, "peak": peak,
+            "model_flops": model_flops, "tokens": replica_tokens * dp}
+
+
+def _training_prediction(catalog: Catalog, layout: Layout, w: Workload,
+                         plan: MemoryPlan) -> Prediction:
+    t = _training_terms(catalog, layout, w, plan)
+    step = t["compute"] + t["bubble"] + t["tp"] + t["a2a"] + t["pp"] + t["dp"]
+    tokens_per_s = t["tokens"] / step
     per_gpu = tokens_per_s / layout.gpus
-    notes = ("full activation recompute (needed to fit)",) if recompute else ()
+    notes = (("full activation recompute (needed to fit)",)
+             if plan.activation_recompute else ())
     return Prediction(tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=per_gpu,
-                      mfu=model_flops * per_gpu / peak,
-                      scaling_efficiency=t_ideal / step, step_time_s=step, notes=notes)
+                      mfu=t["model_flops"] * per_gpu / t["peak"],
+                      scaling_efficiency=t["ideal"] / step, step_time_s=step, notes=notes)
 
 
 # --------------------------------------------------------------------------- public API

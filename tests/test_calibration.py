@@ -30,8 +30,6 @@ def test_memory_median(summary):
     assert summary.medians["memory"] <= 0.10
 
 
-@pytest.mark.xfail(reason="calibration still above the 20 % target (see docs/calibration.md)",
-                   strict=False)
 @pytest.mark.parametrize("category", ["inference throughput", "training throughput"])
 def test_throughput_medians(summary, category):
     assert summary.medians[category] <= 0.20
