@@ -34,7 +34,7 @@ the VRAM left beside the weights >= ``vram_reserve_fraction`` x memory; for trai
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from solver.catalog import Catalog, Gpu
 from solver.geometry import Geometry, geometry
@@ -267,7 +267,13 @@ def _plan_cached(key: int, version: str, layout: Layout, workload: Workload) -> 
 
 
 def memory_plan(catalog: Catalog, layout: Layout, workload: Workload) -> MemoryPlan:
-    """Memory of a layout with fit rules and the largest concurrency that fits (cached)."""
+    """Memory of a layout with fit rules and the largest concurrency that fits (cached).
+
+    Memory does not depend on latency SLOs, so they are left out of the cache key: the
+    Pareto walk re-estimates the same layouts at many SLO levels.
+    """
+    if workload.ttft_ms is not None or workload.tpot_ms is not None:
+        workload = replace(workload, ttft_ms=None, tpot_ms=None)
     return _plan_cached(_register(catalog), catalog.version, layout, workload)
 
 
