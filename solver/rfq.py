@@ -33,6 +33,8 @@ ID_PATTERN = r"^[A-Za-z0-9._-]+$"
 WORKLOAD_KINDS = frozenset({"inference", "batch_inference", "lora", "qlora", "full_finetune",
                             "pretrain"})
 MAX_FILE_BYTES = 2_000_000
+# libyaml's safe loader when available (10x faster for batches), else PyYAML's safe loader
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 TRAINING_PRECISIONS = {"lora": {"bf16", "fp8"}, "full_finetune": {"bf16", "fp8"},
@@ -240,7 +242,7 @@ def parse_text(text: str, source: str, suffix: str) -> Any:
             raise InputError([Problem(source, "", None, f"JSON syntax error at line {exc.lineno}, "
                                       f"column {exc.colno}: {exc.msg}")]) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
