@@ -65,6 +65,17 @@ def _usd(value: float | None) -> str:
     return "infeasible" if value is None else f"{value:,.0f}"
 
 
+def _prepare(rfq: Path, catalog: str | None, set_: list[str] | None,
+             overrides: Path | None, solver: str, plot: Path | None) -> tuple[Any, Any]:
+    """Check the solver and plot path, then load catalog + RFQ with overrides applied."""
+    check_solver(solver)
+    if plot is not None:
+        from solver.charts import check_plot_path
+
+        check_plot_path(plot, "--plot")
+    return load(rfq, catalog, set_, overrides)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def pareto(
@@ -88,12 +99,7 @@ def register(app: typer.Typer) -> None:
         from solver.charts import frontier_csv, frontier_plot
         from solver.pareto import frontier
 
-        check_solver(solver)
-        if plot is not None:
-            from solver.charts import check_plot_path
-
-            check_plot_path(plot, "--plot")
-        cat, parsed = load(rfq, catalog, set_, overrides)
+        cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
         result = frontier(cat, parsed, metric=metric, points=points, solver=solver)
         if csv_out is not None:
             frontier_csv(result, csv_out)
@@ -128,12 +134,7 @@ def register(app: typer.Typer) -> None:
         from solver.charts import tornado_plot
         from solver.sensitivity import report as build_report
 
-        check_solver(solver)
-        if plot is not None:
-            from solver.charts import check_plot_path
-
-            check_plot_path(plot, "--plot")
-        cat, parsed = load(rfq, catalog, set_, overrides)
+        cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
         report = build_report(cat, parsed, param=param, range_text=range_, solver=solver)
         if plot is not None:
             tornado_plot(report, plot)
