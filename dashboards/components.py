@@ -1,0 +1,197 @@
+"""Render pieces shared by the pages: input problems, plan summaries, targets, explanations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from solver.errors import InputError, Problem
+
+from . import state
+from .figures import cluster_label
+
+
+def problem_text(problem: Problem) -> str:
+    """``field = value: reason`` (the file is shown once, above)."""
+    shown = "" if problem.value is None else f" = `{problem.value!r}`"[:120]
+    where = f"**{problem.field}**" if problem.field else "(whole file)"
+    return f"{where}{shown}: {problem.reason}"
+
+
+def show_problems(exc: InputError, title: str) -> None:
+    """An input error, one line per problem with its field path and value."""
+    files = sorted({p.file for p in exc.problems})
+    st.error(f"{title} — {len(exc.problems)} problem{'s' if len(exc.problems) != 1 else ''}"
+             f" in {', '.join(files)}:\n\n"
+             + "\n".join(f"- {problem_text(p)}" for p in exc.problems))
+
+
+def need_rfq() -> tuple[dict[str, Any], str] | None:
+    """The active RFQ, or a note pointing to the Scenario page."""
+    data, source = state.active()
+    if data is None:
+        st.info("No RFQ yet: pick an example, upload a file or fill in the form on the "
+                "**Scenario** page.")
+        return None
+    return data, source
+
+
+def overlay_note() -> None:
+    overlay = state.price_overlay()
+    if overlay:
+        st.caption("Price overlay from the Catalog page is active: "
+                   + ", ".join(f"{k} ${v:,.0f}" for k, v in sorted(overlay.items())))
+
+
+def usd_short(value: float) -> str:
+    """``$109,104`` or, from a million on, ``$5.40M`` (fits a metric tile)."""
+    return f"${value / 1e6:,.2f}M" if abs(value) >= 1e6 else f"${value:,.0f}"
+
+
+def status_badge(plan: dict[str, Any]) -> str:
+    status = plan["status"]
+    colour = {"optimal": "green", "feasible": "orange"}.get(status, "red")
+    return f":{colour}[**{status}**]"
+
+
+def headline(plan: dict[str, Any]) -> None:
+    """TCO, capex and the cluster's size as metrics."""
+    cost, cluster = plan["cost"], plan["cluster"]
+    cols = st.columns(6)
+    cols[0].metric("TCO", usd_short(cost["tco_usd"]), help=f"${cost['tco_usd']:,.0f}")
+    cols[1].metric("Capex", usd_short(cost["capex_usd"]), help=f"${cost['capex_usd']:,.0f}")
+    cols[2].metric("Nodes", cluster["total_nodes"])
+    cols[3].metric("GPUs", cluster["total_gpus"])
+    cols[4].metric("Power", f"{cluster['power_kw']:.1f} kW")
+    cols[5].metric("Fabric (coupled)" if cluster["coupled"] else "Fabric", cluster["fabric"])
+
+
+def infeasible(plan: dict[str, Any]) -> None:
+    """Why no plan meets the RFQ, the nearest relaxation and what to change."""
+    info = plan.get("infeasibility") or {}
+    reasons = info.get("reasons") or ["no plan meets this RFQ"]
+    st.error("**No plan meets this RFQ.**\n\n" + "\n".join(f"- {r}" for r in reasons))
+    if info.get("closest"):
+        st.markdown("**Closest feasible:** " + ", ".join(
+            f"`{k}` = {v:,.6g}" if isinstance(v, int | float) else f"`{k}` = {v}"
+            for k, v in info["closest"].items()))
+    if info.get("to_fix"):
+        st.info(f"**To fix:** {info['to_fix']}")
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def table_height(rows: int, limit: int = 30) -> int:
+    """Pixels for a dataframe to show ``rows`` rows without scrolling (up to ``limit``)."""
+    return 38 + 35 * max(1, min(rows, limit))
+
+
+def layout_table(plan: dict[str, Any]) -> pd.DataFrame:
+    """Each workload's layout: GPU, precision, TP × PP × DP, GPUs, nodes, memory."""
+    rows = []
+    for w in plan["workloads"]:
+        mem = w["memory"]
+        rows.append({
+            "workload": w["name"], "kind": w["kind"], "model": w["model"],
+            "precision": w["precision"], "GPU": w["gpu"],
+            "TP × PP × DP": f"{w['tp']} × {w['pp']} × {w['dp']}", "GPUs": w["gpus"],
+            "nodes per replica/job": w["nodes_spanned"],
+            "memory per GPU (GB)": f"{mem['total_gb']:.1f} / {mem['capacity_gb']:.0f}",
+            "weights share": f"{(mem.get('weights_fraction') or 0):.0%}",
+        })
+    return pd.DataFrame(rows)
+
+
+def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
+    """Predicted latency, throughput and time against each workload's targets."""
+    specs = {w["name"]: w for w in data.get("workloads", [])}
+    rows = []
+    for w in plan["workloads"]:
+        spec, pred = specs.get(w["name"], {}), w["predicted"]
+        checks: list[tuple[str, Any, Any, bool]] = []  # metric, predicted, target, lower-better
+        if w["kind"] == "inference":
+            checks += [("TTFT ms", pred.get("ttft_ms"), spec.get("ttft_ms"), True),
+                       ("TPOT ms", pred.get("tpot_ms"), spec.get("tpot_ms"), True),
+                       ("concurrency held", pred.get("max_concurrency"),
+                        spec.get("concurrency"), False),
+                       ("QPS capacity", pred.get("qps_capacity"), spec.get("qps"), False),
+                       ("output tokens/s", pred.get("tokens_per_s"), None, False)]
+        else:
+            checks += [("hours to complete", pred.get("hours_to_complete"),
+                        spec.get("deadline_hours"), True),
+                       ("tokens/s", pred.get("tokens_per_s"), None, False)]
+            if pred.get("scaling_efficiency") is not None:
+                checks.append(("scaling efficiency", pred["scaling_efficiency"], None, False))
+            if pred.get("mfu") is not None:
+                checks.append(("MFU", pred["mfu"], None, False))
+        for metric, predicted, target, lower in checks:
+            if predicted is None and target is None:
+                continue
+            if target is None or predicted is None:
+                verdict = ""
+            else:
+                ok = predicted <= target if lower else predicted >= target
+                verdict = "✓ meets" if ok else "✗ misses"
+            rows.append({"workload": w["name"], "metric": metric,
+                         "predicted": _fmt(predicted, 2 if isinstance(predicted, float)
+                                           and predicted < 10 else 1),
+                         "target": ("≤ " if lower else "≥ ") + _fmt(target)
+                         if target is not None else "-",
+                         "verdict": verdict})
+    return pd.DataFrame(rows)
+
+
+def decision_path(plan: dict[str, Any]) -> None:
+    """The guide's decision path, per workload: the first yes ends it."""
+    steps = plan.get("decision_path") or []
+    if not steps:
+        st.caption("No decision path.")
+        return
+    for name in dict.fromkeys(s["workload"] for s in steps):
+        st.markdown(f"**{name}**")
+        lines = []
+        for step in (s for s in steps if s["workload"] == name):
+            mark = "**yes** ✓" if step["answer"] else "no"
+            lines.append(f"{step['step']}. {step['question']} — {mark}  \n"
+                         f"   <small>{step['note']}</small>")
+        st.markdown("\n".join(lines), unsafe_allow_html=True)
+
+
+def counterfactual_table(alternatives: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for alt in alternatives:
+        rows.append({
+            "alternative": alt["alternative"],
+            "TCO": "infeasible" if not alt["feasible"] else f"${alt['tco_usd']:,.0f}",
+            "vs chosen": "-" if alt.get("delta_usd") is None else f"{alt['delta_usd']:+,.0f}",
+            "cluster": cluster_label({"cluster": alt["cluster"]}) if alt.get("cluster") else "-",
+            "why": alt["why"],
+        })
+    return pd.DataFrame(rows)
+
+
+def warnings(plan: dict[str, Any]) -> None:
+    for warning in plan.get("warnings") or []:
+        st.warning(warning, icon=":material/warning:")
+
+
+def plan_card(plan: dict[str, Any], title: str) -> None:
+    """A compact plan: cluster, cost and layouts (Pareto comparison, what-if)."""
+    st.markdown(f"#### {title}")
+    if plan["status"] not in ("optimal", "feasible"):
+        infeasible(plan)
+        return
+    cost = plan["cost"]
+    st.markdown(f"{status_badge(plan)} · TCO **${cost['tco_usd']:,.0f}** · capex "
+                f"${cost['capex_usd']:,.0f}  \n{cluster_label(plan)}")
+    st.dataframe(layout_table(plan)[["workload", "precision", "GPU", "TP × PP × DP", "GPUs",
+                                     "nodes per replica/job"]],
+                 hide_index=True, width="stretch")

@@ -1,0 +1,328 @@
+"""Plotly figures of the dashboard: the cluster, the cost breakdown, the frontier, the tornado.
+
+Pure functions of the plan / frontier / report dicts of contract.md (no Streamlit), so they
+can be checked without a browser. The cluster picture places each workload's replicas on
+the nodes bought, first fit; the solver decides *how many* GPUs of which kind each layout
+uses, the picture shows one way to put them in the boxes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go
+
+PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
+           "#9D755D", "#EECA3B", "#BAB0AC")
+IDLE = "#D9D9D9"
+MAX_DRAWN_NODES = 24
+NODES_PER_ROW = 4
+GPU_COLUMNS = 4
+COST_TERMS = (("gpus_usd", "GPUs"), ("servers_usd", "Servers"), ("network_usd", "Network"),
+              ("storage_usd", "Storage"), ("power_usd", "Power"),
+              ("operations_usd", "Operations"), ("multinode_overhead_usd",
+                                                 "Multi-node overhead"))
+FABRIC_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "cross", "star")
+
+
+# --- cluster picture --------------------------------------------------------------------
+
+@dataclass
+class Node:
+    """One box of the cluster as drawn: its type and what each GPU slot runs."""
+
+    gpu: str
+    server: str
+    slots: list[str | None]
+    spanning: bool = False
+    hover: list[str] = field(default_factory=list)
+
+
+def _units(entry: dict[str, Any]) -> list[tuple[str, int, int, str]]:
+    """A workload's placement units: (gpu, gpus_per_node, GPUs per unit, label)."""
+    units = []
+    training = entry["kind"] not in ("inference", "batch_inference")
+    layouts = entry.get("layouts") or [{
+        "gpu": entry["gpu"], "precision": entry["precision"], "tp": entry["tp"],
+        "pp": entry["pp"], "replicas": 1 if training else entry["dp"],
+        "gpus_per_node": entry.get("gpus_per_node"), "dp": entry["dp"]}]
+    for layout in layouts:
+        replicas = int(layout.get("replicas") or 1)
+        if training:
+            size = int(entry["gpus"])
+            label = (f"{entry['name']}: {layout['precision']} TP{layout['tp']}×PP{layout['pp']}"
+                     f"×DP{entry['dp']}")
+        else:
+            size = int(layout["tp"]) * int(layout["pp"])
+            label = f"{entry['name']}: {layout['precision']} TP{layout['tp']}×PP{layout['pp']}"
+        for replica in range(replicas):
+            suffix = f" (replica {replica + 1}/{replicas})" if replicas > 1 else ""
+            units.append((layout["gpu"], int(layout.get("gpus_per_node") or 0), size,
+                          label + suffix))
+    return units
+
+
+def place(plan: dict[str, Any]) -> list[Node]:
+    """Nodes of the plan with each GPU slot assigned to a workload (first fit)."""
+    nodes = [Node(n["gpu"], n["server"], [None] * int(n["gpus_per_node"]))
+             for n in plan["cluster"]["nodes"] for _ in range(int(n["count"]))]
+    for node in nodes:
+        node.hover = [""] * len(node.slots)
+    for entry in plan.get("workloads", []):
+        for gpu, per_node, size, label in _units(entry):
+            matching = [n for n in nodes if n.gpu == gpu and (not per_node
+                                                              or len(n.slots) == per_node)]
+            matching = matching or [n for n in nodes if n.gpu == gpu]
+            _fill(matching, size, entry["name"], label)
+    return nodes
+
+
+def _fill(nodes: list[Node], size: int, name: str, label: str) -> None:
+    """Put one unit of ``size`` GPUs on one node if it fits, else across several."""
+    for node in nodes:
+        if node.slots.count(None) >= size:
+            _take(node, size, name, label)
+            return
+    touched = []
+    for node in nodes:
+        if size <= 0:
+            break
+        free = node.slots.count(None)
+        if free:
+            size -= _take(node, min(free, size), name, label)
+            touched.append(node)
+    if len(touched) > 1:
+        for node in touched:
+            node.spanning = True
+
+
+def _take(node: Node, count: int, name: str, label: str) -> int:
+    taken = 0
+    for index, slot in enumerate(node.slots):
+        if slot is None and taken < count:
+            node.slots[index] = name
+            node.hover[index] = label
+            taken += 1
+    return taken
+
+
+def workload_colours(plan: dict[str, Any]) -> dict[str, str]:
+    return {entry["name"]: PALETTE[i % len(PALETTE)]
+            for i, entry in enumerate(plan.get("workloads", []))}
+
+
+def cluster_figure(plan: dict[str, Any]) -> go.Figure:
+    """Nodes as boxes, GPUs as squares coloured by workload, the fabric when coupled."""
+    nodes = place(plan)
+    cluster = plan["cluster"]
+    shown = nodes[:MAX_DRAWN_NODES]
+    colours = workload_colours(plan)
+    coupled = bool(cluster.get("coupled"))
+    node_w, gap, header, cell = 5.0, 0.8, 0.9, 1.0
+    bus = 0.9 if coupled else 0.0
+    scale_columns = min(NODES_PER_ROW, max(2, len(shown)))  # few nodes: draw them larger
+    width = scale_columns * (node_w + gap) - gap
+    spanning = [i for i, n in enumerate(shown) if n.spanning]
+    want = int(cluster.get("coupled_nodes") or 0) if coupled else 0
+    for i in range(len(shown)):
+        if len(spanning) >= want:
+            break
+        if i not in spanning:
+            spanning.append(i)
+    rows = [shown[i:i + NODES_PER_ROW] for i in range(0, len(shown), NODES_PER_ROW)]
+    row_heights = [max(header + math.ceil(len(n.slots) / _columns(n)) * cell + 0.2
+                       for n in row) for row in rows]
+    total_h = sum(h + bus for h in row_heights) + gap * (len(rows) - 1)
+    px_per_unit = 1000 / (width + 0.6)
+    fig = go.Figure()
+    points: dict[str, tuple[list[float], list[float], list[str]]] = {}
+    top = total_h
+    for r_index, row in enumerate(rows):
+        row_h = row_heights[r_index]
+        y1 = top
+        y0 = top - row_h
+        start = (width - (len(row) * (node_w + gap) - gap)) / 2
+        members = []
+        for c_index, node in enumerate(row):
+            index = r_index * NODES_PER_ROW + c_index
+            x0 = start + c_index * (node_w + gap)
+            on_fabric = coupled and index in spanning
+            fig.add_shape(type="rect", x0=x0, y0=y0, x1=x0 + node_w, y1=y1, layer="below",
+                          line={"color": "#333" if on_fabric else "#999", "width": 2},
+                          fillcolor="#F7F7F7")
+            fig.add_annotation(x=x0 + node_w / 2, y=y1 - header / 2, showarrow=False,
+                               text=f"<b>node {index + 1}</b> · {node.server} · "
+                                    f"{len(node.slots)}× {node.gpu}", font={"size": 12})
+            columns = _columns(node)
+            for slot, owner in enumerate(node.slots):
+                r, c = divmod(slot, columns)
+                xs, ys, texts = points.setdefault(owner or "idle", ([], [], []))
+                xs.append(x0 + node_w / columns * (c + 0.5))
+                ys.append(y1 - header - cell * (r + 0.5))
+                texts.append(f"node {index + 1} GPU {slot}: "
+                             + (node.hover[slot] if owner else "idle"))
+            if on_fabric:
+                members.append(x0 + node_w / 2)
+                fig.add_shape(type="line", x0=x0 + node_w / 2, x1=x0 + node_w / 2, y0=y0,
+                              y1=y0 - bus * 0.6, line={"color": "#333", "width": 3})
+        if members:
+            y_bus = y0 - bus * 0.6
+            fig.add_shape(type="line", x0=min(members) - 0.4, x1=max(members) + 0.4,
+                          y0=y_bus, y1=y_bus, line={"color": "#333", "width": 5})
+            fig.add_annotation(x=(min(members) + max(members)) / 2, y=y_bus - 0.3,
+                               showarrow=False, font={"size": 12},
+                               text=f"fabric <b>{cluster['fabric']}</b> (coupled)")
+        top = y0 - gap - bus
+    order = [name for name in colours if name in points] + (["idle"] if "idle" in points
+                                                              else [])
+    for key in order:
+        xs, ys, texts = points[key]
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="markers", name=key, text=texts, hoverinfo="text",
+            showlegend=True,
+            marker={"symbol": "square", "size": max(14, min(44, int(0.55 * px_per_unit))), "color": colours.get(key, IDLE),
+                    "line": {"color": "#555", "width": 1}}))
+    title = f"{cluster['total_nodes']} node{'s' if cluster['total_nodes'] != 1 else ''}, " \
+            f"{cluster['total_gpus']} GPUs, fabric {cluster['fabric']}"
+    if len(nodes) > len(shown):
+        title += f" — first {len(shown)} of {len(nodes)} nodes drawn"
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        xaxis={"visible": False, "range": [-0.3, width + 0.3], "fixedrange": True},
+        yaxis={"visible": False, "range": [-0.2, total_h + 0.2], "fixedrange": True,
+               "scaleanchor": "x", "scaleratio": 1},
+        height=int(110 + total_h * px_per_unit),
+        margin={"l": 10, "r": 10, "t": 40, "b": 40}, plot_bgcolor="white",
+        legend={"title": {"text": "GPUs run"}, "orientation": "h", "y": -0.02,
+                "x": 0.5, "xanchor": "center", "yanchor": "top"},
+    )
+    return fig
+
+
+def _columns(node: Node) -> int:
+    return min(GPU_COLUMNS if len(node.slots) <= 8 else 8, len(node.slots))
+
+
+# --- cost -------------------------------------------------------------------------------
+
+def cost_figure(cost: dict[str, float], objective: str = "tco") -> go.Figure:
+    """A waterfall from the capex terms through power, operations and overhead to TCO."""
+    terms = [(label, float(cost.get(key) or 0.0)) for key, label in COST_TERMS]
+    if objective == "capex":
+        terms = terms[:4]
+    labels = [label for label, _ in terms] + ["Capex" if objective == "capex" else "TCO"]
+    values = [value for _, value in terms] + [0.0]
+    measures = ["relative"] * len(terms) + ["total"]
+    fig = go.Figure(go.Waterfall(
+        x=labels, y=values, measure=measures, textposition="outside",
+        text=[f"${v / 1000:,.0f}k" if v else "" for v in values[:-1]]
+        + [f"${(cost.get('capex_usd' if objective == 'capex' else 'tco_usd') or 0) / 1000:,.0f}k"],
+        connector={"line": {"color": "#999"}},
+        increasing={"marker": {"color": "#4C78A8"}}, totals={"marker": {"color": "#333"}}))
+    fig.update_layout(title="Cost breakdown over the horizon (USD)", height=360,
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, yaxis_title="USD",
+                      showlegend=False)
+    return fig
+
+
+# --- Pareto frontier --------------------------------------------------------------------
+
+def plan_gpus(plan: dict[str, Any]) -> str:
+    return "+".join(sorted({n["gpu"] for n in plan["cluster"]["nodes"]})) or "-"
+
+
+def plan_fabric(plan: dict[str, Any]) -> str:
+    cluster = plan["cluster"]
+    return f"{cluster['fabric']} (coupled)" if cluster.get("coupled") else "none"
+
+
+def cluster_label(plan: dict[str, Any]) -> str:
+    cluster = plan["cluster"]
+    return " + ".join(f"{n['count']}× {n['server']} {n['gpus_per_node']}×{n['gpu']}"
+                      for n in cluster["nodes"]) + f", fabric {cluster['fabric']}"
+
+
+def frontier_figure(result: dict[str, Any], selected: int | None = None) -> go.Figure:
+    """TCO against the metric: one trace per GPU mix, marker by fabric, the optimum starred."""
+    cost_key, metric = result["axes"]
+    points = result["points"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=[p[cost_key] for p in points], y=[p[metric] for p in points], mode="lines",
+        line={"shape": "hv", "color": "#BBB", "dash": "dot"}, hoverinfo="skip",
+        name="frontier", showlegend=False))
+    fabrics = sorted({plan_fabric(p["plan"]) for p in points})
+    symbols = {f: FABRIC_SYMBOLS[i % len(FABRIC_SYMBOLS)] for i, f in enumerate(fabrics)}
+    gpu_mixes = sorted({plan_gpus(p["plan"]) for p in points})
+    for g_index, gpus in enumerate(gpu_mixes):
+        for fabric in fabrics:
+            members = [(i, p) for i, p in enumerate(points)
+                       if plan_gpus(p["plan"]) == gpus and plan_fabric(p["plan"]) == fabric]
+            if not members:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[p[cost_key] for _, p in members], y=[p[metric] for _, p in members],
+                mode="markers", name=f"{gpus} · {fabric}", customdata=[i for i, _ in members],
+                text=[_hover(i, p, result) for i, p in members], hoverinfo="text",
+                marker={"size": 13, "symbol": symbols[fabric],
+                        "color": PALETTE[g_index % len(PALETTE)],
+                        "line": {"color": "#222", "width": 1}}))
+    if points:
+        best = points[0]
+        fig.add_trace(go.Scatter(
+            x=[best[cost_key]], y=[best[metric]], mode="markers", name="optimum (cheapest)",
+            hoverinfo="skip", marker={"size": 24, "symbol": "star-open",
+                                      "color": "#111", "line": {"width": 2}}))
+    if selected is not None and 0 <= selected < len(points):
+        chosen = points[selected]
+        fig.add_trace(go.Scatter(
+            x=[chosen[cost_key]], y=[chosen[metric]], mode="markers", name="selected",
+            hoverinfo="skip", marker={"size": 26, "symbol": "circle-open", "color": "#E45756",
+                                      "line": {"width": 3}}))
+    better = "lower" if result["lower_is_better"][metric] else "higher"
+    costs = [p[cost_key] for p in points if p[cost_key] > 0]
+    if costs and max(costs) / min(costs) > 8:
+        fig.update_xaxes(type="log")
+    fig.update_layout(
+        title=f"{result['rfq']}: {cost_key} vs {result['workload']} {metric} "
+              f"({better} is better)",
+        xaxis_title=f"{cost_key} (USD{', log scale' if costs and max(costs) / min(costs) > 8 else ''})",
+        yaxis_title=metric, height=460,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10}, clickmode="event+select",
+        legend={"title": "GPU · fabric"})
+    return fig
+
+
+def _hover(index: int, point: dict[str, Any], result: dict[str, Any]) -> str:
+    cost_key, metric = result["axes"]
+    plan = point["plan"]
+    work = next((w for w in plan["workloads"] if w["name"] == result["workload"]), None)
+    layout = (f"{work['precision']} TP{work['tp']}×PP{work['pp']}×DP{work['dp']} on "
+              f"{work['gpus']}× {work['gpu']}" if work else "")
+    return (f"<b>#{index + 1}</b> {cost_key} ${point[cost_key]:,.0f}<br>{metric} "
+            f"{point[metric]:,.2f}<br>{cluster_label(plan)}<br>{result['workload']}: {layout}")
+
+
+# --- sensitivity ------------------------------------------------------------------------
+
+def tornado_figure(report: dict[str, Any]) -> go.Figure:
+    """Cost at the low and high end of each parameter's range around the base cost."""
+    base = report["base"]["tco_usd"] or 0.0
+    rows = [r for r in report["parameters"] if r["tco_low_usd"] is not None
+            and r["tco_high_usd"] is not None][::-1]
+    labels = [f"{r['label']} [{r['low']:g} .. {r['high']:g}]" for r in rows]
+    fig = go.Figure([
+        go.Bar(y=labels, x=[r["tco_low_usd"] - base for r in rows], base=base,
+               orientation="h", name="at low end", marker_color="#54A24B"),
+        go.Bar(y=labels, x=[r["tco_high_usd"] - base for r in rows], base=base,
+               orientation="h", name="at high end", marker_color="#E45756"),
+    ])
+    fig.add_vline(x=base, line_color="#111", line_width=1)
+    fig.update_layout(title=f"Tornado: {report['objective']} around the base "
+                            f"${base:,.0f}", barmode="overlay",
+                      xaxis_title=f"{report['objective']} (USD)",
+                      height=max(260, 60 + 34 * len(rows)),
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig

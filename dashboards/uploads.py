@@ -1,0 +1,150 @@
+"""Safe handling of uploaded files: size caps, UTF-8 only, safe YAML, zips unpacked into a
+temp dir with every member checked (no absolute paths, no ``..``, no links, size and count
+capped). Nothing is written outside the temp dir the caller owns."""
+
+from __future__ import annotations
+
+import stat
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from solver.catalog import Catalog
+from solver.errors import InputError, Problem
+from solver.rfq import MAX_FILE_BYTES, Rfq, iter_csv_rfqs, parse_text, validate_rfq
+
+RFQ_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_UPLOAD_MB = 20                      # Streamlit's server.maxUploadSize for the dashboard
+MAX_CSV_BYTES = 5_000_000
+MAX_ZIP_BYTES = 20_000_000
+MAX_UNZIPPED_BYTES = 50_000_000
+MAX_ZIP_MEMBERS = 2_000
+
+
+def _decode(name: str, data: bytes, limit: int) -> str:
+    if len(data) > limit:
+        raise InputError([Problem(name, "", f"{len(data):,} bytes",
+                                  f"file larger than {limit / 1e6:g} MB")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError([Problem(name, "", None, "not UTF-8 text")]) from None
+
+
+def rfqs_from_upload(name: str, data: bytes, catalog: Catalog
+                     ) -> list[tuple[str, Rfq | InputError]]:
+    """The RFQs in one uploaded YAML, JSON or CSV file: ``(id, Rfq or InputError)``.
+
+    A YAML/JSON file holds one RFQ; a CSV batch one or more. A file that cannot be read at
+    all raises :class:`InputError`.
+    """
+    suffix = Path(name).suffix.lower()
+    if suffix in RFQ_SUFFIXES:
+        text = _decode(name, data, MAX_FILE_BYTES)
+        parsed = parse_text(text, name, suffix)
+        try:
+            rfq = validate_rfq(parsed, catalog, name)
+        except InputError as exc:
+            rfq_id = parsed.get("id") if isinstance(parsed, dict) else None
+            return [(str(rfq_id or name), exc)]
+        return [(rfq.id, rfq)]
+    if suffix == ".csv":
+        _decode(name, data, MAX_CSV_BYTES)
+        with tempfile.TemporaryDirectory(prefix="procure-upload-") as tmp:
+            path = Path(tmp) / Path(name).name
+            path.write_bytes(data)
+            found = list(iter_csv_rfqs(path, catalog))
+        return [(rfq_id, _rename(result, str(path), name)) for rfq_id, result in found]
+    raise InputError([Problem(name, "", suffix or None,
+                              "unsupported file type: use .yaml, .yml, .json or .csv")])
+
+
+def _rename(result: Any, temp_path: str, name: str) -> Any:
+    """Problems name the uploaded file, not the temp copy."""
+    if isinstance(result, InputError):
+        return InputError([Problem(name if p.file == temp_path else p.file, p.field, p.value,
+                                   p.reason) for p in result.problems])
+    return result
+
+
+def unpack_batch(files: list[tuple[str, bytes]], folder: Path) -> list[Path]:
+    """Write uploaded RFQ files, CSVs and zips of them into ``folder``; the paths written."""
+    written: list[Path] = []
+    problems: list[Problem] = []
+    for index, (name, data) in enumerate(files):
+        suffix = Path(name).suffix.lower()
+        target_dir = folder / f"upload-{index}"
+        target_dir.mkdir(parents=True, exist_ok=True)
+        if suffix == ".zip":
+            try:
+                written += _unzip(name, data, target_dir)
+            except InputError as exc:
+                problems += exc.problems
+        elif suffix in (*RFQ_SUFFIXES, ".csv"):
+            limit = MAX_CSV_BYTES if suffix == ".csv" else MAX_FILE_BYTES
+            if len(data) > limit:
+                problems.append(Problem(name, "", f"{len(data):,} bytes",
+                                        f"file larger than {limit / 1e6:g} MB"))
+                continue
+            path = target_dir / _safe_name(name)
+            path.write_bytes(data)
+            written.append(path)
+        else:
+            problems.append(Problem(name, "", suffix or None,
+                                    "unsupported file type: use .zip, .csv, .yaml, .yml or "
+                                    ".json"))
+    if problems:
+        raise InputError(problems)
+    if not written:
+        raise InputError([Problem("upload", "", None, "no RFQ files found")])
+    return written
+
+
+def _safe_name(name: str) -> str:
+    base = PurePosixPath(name.replace("\\", "/")).name
+    cleaned = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in base)
+    return cleaned.lstrip(".") or "upload"
+
+
+def _unzip(name: str, data: bytes, target: Path) -> list[Path]:
+    if len(data) > MAX_ZIP_BYTES:
+        raise InputError([Problem(name, "", f"{len(data):,} bytes",
+                                  f"zip larger than {MAX_ZIP_BYTES / 1e6:g} MB")])
+    import io
+
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise InputError([Problem(name, "", None, "not a zip file")]) from None
+    members = [m for m in archive.infolist() if not m.is_dir()]
+    if len(members) > MAX_ZIP_MEMBERS:
+        raise InputError([Problem(name, "", len(members),
+                                  f"more than {MAX_ZIP_MEMBERS} files in the zip")])
+    total = sum(m.file_size for m in members)
+    if total > MAX_UNZIPPED_BYTES:
+        raise InputError([Problem(name, "", f"{total:,} bytes unpacked",
+                                  f"unpacks to more than {MAX_UNZIPPED_BYTES / 1e6:g} MB")])
+    written = []
+    root = target.resolve()
+    for member in members:
+        member_path = PurePosixPath(member.filename.replace("\\", "/"))
+        parts = member_path.parts
+        if member_path.is_absolute() or ".." in parts or not parts:
+            raise InputError([Problem(name, member.filename, None,
+                                      "unsafe path in zip (absolute or with ..)")])
+        if stat.S_ISLNK(member.external_attr >> 16):
+            raise InputError([Problem(name, member.filename, None, "symbolic link in zip")])
+        if any(part.startswith(".") or part == "__MACOSX" for part in parts):
+            continue
+        if member_path.suffix.lower() not in (*RFQ_SUFFIXES, ".csv"):
+            continue
+        destination = (root / Path(*[_safe_name(p) for p in parts])).resolve()
+        if root not in destination.parents:
+            raise InputError([Problem(name, member.filename, None, "unsafe path in zip")])
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open(member) as source:
+            content = source.read(MAX_UNZIPPED_BYTES + 1)
+        destination.write_bytes(content)
+        written.append(destination)
+    return written

@@ -1,0 +1,134 @@
+"""Batch page: upload a zip of RFQ files or a CSV batch, run it with a progress bar, filter
+the results, download them as XLSX or CSV. Files live in a temp dir for the run only."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from solver.errors import InputError
+
+from .. import components, state
+from ..uploads import MAX_ZIP_MEMBERS, unpack_batch
+
+RESULT_KEY = "batch_result"
+
+
+class _Progress:
+    """A BatchObserver that drives a Streamlit progress bar."""
+
+    def __init__(self) -> None:
+        self.bar = st.progress(0.0, text="starting…")
+        self.total = 0
+        self.done = 0
+
+    def start(self, total: int) -> None:
+        self.total = max(total, 1)
+
+    def advance(self, event: Any) -> None:
+        self.done += 1
+        self.bar.progress(min(self.done / self.total, 1.0),
+                          text=f"{self.done}/{self.total} · {event.rfq_id}: {event.status}")
+
+
+def run(files: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """Unpack, run the batch into a temp SQLite store, read back the table and exports."""
+    from solver.batch import run_batch
+    from solver.batch_export import export
+    from solver.batch_store import ResultStore
+
+    with tempfile.TemporaryDirectory(prefix="procure-batch-") as tmp:
+        folder = Path(tmp)
+        sources = unpack_batch(files, folder / "in")
+        db = folder / "results.sqlite"
+        summary = run_batch([str(p) for p in sources], db, catalog_dir=state.catalog_dir(),
+                            workers=1, observer=_Progress(), solver=state.SOLVER)
+        with ResultStore(db) as store:
+            export(store, folder / "results.csv", summary.run_id)
+            export(store, folder / "results.xlsx", summary.run_id)
+        table = pd.read_csv(folder / "results.csv")
+        prefix = str(folder / "in") + "/"
+        for column in ("source", "error"):
+            table[column] = table[column].where(table[column].isna(), table[column].astype(
+                str).str.replace(prefix, "", regex=False))
+        return {"table": table, "csv": table.to_csv(index=False).encode(),
+                "xlsx": (folder / "results.xlsx").read_bytes(),
+                "summary": {"total": summary.total, "by_status": summary.by_status,
+                            "median": summary.median_tco_usd, "seconds": summary.wall_seconds,
+                            "duplicates": summary.duplicates}}
+
+
+def _filters(table: pd.DataFrame) -> pd.DataFrame:
+    cols = st.columns([3, 3, 4])
+    statuses = sorted(table["status"].dropna().unique())
+    chosen = cols[0].multiselect("status", statuses, default=statuses, key="batch_status")
+    gpus = sorted(table["gpu"].dropna().astype(str).unique())
+    chosen_gpus = cols[1].multiselect("GPU", gpus, key="batch_gpu",
+                                      placeholder="any GPU")
+    text = cols[2].text_input("RFQ id contains", key="batch_text")
+    shown = table[table["status"].isin(chosen)]
+    if chosen_gpus:
+        shown = shown[shown["gpu"].astype(str).isin(chosen_gpus)]
+    if text:
+        shown = shown[shown["rfq"].astype(str).str.contains(text, case=False, regex=False)]
+    priced = shown["tco_usd"].dropna()
+    if len(priced) > 1 and priced.min() < priced.max():
+        low, high = st.slider("TCO range (USD)", float(priced.min()), float(priced.max()),
+                              (float(priced.min()), float(priced.max())), key="batch_tco")
+        shown = shown[shown["tco_usd"].isna() | shown["tco_usd"].between(low, high)]
+    return shown
+
+
+def render() -> None:
+    """The Batch page."""
+    st.title("Batch")
+    st.caption("Evaluate many RFQs at once: a zip of .yaml/.json files, a CSV batch (one "
+               "workload per row, RFQ keys repeated), or several files. Invalid and infeasible "
+               f"RFQs are recorded, not fatal. At most {MAX_ZIP_MEMBERS} files; for bigger "
+               "batches use `procure batch`.")
+    components.overlay_note()
+    if state.price_overlay():
+        st.caption("Note: batches run on the catalog without the session price overlay "
+                   "(download the overlay from the Catalog page and use `procure batch "
+                   "--catalog`).")
+    uploads = st.file_uploader("RFQ files, a zip of them, or a CSV batch",
+                               type=["zip", "csv", "yaml", "yml", "json"],
+                               accept_multiple_files=True, key="batch_upload")
+    if st.button("Run batch", type="primary", disabled=not uploads):
+        files = [(f.name, f.getvalue()) for f in uploads or []]
+        try:
+            st.session_state[RESULT_KEY] = run(files)
+        except InputError as exc:
+            st.session_state.pop(RESULT_KEY, None)
+            components.show_problems(exc, "Cannot run this batch")
+    result = st.session_state.get(RESULT_KEY)
+    if not result:
+        return
+    summary = result["summary"]
+    cols = st.columns(4)
+    cols[0].metric("RFQs", summary["total"])
+    cols[1].metric("with a plan", sum(n for s, n in summary["by_status"].items()
+                                      if s in ("optimal", "feasible")))
+    cols[2].metric("infeasible / invalid",
+                   f"{summary['by_status'].get('infeasible', 0)} / "
+                   f"{summary['by_status'].get('invalid', 0)}")
+    cols[3].metric("median TCO", "-" if summary["median"] is None
+                   else f"${summary['median']:,.0f}")
+    for duplicate in summary["duplicates"]:
+        st.warning(f"duplicate id: {duplicate}")
+    table = result["table"]
+    shown = _filters(table)
+    st.dataframe(shown, hide_index=True,
+                 column_config={"tco_usd": st.column_config.NumberColumn(format="dollar"),
+                                "capex_usd": st.column_config.NumberColumn(format="dollar")})
+    st.caption(f"{len(shown)} of {len(table)} RFQs shown · ran in {summary['seconds']:.1f} s")
+    cols = st.columns(4)
+    cols[0].download_button("Download XLSX", result["xlsx"], file_name="batch-results.xlsx",
+                            mime="application/vnd.openxmlformats-officedocument."
+                                 "spreadsheetml.sheet")
+    cols[1].download_button("Download CSV", result["csv"], file_name="batch-results.csv",
+                            mime="text/csv")

@@ -1,0 +1,170 @@
+"""Catalog page: browse GPUs, servers, fabrics, models, vendor profiles and the cost model with
+their sources; edit prices as a session overlay and download it as ``prices.csv`` (the
+overlay format ``procure … --catalog DIR`` reads)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import date
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from .. import state
+
+EDITOR_KEY = "catalog_price_editor"
+
+
+def _gpus(cat: Any, overlay: dict[str, float]) -> pd.DataFrame:
+    rows = []
+    for gpu in cat.gpus.values():
+        tf = gpu.dense_tflops
+        rows.append({"id": gpu.id, "name": gpu.name, "memory GB": gpu.memory_gb,
+                     "BW GB/s": gpu.mem_bw_gbs, "BF16 TFLOPS": tf.get("bf16"),
+                     "FP8": tf.get("fp8"), "FP4": tf.get("fp4"), "TDP W": gpu.tdp_w,
+                     "form": gpu.form_factor, "link": gpu.intra_node_link,
+                     "link GB/s": gpu.intra_node_gbs, "price USD": overlay.get(gpu.id,
+                                                                             gpu.price_usd),
+                     "price as of": gpu.price_as_of, "price source": gpu.price_source,
+                     "source": gpu.source, "as of": gpu.as_of})
+    return pd.DataFrame(rows)
+
+
+def _entries(table: dict[str, Any], overlay: dict[str, float], price_field: str
+             ) -> pd.DataFrame:
+    rows = []
+    for entry in table.values():
+        row = entry.model_dump(mode="json")
+        if price_field in row:
+            row[price_field] = overlay.get(entry.id, row[price_field])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _vendor_filter(cat: Any, frame: pd.DataFrame, kind: str, vendor: str) -> pd.DataFrame:
+    if not vendor:
+        return frame
+    profile = cat.vendors[vendor]
+    return frame[[profile.allows(kind, i) for i in frame["id"]]]
+
+
+def _text_filter(frame: pd.DataFrame, text: str) -> pd.DataFrame:
+    if not text:
+        return frame
+    mask = frame.astype(str).apply(lambda col: col.str.contains(text, case=False,
+                                                                regex=False)).any(axis=1)
+    return frame[mask]
+
+
+def prices_csv(cat: Any, overlay: dict[str, float]) -> str:
+    """The overlay as ``prices.csv`` (id,price_usd,as_of,source) for ``--catalog DIR``."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["id", "price_usd", "as_of", "source"])
+    stamp = date.today().isoformat()
+    for entry_id, price in sorted(overlay.items()):
+        if state.price_path(cat, entry_id) is not None:
+            writer.writerow([entry_id, f"{price:g}", stamp, "procure dashboard price overlay"])
+    return buffer.getvalue()
+
+
+def _price_rows(cat: Any, overlay: dict[str, float]) -> pd.DataFrame:
+    rows = []
+    for kind, table, field in (("GPU", cat.gpus, "price_usd"),
+                               ("server", cat.servers, "price_usd"),
+                               ("fabric NIC", cat.fabrics, "nic_price_usd")):
+        for entry_id, entry in table.items():
+            if kind == "fabric NIC" and entry_id == "none":
+                continue
+            base = float(getattr(entry, field))
+            rows.append({"id": entry_id, "kind": kind, "catalog USD": base,
+                         "your USD": float(overlay.get(entry_id, base))})
+    return pd.DataFrame(rows)
+
+
+def _save_overlay(cat: Any) -> None:
+    edited = st.session_state.get(EDITOR_KEY) or {}
+    frame = _price_rows(cat, state.price_overlay())
+    overlay = state.price_overlay()
+    for index, change in (edited.get("edited_rows") or {}).items():
+        if "your USD" not in change:
+            continue
+        row = frame.iloc[int(index)]
+        value = change["your USD"]
+        if value is None or not value >= 0 or abs(float(value) - row["catalog USD"]) < 0.005:
+            overlay.pop(row["id"], None)
+        else:
+            overlay[row["id"]] = float(value)
+    state.set_price_overlay(overlay)
+
+
+def _reset_overlay() -> None:
+    state.set_price_overlay({})
+    st.session_state.pop(EDITOR_KEY, None)
+
+
+def render() -> None:
+    """The Catalog page."""
+    st.title("Catalog")
+    cat = state.catalog()
+    overlay = state.price_overlay()
+    st.caption(f"Catalog version {cat.version}: {len(cat.gpus)} GPUs, {len(cat.servers)} "
+               f"servers, {len(cat.fabrics)} fabrics, {len(cat.models)} models, "
+               f"{len(cat.vendors)} vendor profiles. Every figure carries its source and date.")
+    cols = st.columns([2, 4])
+    vendor = cols[0].selectbox("vendor profile", [""] + list(cat.vendors), key="cat_vendor",
+                               format_func=lambda v: v or "(all)")
+    text = cols[1].text_input("search (any column)", key="cat_text")
+    tabs = st.tabs(["GPUs", "Servers", "Fabrics", "Models", "Vendors", "Cost model",
+                    "Edit prices"])
+    with tabs[0]:
+        frame = _vendor_filter(cat, _gpus(cat, overlay), "gpus", vendor)
+        forms = sorted(frame["form"].unique())
+        picked = st.multiselect("form factor", forms, default=forms, key="cat_form")
+        min_mem = st.slider("min memory (GB)", 0, int(frame["memory GB"].max() or 0), 0,
+                            key="cat_mem")
+        frame = frame[frame["form"].isin(picked) & (frame["memory GB"] >= min_mem)]
+        st.dataframe(_text_filter(frame, text), hide_index=True,
+                     column_config={"source": st.column_config.TextColumn(width="large")})
+    with tabs[1]:
+        frame = _vendor_filter(cat, _entries(cat.servers, overlay, "price_usd"), "servers",
+                               vendor)
+        st.dataframe(_text_filter(frame, text), hide_index=True)
+    with tabs[2]:
+        frame = _vendor_filter(cat, _entries(cat.fabrics, overlay, "nic_price_usd"),
+                               "fabrics", vendor)
+        st.dataframe(_text_filter(frame, text), hide_index=True)
+    with tabs[3]:
+        frame = _entries(cat.models, {}, "")
+        frame["aliases"] = frame["aliases"].apply(lambda a: ", ".join(a))
+        st.dataframe(_text_filter(frame, text), hide_index=True)
+    with tabs[4]:
+        frame = _entries(cat.vendors, {}, "")
+        for column in ("gpus", "servers", "fabrics"):
+            frame[column] = frame[column].apply(lambda v: v if isinstance(v, str)
+                                                else ", ".join(v))
+        st.dataframe(_text_filter(frame, text), hide_index=True)
+    with tabs[5]:
+        rows = [{"parameter": name, **param.model_dump()}
+                for name, param in cat.costs]
+        st.dataframe(_text_filter(pd.DataFrame(rows), text), hide_index=True)
+    with tabs[6]:
+        st.markdown("Change a price in the **your USD** column: it applies to this session's "
+                    "Plan, Pareto and What-if pages at once. Download it as `prices.csv`, put "
+                    "it in a folder, and run `procure solve RFQ --catalog FOLDER` to use it "
+                    "from the command line.")
+        st.data_editor(_price_rows(cat, overlay), key=EDITOR_KEY, hide_index=True,
+                       disabled=["id", "kind", "catalog USD"], on_change=_save_overlay,
+                       args=(cat,),
+                       column_config={"your USD": st.column_config.NumberColumn(
+                           min_value=0.0, step=1.0, format="%.0f"),
+                           "catalog USD": st.column_config.NumberColumn(format="%.0f")})
+        cols = st.columns([2, 2, 6])
+        cols[0].download_button("Download prices.csv", prices_csv(cat, overlay),
+                                file_name="prices.csv", mime="text/csv",
+                                disabled=not overlay)
+        cols[1].button("Reset all prices", on_click=_reset_overlay, disabled=not overlay)
+        if overlay:
+            cols[2].info(f"{len(overlay)} price(s) overridden this session.")

@@ -1,0 +1,116 @@
+"""Pareto page: the frontier of cost against one service metric; pick a point to compare its
+plan with the optimum (the cheapest point)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from solver.errors import InputError
+
+from .. import components, state
+from ..figures import cluster_label, frontier_figure
+
+CHART_KEY = "pareto_chart"
+PICK_KEY = "pareto_pick"
+
+
+def _chart_pick() -> int | None:
+    """The point index clicked on the chart, if the selection changed since last time."""
+    event = st.session_state.get(CHART_KEY)
+    points: list[Any] = []
+    try:
+        points = list(event["selection"]["points"]) if event else []
+    except (KeyError, TypeError):
+        points = []
+    marker = repr(points)
+    if marker == st.session_state.get("pareto_last_event"):
+        return None
+    st.session_state["pareto_last_event"] = marker
+    for point in points:
+        custom = point.get("customdata") if isinstance(point, dict) else None
+        if isinstance(custom, list | tuple):
+            custom = custom[0] if custom else None
+        if isinstance(custom, int | float):
+            return int(custom)
+    return None
+
+
+def _table(result: dict[str, Any]) -> pd.DataFrame:
+    cost_key, metric = result["axes"]
+    rows = []
+    for index, point in enumerate(result["points"]):
+        plan = point["plan"]
+        work = next((w for w in plan["workloads"] if w["name"] == result["workload"]), None)
+        rows.append({"#": index + 1, cost_key: f"${point[cost_key]:,.0f}",
+                     metric: round(point[metric], 3), "cluster": cluster_label(plan),
+                     "layout": (f"{work['precision']} TP{work['tp']}×PP{work['pp']}×"
+                                f"DP{work['dp']}" if work else "")})
+    return pd.DataFrame(rows)
+
+
+def render() -> None:
+    """The Pareto page."""
+    st.title("Pareto frontier")
+    found = components.need_rfq()
+    if found is None:
+        return
+    data, _ = found
+    components.overlay_note()
+    choices = state.metric_choices(data)
+    cols = st.columns([3, 2, 5])
+    metric = cols[0].selectbox("Trade cost against", ["(default)"] + choices,
+                               key="pareto_metric",
+                               help="workload:metric — the default is the first workload's "
+                                    "latency (TPOT) or time to finish")
+    limit = cols[1].number_input("at most N points", min_value=2, max_value=60, value=None,
+                                 key="pareto_points", placeholder="all")
+    try:
+        with st.spinner("Walking the frontier…"):
+            result = state.pareto_cached(state.active_key() or "", state.catalog_dir(),
+                                         state.price_pairs(),
+                                         None if metric == "(default)" else metric,
+                                         int(limit) if limit else None)
+    except InputError as exc:
+        components.show_problems(exc, "Cannot compute this frontier")
+        return
+    points = result["points"]
+    if not points:
+        st.error("No plan meets this RFQ, so there is no frontier.")
+        plan = state.solve_cached(state.active_key() or "", state.catalog_dir(),
+                                  state.price_pairs())["plan"]
+        components.infeasible(plan)
+        return
+    clicked = _chart_pick()
+    if clicked is not None and 0 <= clicked < len(points):
+        st.session_state[PICK_KEY] = clicked
+    default = 1 if len(points) > 1 else 0
+    pick = st.session_state.get(PICK_KEY, default)
+    if not isinstance(pick, int) or not 0 <= pick < len(points):
+        pick = default
+    st.session_state[PICK_KEY] = pick
+    cols[2].caption(f"{len(points)} non-dominated plans from {result['candidates_solved']} "
+                    f"solves in {result['seconds']} s — {result['method']}.")
+    st.plotly_chart(frontier_figure(result, pick), key=CHART_KEY, on_select="rerun",
+                    selection_mode="points")
+    st.caption("Colour: GPU type; marker: fabric (coupled or not); the open star marks the optimum. Click a "
+               "point (or choose it below) to compare its plan with the optimum.")
+    st.selectbox("Compare point", list(range(len(points))), key=PICK_KEY,
+                 format_func=lambda i: f"#{i + 1}: ${points[i][result['axes'][0]]:,.0f} — "
+                                       f"{result['axes'][1]} {points[i][result['axes'][1]]:,.2f}")
+    left, right = st.columns(2)
+    with left:
+        components.plan_card(points[0]["plan"], "Optimum (cheapest)")
+    with right:
+        components.plan_card(points[pick]["plan"], f"Point #{pick + 1}")
+        if pick:
+            cost_key = result["axes"][0]
+            extra = points[pick][cost_key] - points[0][cost_key]
+            metric_name = result["axes"][1]
+            st.markdown(f"Costs **${extra:,.0f}** more for {metric_name} "
+                        f"{points[pick][metric_name]:,.2f} instead of "
+                        f"{points[0][metric_name]:,.2f}.")
+    with st.expander("All frontier points", expanded=False):
+        st.dataframe(_table(result), hide_index=True)

@@ -1,0 +1,74 @@
+"""Plan page: the cheapest plan for the active RFQ — the cluster, each workload's layout,
+predictions against targets, the cost breakdown, the decision path and counterfactuals."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from solver.errors import InputError
+
+from .. import components, state
+from ..figures import cluster_figure, cost_figure
+
+
+def render() -> None:
+    """The Plan page."""
+    st.title("Plan")
+    found = components.need_rfq()
+    if found is None:
+        return
+    data, source = found
+    components.overlay_note()
+    try:
+        with st.spinner("Solving…"):
+            result = state.solve_cached(state.active_key() or "", state.catalog_dir(),
+                                        state.price_pairs())
+    except InputError as exc:
+        components.show_problems(exc, "This RFQ cannot be solved")
+        return
+    plan, alternatives = result["plan"], result["counterfactuals"]
+    st.markdown(f"RFQ **{plan['rfq']}** ({source}) · {components.status_badge(plan)} · "
+                f"solver {plan['solver']}, {plan['solve_seconds']} s · objective "
+                f"{plan.get('objective', 'tco')}")
+    if plan["status"] not in ("optimal", "feasible"):
+        components.infeasible(plan)
+        with st.expander("Decision path", expanded=True):
+            components.decision_path(plan)
+        return
+    components.warnings(plan)
+    components.headline(plan)
+
+    st.plotly_chart(cluster_figure(plan), key="cluster", config={"displayModeBar": False})
+    st.caption("GPUs coloured by the workload they run (hover for the layout); a box is one "
+               "node; the bar under coupled nodes is the fabric. Placement is one valid "
+               "first-fit assignment of the layouts the solver chose.")
+
+    st.subheader("Layouts")
+    layouts = components.layout_table(plan)
+    st.dataframe(layouts, hide_index=True, height=components.table_height(len(layouts)))
+    st.subheader("Predicted against targets")
+    targets = components.targets_table(plan, data)
+    st.dataframe(targets, hide_index=True, height=components.table_height(len(targets)))
+
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(cost_figure(plan["cost"], plan.get("objective", "tco")), key="cost",
+                        config={"displayModeBar": False})
+    with right:
+        st.subheader("Cost terms")
+        st.dataframe(
+            [{"term": key.removesuffix("_usd").replace("_", " "), "USD": f"{value:,.0f}"}
+             for key, value in plan["cost"].items()], hide_index=True)
+
+    st.subheader("Decision path")
+    components.decision_path(plan)
+    st.subheader("Counterfactuals")
+    if alternatives:
+        st.dataframe(components.counterfactual_table(alternatives), hide_index=True)
+    else:
+        st.caption("No alternatives to compare (the plan is already single-node without a "
+                   "fabric, or none apply).")
+    st.download_button("Download the plan as JSON", json.dumps(plan, indent=2),
+                       file_name=f"{plan['rfq']}-plan.json", mime="application/json")

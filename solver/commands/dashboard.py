@@ -1,0 +1,73 @@
+"""`procure dashboard`: start the Streamlit dashboard (``dashboards/app.py``).
+
+The app is found next to the package: ``solver/procure_dashboards/app.py`` in an installed
+wheel (package data), ``dashboards/app.py`` in a source checkout. The library itself never
+imports Streamlit; this command only starts ``python -m streamlit run`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from solver.errors import InputError, Problem
+
+CATALOG_ENV = "PROCURE_DASHBOARD_CATALOG"  # read by dashboards/state.py
+MAX_UPLOAD_MB = 20
+
+
+def app_path() -> Path:
+    """The dashboard's ``app.py`` (installed package data first, then the source tree)."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "procure_dashboards" / "app.py",
+                      package.parent / "dashboards" / "app.py"):
+        if candidate.is_file():
+            return candidate
+    raise InputError([Problem("procure dashboard", "", None,
+                              "the dashboard files are not installed next to the solver "
+                              "package (expected solver/procure_dashboards/app.py)")])
+
+
+def streamlit_command(port: int | None, address: str, headless: bool) -> list[str]:
+    """The ``python -m streamlit run …`` command line."""
+    command = [sys.executable, "-m", "streamlit", "run", str(app_path()),
+               "--server.address", address, "--server.maxUploadSize", str(MAX_UPLOAD_MB),
+               "--browser.gatherUsageStats", "false",
+               "--server.headless", "true" if headless else "false"]
+    if port is not None:
+        command += ["--server.port", str(port)]
+    return command
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def dashboard(
+        port: Annotated[int | None, typer.Option(
+            "--port", min=1, max=65535, help="Port to serve on (default: Streamlit's 8501).")
+        ] = None,
+        address: Annotated[str, typer.Option(
+            "--address", help="Address to bind (default 127.0.0.1: this machine only).")
+        ] = "127.0.0.1",
+        catalog: Annotated[str | None, typer.Option(
+            "--catalog", help="A catalog directory or price overlay on top of the built-in.")
+        ] = None,
+        headless: Annotated[bool, typer.Option(
+            "--headless/--browser", help="Do not / do open a browser window.")] = False,
+    ) -> int:
+        """Start the Streamlit dashboard: scenario, plan, Pareto, what-if, batch, catalog."""
+        from solver.catalog import load_catalog
+
+        env = dict(os.environ)
+        if catalog is not None:
+            load_catalog(catalog)  # fail here, with file and field, not inside the browser
+            env[CATALOG_ENV] = str(Path(catalog).resolve())
+        command = streamlit_command(port, address, headless)
+        try:
+            return subprocess.call(command, env=env)
+        except KeyboardInterrupt:
+            return 0

@@ -1,0 +1,347 @@
+"""The Streamlit dashboard, page by page, with streamlit.testing.v1.AppTest (issue 7).
+
+Each page is a ``render()`` function; a test runs the app's frame (defaults, draft keeping)
+and one page in a fresh AppTest session, then looks at the elements it drew. The happy path
+uses the example scenarios; error paths: an invalid upload (shown with its field) and an
+infeasible RFQ (shown with its reason).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+TIMEOUT = 60
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PAGE_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from dashboards import state
+from dashboards.views import scenario, {page}
+st.set_page_config(layout="wide")
+state.ensure_defaults()
+scenario.keep_draft()
+{page}.render()
+"""
+
+
+def page(name: str) -> AppTest:
+    return AppTest.from_string(PAGE_SCRIPT.format(root=str(ROOT), page=name),
+                               default_timeout=TIMEOUT)
+
+
+def load_example(at: AppTest, name: str) -> None:
+    """Make an example the active RFQ, as the Scenario page's loader does."""
+    from solver.catalog import load_catalog
+    from solver.rfq import load_rfq
+
+    rfq = load_rfq(SCENARIOS / f"{name}.yaml", load_catalog())
+    at.session_state["rfq_data"] = rfq.model_dump(mode="json", exclude_none=True)
+    at.session_state["rfq_source"] = f"example {name}"
+    at.session_state["price_overlay"] = {}
+
+
+def texts(at: AppTest) -> str:
+    """Everything the page wrote, as one string."""
+    parts = [e.value for e in at.markdown] + [e.value for e in at.error]
+    parts += [e.value for e in at.warning] + [e.value for e in at.info]
+    parts += [e.value for e in at.success] + [e.value for e in at.caption]
+    return "\n".join(str(p) for p in parts)
+
+
+def charts(at: AppTest) -> list:
+    return at.get("plotly_chart")
+
+
+# --- the app frame ----------------------------------------------------------------------
+
+def test_app_starts_on_the_plan_of_the_default_example():
+    at = AppTest.from_file(str(ROOT / "dashboards" / "app.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert [t.value for t in at.title] == ["Plan"]
+    assert "chat-70b-one-node" in texts(at)
+    assert [m.label for m in at.metric][:2] == ["TCO", "Capex"]
+    assert at.sidebar.selectbox(key="sidebar_example") is not None
+
+
+def test_sidebar_example_switches_the_active_rfq():
+    at = AppTest.from_file(str(ROOT / "dashboards" / "app.py"), default_timeout=TIMEOUT).run()
+    at.sidebar.selectbox(key="sidebar_example").select("serve-405b-two-nodes").run()
+    assert not at.exception
+    assert at.session_state["rfq_data"]["id"] == "serve-405b-two-nodes"
+    assert at.session_state["form.id"] == "serve-405b-two-nodes"
+
+
+# --- Scenario ---------------------------------------------------------------------------
+
+def test_scenario_loads_an_example_into_the_form_and_offers_yaml():
+    at = page("scenario").run()
+    assert not at.exception
+    at.selectbox(key="scenario_example").select("portfolio-lab")
+    at.button[0].click().run()  # "Load example"
+    assert not at.exception
+    assert at.session_state["rfq_data"]["id"] == "portfolio-lab"
+    assert at.text_input(key="form.id").value == "portfolio-lab"
+    kinds = [s.value for s in at.selectbox if str(s.key).endswith(".kind")]
+    assert kinds == ["inference", "lora", "batch_inference"]
+    assert any(d.label.startswith("Download the active RFQ") for d in at.get("download_button"))
+
+
+def test_scenario_form_shows_errors_at_the_field_and_blocks_use():
+    at = page("scenario").run()
+    at.text_input(key="form.id").input("bad id!").run()
+    errors = [e.value for e in at.error]
+    assert any(e.startswith("`id`") and "pattern" in e for e in errors), errors
+    use = next(b for b in at.button if b.label == "Use this RFQ")
+    assert use.disabled
+    # an inference workload with neither concurrency nor qps: the error sits at the workload
+    at.text_input(key="form.id").input("ok-id")
+    wid = at.session_state["form.ids"][0]
+    at.number_input(key=f"form.w{wid}.concurrency").set_value(None)
+    at.number_input(key=f"form.w{wid}.qps").set_value(None).run()
+    errors = [e.value for e in at.error]
+    assert any("workloads[0]" in e and "concurrency or qps" in e for e in errors), errors
+
+
+def test_scenario_form_adds_a_workload_and_uses_the_rfq():
+    at = page("scenario").run()
+    before = len(at.session_state["form.ids"])
+    next(b for b in at.button if "Add workload" in b.label).click().run()
+    assert len(at.session_state["form.ids"]) == before + 1
+    wid = at.session_state["form.ids"][-1]
+    at.selectbox(key=f"form.w{wid}.kind").select("lora").run()
+    assert at.number_input(key=f"form.w{wid}.dataset_tokens") is not None
+    at.text_input(key="form.id").input("two-jobs").run()
+    next(b for b in at.button if b.label == "Use this RFQ").click().run()
+    assert not at.exception
+    data = at.session_state["rfq_data"]
+    assert data["id"] == "two-jobs" and data["workloads"][-1]["kind"] == "lora"
+
+
+def test_scenario_invalid_upload_names_the_field():
+    at = page("scenario").run()
+    bad = (SCENARIOS / "chat-70b-one-node.yaml").read_text().replace(
+        "model: llama-3.1-70b", "model: llama-3.1-7b")
+    at.file_uploader(key="scenario_upload").upload("bad.yaml", bad.encode(),
+                                                   "application/x-yaml").run()
+    assert not at.exception
+    errors = "\n".join(e.value for e in at.error)
+    assert "workloads[0].model" in errors and "unknown model id" in errors
+    assert "llama-3.1-70b" in errors  # the nearest known ids
+    assert at.session_state["rfq_data"]["id"] == "chat-70b-one-node"  # unchanged
+
+
+def test_scenario_upload_with_yaml_syntax_error_and_csv_batch():
+    at = page("scenario").run()
+    at.file_uploader(key="scenario_upload").upload("broken.yaml", b"id: [unclosed\n",
+                                                   "application/x-yaml").run()
+    assert "YAML syntax error" in "\n".join(e.value for e in at.error)
+    rows = ("id,name,kind,model,concurrency,input_tokens,output_tokens\n"
+            "csv-a,chat,inference,llama-3.1-8b,8,1000,200\n"
+            "csv-b,chat,inference,qwen2.5-7b,4,1000,200\n")
+    at.file_uploader(key="scenario_upload").upload("batch.csv", rows.encode(),
+                                                   "text/csv").run()
+    assert not at.exception
+    assert at.session_state["rfq_data"]["id"] == "csv-a"
+    at.selectbox(key="scenario_upload_pick").select("csv-b").run()
+    assert at.session_state["rfq_data"]["id"] == "csv-b"
+
+
+# --- Plan -------------------------------------------------------------------------------
+
+def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
+    at = page("plan")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not at.exception
+    assert [m.label for m in at.metric] == ["TCO", "Capex", "Nodes", "GPUs", "Power", "Fabric"]
+    assert at.metric[-1].value == "none"
+    assert len(charts(at)) == 2  # the cluster and the cost waterfall
+    headers = [h.value for h in at.subheader]
+    for needed in ("Layouts", "Predicted against targets", "Decision path", "Counterfactuals"):
+        assert needed in headers
+    targets = at.dataframe[1].value
+    assert {"TTFT ms", "TPOT ms"} <= set(targets["metric"])
+    assert all(v.startswith("✓") for v in targets["verdict"] if v)
+    assert "Does the model fit" in texts(at)
+
+
+def test_plan_of_an_infeasible_rfq_shows_its_reason_and_fix():
+    at = page("plan")
+    load_example(at, "infeasible-budget")
+    at.run()
+    assert not at.exception
+    error = "\n".join(e.value for e in at.error)
+    assert "No plan meets this RFQ" in error and "budget" in error and "binds" in error
+    assert "raise budget_usd" in "\n".join(i.value for i in at.info)
+    assert not at.metric
+
+
+def test_plan_of_a_coupled_cluster_draws_the_fabric():
+    at = page("plan")
+    load_example(at, "finetune-70b-full-cluster")
+    at.run()
+    assert not at.exception
+    fabric = next(m for m in at.metric if m.label.startswith("Fabric"))
+    assert fabric.label == "Fabric (coupled)" and fabric.value != "none"
+
+
+# --- Pareto -----------------------------------------------------------------------------
+
+def test_pareto_draws_the_frontier_and_compares_a_point_with_the_optimum():
+    at = page("pareto")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not at.exception
+    assert len(charts(at)) == 1
+    pick = at.selectbox(key="pareto_pick")
+    assert len(pick.options) >= 2
+    pick.select_index(len(pick.options) - 1).run()
+    assert not at.exception
+    cards = [m.value for m in at.markdown if m.value.startswith("####")]
+    assert "#### Optimum (cheapest)" in cards
+    assert f"#### Point #{len(pick.options)}" in cards
+    assert "more for tpot_ms" in texts(at)
+
+
+def test_pareto_of_an_infeasible_rfq_says_why():
+    at = page("pareto")
+    load_example(at, "infeasible-budget")
+    at.run()
+    assert not at.exception
+    error = "\n".join(e.value for e in at.error)
+    assert "no frontier" in error and "binds" in error
+
+
+# --- What-if ----------------------------------------------------------------------------
+
+def test_whatif_resolves_and_reports_the_change_and_the_tornado():
+    at = page("whatif")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not at.exception
+    base = at.metric[0].value
+    at.slider(key="wi_gpu_pct").set_value(50)
+    at.slider(key="wi_horizon").set_value(5.0).run()
+    assert not at.exception
+    assert at.metric[0].value != base
+    assert "rfq.horizon_years" in texts(at)
+    at.button(key="wi_run_report").click().run()
+    assert not at.exception
+    assert len(charts(at)) == 1  # the tornado
+
+
+def test_whatif_of_an_infeasible_rfq_shows_the_reason():
+    at = page("whatif")
+    load_example(at, "infeasible-budget")
+    at.run()
+    assert not at.exception
+    assert "binds" in "\n".join(e.value for e in at.error)
+
+
+# --- Batch ------------------------------------------------------------------------------
+
+def _zip(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def test_batch_runs_a_zip_and_offers_downloads():
+    good = (SCENARIOS / "chat-70b-one-node.yaml").read_text()
+    infeasible = (SCENARIOS / "infeasible-budget.yaml").read_text()
+    bad = json.dumps({"id": "broken", "workloads": [{"name": "x", "kind": "inference",
+                                                     "model": "nope", "concurrency": 1,
+                                                     "input_tokens": 1,
+                                                     "output_tokens": 1}]})
+    at = page("batch").run()
+    at.file_uploader(key="batch_upload").upload(
+        "rfqs.zip", _zip({"a/chat.yaml": good, "b/infeasible.yaml": infeasible,
+                          "broken.json": bad, "../evil.yaml": good}), "application/zip").run()
+    next(b for b in at.button if b.label == "Run batch").click().run()
+    assert not at.exception
+    # the zip member with '..' is refused, naming it
+    assert "unsafe path" in "\n".join(e.value for e in at.error)
+    at.file_uploader(key="batch_upload").upload(
+        "rfqs.zip", _zip({"a/chat.yaml": good, "b/infeasible.yaml": infeasible,
+                          "broken.json": bad}), "application/zip").run()
+    next(b for b in at.button if b.label == "Run batch").click().run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert sorted(table["status"]) == ["infeasible", "invalid", "optimal"]
+    labels = [d.label for d in at.get("download_button")]
+    assert labels == ["Download XLSX", "Download CSV"]
+    at.multiselect(key="batch_status").set_value(["optimal"]).run()
+    assert list(at.dataframe[0].value["rfq"]) == ["chat-70b-one-node"]
+
+
+# --- Catalog ----------------------------------------------------------------------------
+
+def test_catalog_browses_with_sources_and_overlays_prices():
+    at = page("catalog").run()
+    assert not at.exception
+    gpus = at.dataframe[0].value
+    assert {"rtx-pro-6000", "h100-sxm"} <= set(gpus["id"]) and "source" in gpus
+    at.selectbox(key="cat_vendor").select("kentino").run()
+    assert "h100-sxm" not in set(at.dataframe[0].value["id"])
+    from dashboards.views.catalog import prices_csv
+    from solver.catalog import load_catalog
+
+    text = prices_csv(load_catalog(), {"rtx-pro-6000": 9500.0})
+    assert text.splitlines()[0] == "id,price_usd,as_of,source"
+    assert text.splitlines()[1].startswith("rtx-pro-6000,9500,")
+
+
+def test_price_overlay_reaches_the_plan(tmp_path):
+    at = page("plan")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    tco = at.metric[0].value
+    at.session_state["price_overlay"] = {"rtx-5090": 5000.0}
+    at.run()
+    assert not at.exception
+    assert at.metric[0].value != tco
+    assert "Price overlay" in texts(at)
+
+
+def test_overlay_csv_is_usable_with_catalog_dir(tmp_path):
+    from dashboards.views.catalog import prices_csv
+    from solver.catalog import load_catalog
+
+    (tmp_path / "prices.csv").write_text(prices_csv(load_catalog(), {"rtx-pro-6000": 9500.0,
+                                                                     "ib-hdr-200": 800.0}))
+    overlaid = load_catalog(str(tmp_path))
+    assert overlaid.gpus["rtx-pro-6000"].price_usd == 9500.0
+    assert overlaid.fabrics["ib-hdr-200"].nic_price_usd == 800.0
+
+
+# --- the command and the library boundary ----------------------------------------------
+
+def test_dashboard_command_finds_the_app_and_builds_the_streamlit_command():
+    from solver.commands.dashboard import app_path, streamlit_command
+
+    assert app_path().is_file() and app_path().name == "app.py"
+    command = streamlit_command(8600, "127.0.0.1", headless=True)
+    assert command[1:4] == ["-m", "streamlit", "run"]
+    assert command[command.index("--server.port") + 1] == "8600"
+
+
+def test_the_library_never_imports_streamlit():
+    offenders = [p.name for p in (ROOT / "solver").rglob("*.py")
+                 if "import streamlit" in p.read_text() or "from streamlit" in p.read_text()]
+    assert offenders == []
