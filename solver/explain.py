@@ -103,15 +103,35 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
     if eff is not None and eff < floor:
         eff_note += f" (below the {floor:.0%} floor: re-architect, TP inside a node, PP across)"
     big = model.params_b >= 70
+    layout_note = _fabric_note(catalog, entry)
     if add(4, "Is it tensor-parallel training of a model that does not fit one node?",
            training and not ok and spec.kind != "pretrain",
-           f"{model.params_b:g}B parameters; {eff_note}"):
+           f"{model.params_b:g}B parameters; {eff_note}{layout_note}"):
         return steps
     add(5, "Is it pretraining 70B+ from scratch?", spec.kind == "pretrain" and big,
         f"{spec.kind}, {model.params_b:g}B parameters" + (
             " → multi-node with NDR InfiniBand or SXM" if spec.kind == "pretrain" and big
-            else ""))
+            else "") + layout_note)
     return steps
+
+
+def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None) -> str:
+    """Where a coupled job's fabric departs from the guide's InfiniBand, say why."""
+    if not entry or entry.get("nodes_spanned", 1) <= 1:
+        return ""
+    fabric = catalog.fabrics.get(entry.get("fabric", "none"))
+    note = (f"; chosen: TP{entry['tp']}×PP{entry['pp']}×DP{entry['dp']} over "
+            f"{entry['nodes_spanned']} nodes on {entry['fabric']}")
+    per_node = entry.get("gpus_per_node") or 8
+    if fabric is not None and fabric.family == "ethernet":
+        if entry["tp"] <= per_node and entry["dp"] == 1:
+            note += (" — the guide suggests InfiniBand, but here only pipeline stages cross "
+                     "nodes (activations, not per-layer all-reduces), so the cheaper Ethernet "
+                     "fabric meets the deadline at this scaling efficiency")
+        else:
+            note += (" — the guide suggests InfiniBand; Ethernet is cheaper and still meets "
+                     "the deadline at this scaling efficiency")
+    return note
 
 
 def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
