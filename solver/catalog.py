@@ -14,8 +14,9 @@ import csv
 import functools
 import hashlib
 import json
+import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -160,6 +161,29 @@ class CostModel(BaseModel):
     vram_reserve_fraction: Param
     scaling_efficiency_floor: Param
     usable_memory_fraction: Param
+
+    # (lowest, highest, lowest allowed itself) for each parameter's value
+    RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
+        "electricity_usd_per_kwh": (0.0, 10.0, True), "pue": (1.0, 5.0, True),
+        "horizon_years": (0.0, 30.0, False), "load_factor": (0.0, 1.0, False),
+        "operations_usd_per_node_year": (0.0, 1e7, True),
+        "node_engineering_usd_per_year": (0.0, 1e7, True),
+        "multinode_overhead_factor": (1.0, 20.0, True), "shared_storage_usd": (0.0, 1e9, True),
+        "shared_storage_usd_per_node": (0.0, 1e8, True),
+        "rack_unit_usd_per_year": (0.0, 1e6, True),
+        "weights_vram_fraction_max": (0.0, 1.0, False), "vram_reserve_fraction": (0.0, 1.0, True),
+        "scaling_efficiency_floor": (0.0, 1.0, False), "usable_memory_fraction": (0.0, 1.0, False),
+    }
+
+    @model_validator(mode="after")
+    def _in_range(self) -> CostModel:
+        for name, (low, high, low_ok) in self.RANGES.items():
+            value = getattr(self, name).value
+            if not (math.isfinite(value) and (value >= low if low_ok else value > low)
+                    and value <= high):
+                bound = "[" if low_ok else "("
+                raise ValueError(f"{name}.value = {value} is outside {bound}{low:g}, {high:g}]")
+        return self
 
 
 class VendorProfile(_Entry):

@@ -74,7 +74,7 @@ def check_ids(catalog: Catalog, model_id: str, gpu_id: str, fabric_id: str = "no
         catalog.model(model_id)
     except KeyError:
         problems.append(Problem("command line", "model", model_id,
-                                f"unknown model; nearest: {nearest(model_id, catalog.model_ids())}"))
+                                f"unknown model; nearest: {nearest(model_id, catalog.model_ids()) or catalog.model_ids()}"))
     if gpu_id not in catalog.gpus:
         problems.append(Problem("command line", "gpu", gpu_id,
                                 f"unknown GPU; nearest: {nearest(gpu_id, catalog.gpus)}"))

@@ -134,3 +134,25 @@ def test_yaml_syntax_error_in_overlay(tmp_path: Path):
 def test_missing_overlay_dir():
     with pytest.raises(InputError):
         load_catalog("/nonexistent/catalog/dir")
+
+
+@pytest.mark.parametrize("param, value", [("pue", 0.5), ("electricity_usd_per_kwh", -0.1),
+                                          ("multinode_overhead_factor", 0.5),
+                                          ("usable_memory_fraction", 1.5)])
+def test_cost_parameters_out_of_range_are_rejected(tmp_path: Path, param: str, value: float):
+    (tmp_path / "costs.yaml").write_text(
+        f"{param}:\n  value: {value}\n  source: test\n  as_of: '2026'\n")
+    with pytest.raises(InputError) as info:
+        load_catalog(str(tmp_path))
+    assert param in str(info.value)
+
+
+def test_cost_overrides_are_range_checked(catalog):
+    from solver.overrides import apply_overrides
+    from solver.rfq import validate_rfq
+
+    rfq = validate_rfq({"id": "r", "workloads": [
+        {"name": "a", "kind": "inference", "model": "llama-3.1-8b", "concurrency": 4,
+         "input_tokens": 100, "output_tokens": 10}]}, catalog)
+    with pytest.raises(InputError, match="pue"):
+        apply_overrides(catalog, rfq, ["costs.pue=-1"], None)
