@@ -23,7 +23,6 @@ from solver.rfq import Rfq
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MAX_SPANNED_NODES = 64
 SERVING_PRECISIONS = ("bf16", "fp8", "int8", "int4", "fp4")
-WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}
 SPAN_WEIGHTS_SHARE = 0.25  # weights above this share of a node's memory: also price spanning
 
 
@@ -161,6 +160,8 @@ def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> fl
 
 def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
                         precision: str, rejected: list[str]) -> list[Candidate]:
+    from solver.memory import weight_bytes_per_param
+    from solver.perf_factors import factors
     from solver.performance import best_layout
 
     workload = physics_workload(spec)
@@ -177,7 +178,8 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
         fitted_in_node = True
         out.append(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0))
     gpu = catalog.gpus[node.gpu]
-    weights_share = (catalog.model(model_id).params_b * WEIGHT_BYTES[precision]
+    weights_share = (catalog.model(model_id).params_b
+                     * weight_bytes_per_param(factors(catalog), precision)
                      / (gpu.memory_gb * node.gpus))
     if fitted_in_node and weights_share < SPAN_WEIGHTS_SHARE:
         return out

@@ -40,7 +40,7 @@ def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, s
     est = estimate(catalog, layout, workload)
     node_gb = gpu.memory_gb * REFERENCE_GPUS
     weights_gb = est.memory.weights_gb * REFERENCE_GPUS if spec.kind not in TRAINING_KINDS \
-        else _weights_gb(model.params_b, precision)
+        else _weights_gb(catalog, model.params_b, precision)
     total_gb = est.memory.total_gb * REFERENCE_GPUS
     ok = est.fits and (est.comfortable or spec.kind in TRAINING_KINDS)
     note = (f"weights {weights_gb:,.1f} GB = {100 * weights_gb / node_gb:.0f} % of "
@@ -50,8 +50,11 @@ def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, s
     return ok, note
 
 
-def _weights_gb(params_b: float, precision: str) -> float:
-    return params_b * {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}[precision]
+def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
+    from solver.memory import weight_bytes_per_param
+    from solver.perf_factors import factors
+
+    return params_b * weight_bytes_per_param(factors(catalog), precision)
 
 
 def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
