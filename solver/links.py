@@ -30,8 +30,8 @@ def server_for(catalog: Catalog, gpu: Gpu, gpus_per_node: int) -> Server | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _link(catalog_key: int, gpu_id: str, fabric_id: str, gpus_per_node: int, group: int,
-          nics: int) -> Link:
+def _link(catalog_key: int, gpu_id: str, fabric_id: str, gpus_per_node: int,
+          group: int) -> Link:
     from solver.memory import _CATALOGS
 
     catalog = _CATALOGS[catalog_key]
@@ -41,21 +41,21 @@ def _link(catalog_key: int, gpu_id: str, fabric_id: str, gpus_per_node: int, gro
     fabric = catalog.fabrics[fabric_id]
     if fabric.effective_gbs <= 0:
         return Link(0.0, 0.0, True)
+    server = server_for(catalog, gpu, gpus_per_node)
+    if server is not None:
+        nics = server.fabric_nics_per_node
+    else:  # no catalog server (superchip racks such as NVL72): one fabric NIC per GPU
+        nics = gpus_per_node if gpu.form_factor == "superchip" else 1
     busbw = min(gpu.intra_node_gbs, fabric.effective_gbs * nics)
     return Link(busbw, fabric.latency_us + gpu.intra_node_latency_us, True)
 
 
 def group_link(catalog: Catalog, gpu: Gpu, fabric_id: str, gpus_per_node: int,
                group: int) -> Link:
-    """The link a collective over ``group`` consecutive GPUs runs on."""
+    """The link a collective over ``group`` consecutive GPUs runs on (cached per catalog)."""
     from solver.memory import _register
 
-    server = server_for(catalog, gpu, gpus_per_node)
-    if server is not None:
-        nics = server.fabric_nics_per_node
-    else:  # no catalog server (superchip racks such as NVL72): one fabric NIC per GPU
-        nics = gpus_per_node if gpu.form_factor == "superchip" else 1
-    return _link(_register(catalog), gpu.id, fabric_id, gpus_per_node, group, nics)
+    return _link(_register(catalog), gpu.id, fabric_id, gpus_per_node, group)
 
 
 def all_reduce_s(link: Link, group: int, size_bytes: float) -> float:
