@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from solver.errors import InputError, Problem
+from solver.explain import money_delta
 
 from . import state
 from .figures import cluster_label
@@ -160,8 +161,10 @@ def decision_path(plan: dict[str, Any]) -> None:
         lines = []
         for step in (s for s in steps if s["workload"] == name):
             mark = "**yes** ✓" if step["answer"] else "no"
+            reference = (f"  \n   <small>for comparison, {step['reference']}</small>"
+                         if step.get("reference") else "")
             lines.append(f"{step['step']}. {step['question']} — {mark}  \n"
-                         f"   <small>{step['note']}</small>")
+                         f"   <small>{step['note']}</small>{reference}")
         st.markdown("\n".join(lines), unsafe_allow_html=True)
 
 
@@ -171,7 +174,7 @@ def counterfactual_table(alternatives: list[dict[str, Any]]) -> pd.DataFrame:
         rows.append({
             "alternative": alt["alternative"],
             "TCO": "infeasible" if not alt["feasible"] else f"${alt['tco_usd']:,.0f}",
-            "vs chosen": "-" if alt.get("delta_usd") is None else f"{alt['delta_usd']:+,.0f}",
+            "vs chosen": "-" if alt.get("delta_usd") is None else money_delta(alt["delta_usd"]),
             "cluster": cluster_label({"cluster": alt["cluster"]}) if alt.get("cluster") else "-",
             "why": alt["why"],
         })

@@ -17,9 +17,19 @@ from solver.layout import TRAINING_KINDS, Layout, Workload
 REFERENCE_GPU = "rtx-pro-6000"  # the guide's 8 × 96 GB box
 REFERENCE_GPUS = 8
 
+GLOSSARY: dict[str, str] = {
+    "TP": "tensor parallel: each layer is split across this many GPUs (inside one node)",
+    "PP": "pipeline parallel: the layers are split into this many stages, one after another",
+    "DP": "data parallel: this many copies (replicas) of the model share the work",
+    "TTFT": "time to first token: how long a user waits for the answer to start (ms)",
+    "TPOT": "time per output token: the gap between streamed tokens (ms)",
+    "TCO": "total cost of ownership over the horizon: hardware + power + operations + "
+           "the engineering overhead of coupled nodes",
+}
+
 
 def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, str]:
-    """Does the workload fit one 8 × 96 GB node at this precision, with the guide's reserve?"""
+    """Does the workload fit the guide's 8 × 96 GB node at this precision, with its reserve?"""
     from solver.candidates import physics_workload
     from solver.performance import estimate
 
@@ -34,19 +44,25 @@ def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, s
                             ttft_ms=spec.ttft_ms, tpot_ms=spec.tpot_ms)
     layout = Layout(model=model.id, gpu=gpu.id, precision=precision, tp=REFERENCE_GPUS,
                     gpus_per_node=REFERENCE_GPUS)
-    if spec.kind in TRAINING_KINDS:
+    training = spec.kind in TRAINING_KINDS
+    if training:
         layout = Layout(model=model.id, gpu=gpu.id, precision=precision, tp=1,
                         dp=REFERENCE_GPUS, gpus_per_node=REFERENCE_GPUS)
     est = estimate(catalog, layout, workload)
     node_gb = gpu.memory_gb * REFERENCE_GPUS
-    weights_gb = est.memory.weights_gb * REFERENCE_GPUS if spec.kind not in TRAINING_KINDS \
-        else _weights_gb(catalog, model.params_b, precision)
+    weights_gb = _weights_gb(catalog, model.params_b, precision)
     total_gb = est.memory.total_gb * REFERENCE_GPUS
-    ok = est.fits and (est.comfortable or spec.kind in TRAINING_KINDS)
+    ok = est.fits and (est.comfortable or training)
+    if training:
+        rest = f"with training state {total_gb:,.0f} GB"
+    else:
+        kv_gb = est.memory.kv_cache_gb * REFERENCE_GPUS
+        load = (f"{spec.concurrency} concurrent requests" if spec.kind == "inference"
+                and spec.concurrency else "a full batch")
+        rest = (f"KV cache for {load} {kv_gb:,.0f} GB, total with reserve {total_gb:,.0f} GB")
     note = (f"weights {weights_gb:,.1f} GB = {100 * weights_gb / node_gb:.0f} % of "
-            f"{node_gb:,.0f} GB at {precision.upper()}; total with "
-            f"{'KV cache and reserve' if spec.kind not in TRAINING_KINDS else 'training state'}"
-            f" {total_gb:,.0f} GB ({'fits comfortably' if ok else 'does not fit with reserve'})")
+            f"{node_gb:,.0f} GB at {precision.upper()}; {rest} "
+            f"({'fits comfortably' if ok else 'does not fit with reserve'})")
     return ok, note
 
 
@@ -57,65 +73,167 @@ def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
     return params_b * weight_bytes_per_param(factors(catalog), precision)
 
 
+def plural(count: int | float, word: str, plural_form: str | None = None) -> str:
+    """``1 node``, ``2 nodes`` (``plural_form`` for irregular words)."""
+    many = plural_form or f"{word}s"
+    return f"{count:,} {word if count == 1 else many}"
+
+
+def money_delta(delta: float) -> str:
+    """A cost difference in words: ``costs $12,300 more``, ``saves $4,000``, ``costs the same``."""
+    if abs(delta) < 0.5:
+        return "costs the same"
+    return f"costs ${delta:,.0f} more" if delta > 0 else f"saves ${-delta:,.0f}"
+
+
+def workload_facts(entry: dict[str, Any], total_nodes: int | None = None) -> dict[str, Any]:
+    """What the plan bought for one workload: replicas, GPUs per replica, nodes it occupies.
+
+    ``nodes_used`` counts the nodes the workload's GPUs need at the chosen node sizes
+    (capped at the cluster's node count, since workloads can share nodes); ``spanned`` is the
+    number of coupled nodes one replica (or the training job) spans.
+    """
+    training = entry["kind"] in TRAINING_KINDS
+    per_node = entry.get("gpus_per_node") or 1
+    spanned = int(entry.get("nodes_spanned") or 1)
+    layouts = entry.get("layouts") or [{
+        "gpu": entry["gpu"], "tp": entry["tp"], "pp": entry["pp"],
+        "replicas": 1 if training else entry["dp"], "gpus_per_node": per_node}]
+    if training:
+        replicas = 1
+        nodes_used = max(spanned, -(-entry["gpus"] // per_node))
+    else:
+        replicas = sum(lay["replicas"] for lay in layouts)
+        nodes_used = sum(max(1, -(-(lay["replicas"] * lay["tp"] * lay["pp"])
+                                 // (lay.get("gpus_per_node") or 1)))
+                         for lay in layouts) * spanned
+    if total_nodes is not None:
+        nodes_used = max(min(nodes_used, total_nodes), spanned)
+    return {"training": training, "per_node": per_node, "spanned": spanned,
+            "replicas": replicas, "nodes_used": nodes_used, "layouts": layouts,
+            "one_node": nodes_used <= 1 and spanned <= 1}
+
+
 def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
-                  floor: float) -> list[dict[str, Any]]:
-    """Steps 1–5 of the guide for one workload; the first "yes" ends it."""
+                  floor: float, total_nodes: int | None = None) -> list[dict[str, Any]]:
+    """Steps 1–5 of the guide for one workload, answered for the hardware the plan bought.
+
+    The first "yes" ends it. Each step's ``answer`` and ``note`` describe the chosen plan
+    (GPU, node size, precision, replicas, nodes); where the guide's reference box (8 × 96 GB
+    at FP8) would be judged differently, ``reference`` says so separately.
+    """
+    if entry is None:
+        return _reference_path(catalog, spec)
     steps: list[dict[str, Any]] = []
     training = spec.kind in TRAINING_KINDS
     model = catalog.model(spec.model)
+    facts = workload_facts(entry, total_nodes)
+    gpu = catalog.gpus.get(entry["gpu"])
+    gpu_gb = gpu.memory_gb if gpu is not None else entry["memory"]["capacity_gb"]
+    per_node, spanned = facts["per_node"], facts["spanned"]
+    node_gb = per_node * gpu_gb
+    precision = entry["precision"]
+    box = f"{per_node} × {entry['gpu']} ({gpu_gb:g} GB each, {node_gb:,.0f} GB per node)"
+    guide_box = entry["gpu"] == REFERENCE_GPU and per_node == REFERENCE_GPUS
 
-    def add(step: int, question: str, answer: bool, note: str) -> bool:
-        steps.append({"workload": spec.name, "step": step, "question": question,
-                      "answer": answer, "note": note})
+    def add(step: int, question: str, answer: bool, note: str,
+            reference: str | None = None) -> bool:
+        item = {"workload": spec.name, "step": step, "question": question,
+                "answer": answer, "note": note}
+        if reference:
+            item["reference"] = reference
+        steps.append(item)
         return answer
 
-    fp8_precision = "fp8" if not training or spec.kind != "qlora" else "int4"
-    ok, note = _reference_fit(catalog, spec, fp8_precision)
-    if spec.kind == "full_finetune" or spec.kind == "pretrain":
-        ok8, note8 = _reference_fit(catalog, spec, "bf16")
-        ok, note = ok8, note8
-    spanned = (entry or {}).get("nodes_spanned", 1)
-    replicas = (entry or {}).get("dp", 1)
-    per_node = (entry or {}).get("gpus_per_node") or 8
-    nodes_needed = max(spanned, -(-((entry or {}).get("gpus") or 1) // per_node))
-    one_node = nodes_needed <= 1
-    crowd = (f"; fits, but the demand needs {replicas} replicas on {nodes_needed} nodes, "
-             "so one node is not enough" if ok and not training and not one_node else "")
-    if add(1, "Does the model fit 8 × 96 GB at FP8 with 30–40 % VRAM reserve for KV?",
-           ok and (training or one_node), note + crowd):
+    weights = _weights_gb(catalog, model.params_b, precision)
+    mem = entry.get("memory") or {}
+    unit = "job" if training else "replica"
+    shape = (f"TP{entry['tp']}×PP{entry['pp']}×DP{entry['dp']}" if training
+             else f"TP{entry['tp']}×PP{entry['pp']}")
+    unit_gpus = entry["tp"] * entry["pp"] * (entry["dp"] if training else 1)
+    usage = (f"weights {weights:,.1f} GB = {100 * weights / node_gb:.0f} % of one node at "
+             f"{precision.upper()}; one {unit} runs {shape} on {plural(unit_gpus, 'GPU')}, "
+             f"{mem.get('total_gb', 0):,.1f} of {mem.get('capacity_gb', gpu_gb):,.0f} GB per "
+             f"GPU in use")
+    if facts["one_node"]:
+        verdict = "fits one node, and one node carries the load → one node"
+    elif spanned > 1:
+        verdict = (f"one {unit} spans {plural(spanned, 'coupled node')}"
+                   + ("" if training else f"; {plural(facts['replicas'], 'replica')} on "
+                      f"{plural(facts['nodes_used'], 'node')}"))
+    else:
+        verdict = (f"one {unit} fits one node, but the demand needs "
+                   f"{plural(facts['replicas'], 'replica')} on "
+                   f"{plural(facts['nodes_used'], 'node')}")
+    reference = None
+    if not guide_box or precision != _guide_precision(spec):
+        ok_ref, note_ref = _reference_fit(catalog, spec, _guide_precision(spec))
+        reference = (f"the guide's box ({REFERENCE_GPUS} × 96 GB {REFERENCE_GPU}): {note_ref}")
+    room = "the training state" if training else "the KV cache"
+    if add(1, f"Does the model fit one node of {box} at {precision.upper()} with room for "
+              f"{room}, and does one node carry the load?",
+           facts["one_node"], f"{usage}; {verdict}", reference):
         return steps
     if not training:
-        ok4, note4 = _reference_fit(catalog, spec, "int4")
-        if add(2, "Does it fit at INT4 with the same reserve, and is the work inference?",
-               ok4 and one_node and not ok, note4):
+        low_bit = precision in ("int4", "fp4")
+        fits_node = spanned <= 1
+        int4_note = (f"chosen {precision.upper()}: weights {weights:,.1f} GB; "
+                     + ("one replica fits one node at 4-bit" if low_bit and fits_node else
+                        "4-bit is not what makes it fit" if fits_node else
+                        f"one replica still spans {plural(spanned, 'node')}"))
+        if add(2, "Does it fit one node only at INT4 (inference), with the same reserve?",
+               low_bit and facts["one_node"], int4_note):
             return steps
-        throughput_bound = (ok or ok4) and not one_node and spanned <= 1
+        throughput_bound = fits_node and facts["nodes_used"] > 1
         if add(3, "Is the workload throughput-bound rather than model-size-bound?",
                throughput_bound,
-               f"{replicas} independent replicas on {nodes_needed} nodes behind a load "
-               "balancer, no fabric" if throughput_bound
-               else "the model itself needs more than one node"):
+               f"{plural(facts['replicas'], 'independent replica')} on "
+               f"{plural(facts['nodes_used'], 'node')} behind a load balancer, no fabric"
+               if throughput_bound else
+               f"one replica of the model spans {plural(spanned, 'coupled node')}"):
             return steps
     else:
-        add(2, "Does it fit at INT4 with the same reserve, and is the work inference?", False,
+        add(2, "Does it fit one node only at INT4 (inference), with the same reserve?", False,
             "training: INT4 weights are not usable on the gradient path")
         add(3, "Is the workload throughput-bound rather than model-size-bound?", False,
-            "one training job")
-    eff = ((entry or {}).get("predicted") or {}).get("scaling_efficiency")
-    eff_note = f"predicted scaling efficiency {eff:.2f}" if eff is not None else "n/a"
+            "one training job" + (f" spanning {plural(spanned, 'coupled node')}"
+                                  if spanned > 1 else ""))
+    eff = (entry.get("predicted") or {}).get("scaling_efficiency")
+    eff_note = f"predicted scaling efficiency {eff:.2f}" if eff is not None else \
+        "no scaling efficiency (one node)"
     if eff is not None and eff < floor:
         eff_note += f" (below the {floor:.0%} floor: re-architect, TP inside a node, PP across)"
     big = model.params_b >= 70
     layout_note = _fabric_note(catalog, entry)
-    if add(4, "Is it tensor-parallel training of a model that does not fit one node?",
-           training and not ok and spec.kind != "pretrain",
+    coupled = spanned > 1
+    if add(4, "Is it training that needs more than one coupled node (tensor/pipeline "
+              "parallel across nodes)?",
+           training and coupled and spec.kind != "pretrain",
            f"{model.params_b:g}B parameters; {eff_note}{layout_note}"):
         return steps
-    add(5, "Is it pretraining 70B+ from scratch?", spec.kind == "pretrain" and big,
-        f"{spec.kind}, {model.params_b:g}B parameters" + (
-            " → multi-node with NDR InfiniBand or SXM" if spec.kind == "pretrain" and big
-            else "") + layout_note)
+    pretrain_big = spec.kind == "pretrain" and big
+    add(5, "Is it pretraining 70B+ from scratch?", pretrain_big,
+        f"{spec.kind}, {model.params_b:g}B parameters"
+        + (" → multi-node with NDR InfiniBand or SXM" if pretrain_big else "") + layout_note)
     return steps
+
+
+def _guide_precision(spec: Any) -> str:
+    """The precision the guide's step 1 asks about: FP8 (BF16 for full training, INT4 QLoRA)."""
+    if spec.kind == "qlora":
+        return "int4"
+    if spec.kind in ("full_finetune", "pretrain"):
+        return "bf16"
+    return "fp8"
+
+
+def _reference_path(catalog: Catalog, spec: Any) -> list[dict[str, Any]]:
+    """Without a plan (infeasible RFQ): step 1 for the guide's reference box only."""
+    ok, note = _reference_fit(catalog, spec, _guide_precision(spec))
+    return [{"workload": spec.name, "step": 1,
+             "question": f"Does the model fit the guide's {REFERENCE_GPUS} × 96 GB box at "
+                         f"{_guide_precision(spec).upper()} with room to spare?",
+             "answer": ok, "note": note + "; no plan was found for this RFQ"}]
 
 
 def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None) -> str:
@@ -171,8 +289,9 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
     floor = catalog.costs.scaling_efficiency_floor.value
     entries = {e["name"]: e for e in plan.get("workloads", [])}
     path: list[dict[str, Any]] = []
+    total_nodes = (plan.get("cluster") or {}).get("total_nodes")
     for spec in rfq.workloads:
-        path.extend(decision_path(catalog, spec, entries.get(spec.name), floor))
+        path.extend(decision_path(catalog, spec, entries.get(spec.name), floor, total_nodes))
     plan["decision_path"] = path
     plan["warnings"] = warnings_for(catalog, rfq, plan) if plan.get("status") in (
         "optimal", "feasible") else []
@@ -216,7 +335,7 @@ def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: Can
         delta = tco - base_tco if base_tco is not None else None
         same = abs(delta or 0.0) < 0.5
         out.append({"alternative": label, "feasible": True, "tco_usd": tco, "delta_usd": delta,
-                    "cluster": alt["cluster"], "why": "this is the chosen plan" if same else
+                    "cluster": alt["cluster"], "why": _already(label) if same else
                     _why_lost(plan, alt)})
     return out
 
@@ -243,10 +362,22 @@ def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
                 "why": f"no plan on {REFERENCE_GPU} alone meets the RFQ"}
     alt = assemble(catalog, pinned, table, solution)
     delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
-    why = (f"departs from the guide's rule of thumb: {', '.join(sorted(used))} meets every "
-           f"target for ${delta:,.0f} less at today's catalog prices; " + _why_lost(plan, alt))
+    why = (f"departs from the guide's rule of thumb: the guide's box {money_delta(delta)} than "
+           f"{', '.join(sorted(used))}, which meets every target, at the catalog's prices; "
+           + _why_lost(plan, alt)).replace("costs the same than", "costs the same as")
     return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
             "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+
+
+def _already(label: str) -> str:
+    """Why an alternative that costs the same as the plan is no alternative at all."""
+    if "single-node" in label:
+        return "the chosen plan is already a single node"
+    if "without a fabric" in label:
+        return "the chosen plan already needs no fabric"
+    if "4-GPU" in label:
+        return "the chosen plan already uses no 8-GPU boxes"
+    return "same cost as the chosen plan"
 
 
 def _why_infeasible(label: str) -> str:
@@ -264,6 +395,6 @@ def _why_lost(plan: dict[str, Any], alt: dict[str, Any]) -> str:
     top = [f"{k.removesuffix('_usd').replace('_', ' ')} +${d:,.0f}" for d, k in diffs[:2]
            if d > 0.5]
     a, b = alt["cluster"]["total_nodes"], plan["cluster"]["total_nodes"]
-    parts = [f"{a} nodes vs {b}"] if a != b else []
+    parts = [f"{plural(a, 'node')} instead of {b}"] if a != b else []
     parts.append(", ".join(top) if top else "no cheaper")
     return "; ".join(parts)

@@ -95,6 +95,33 @@ def print_plan(plan: dict[str, Any]) -> None:
         out.print(f"  to fix: {info['to_fix']}", markup=False)
 
 
+def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]]) -> None:
+    """The decision path (about the chosen hardware), the plan, counterfactuals, glossary."""
+    from solver.explain import GLOSSARY, money_delta
+
+    out.print("[bold]Decision path (the buying guide's steps; the first yes ends it)[/]")
+    for step in plan["decision_path"]:
+        mark = "[green]yes[/]" if step["answer"] else "[dim]no[/]"
+        out.print(f"  {step['workload']} · step {step['step']}: ", end="", markup=True)
+        out.print(step["question"], end=" ", markup=False)
+        out.print(mark)
+        out.print(f"      {step['note']}", markup=False)
+        if step.get("reference"):
+            out.print(f"      (for comparison, {step['reference']})", markup=False)
+    print_plan(plan)
+    if alternatives:
+        out.print("[bold]Counterfactuals (each re-solved)[/]")
+        for alt in alternatives:
+            if not alt["feasible"]:
+                out.print(f"  - {alt['alternative']}: infeasible — {alt['why']}", markup=False)
+            else:
+                out.print(f"  - {alt['alternative']}: TCO ${alt['tco_usd']:,.0f}, "
+                          f"{money_delta(alt['delta_usd'])} — {alt['why']}", markup=False)
+    out.print("[bold]Glossary[/]")
+    for term, meaning in GLOSSARY.items():
+        out.print(f"  {term}: {meaning}", markup=False)
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -147,18 +174,5 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(json.dumps({"plan": plan, "counterfactuals": alternatives}, indent=2))
             return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
-        out.print("[bold]Decision path (domain.md; the first yes ends it)[/]")
-        for step in plan["decision_path"]:
-            mark = "[green]yes[/]" if step["answer"] else "[dim]no[/]"
-            out.print(f"  {step['workload']} · step {step['step']}: {step['question']} {mark}")
-            out.print(f"      {step['note']}", markup=False)
-        print_plan(plan)
-        if alternatives:
-            out.print("[bold]Counterfactuals[/]")
-            for alt in alternatives:
-                if not alt["feasible"]:
-                    out.print(f"  - {alt['alternative']}: infeasible — {alt['why']}", markup=False)
-                else:
-                    out.print(f"  - {alt['alternative']}: TCO ${alt['tco_usd']:,.0f} "
-                              f"({alt['delta_usd']:+,.0f}) — {alt['why']}", markup=False)
+        print_explanation(plan, alternatives)
         return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
