@@ -9,6 +9,7 @@ import streamlit as st
 
 from solver.errors import InputError, Problem
 from solver.explain import money_delta
+from solver.wording import relaxations
 
 from . import state
 from .figures import cluster_label
@@ -74,10 +75,9 @@ def infeasible(plan: dict[str, Any]) -> None:
     info = plan.get("infeasibility") or {}
     reasons = info.get("reasons") or ["no plan meets this RFQ"]
     st.error("**No plan meets this RFQ.**\n\n" + "\n".join(f"- {r}" for r in reasons))
-    if info.get("closest"):
-        st.markdown("**Closest feasible:** " + ", ".join(
-            f"`{k}` = {v:,.6g}" if isinstance(v, int | float) else f"`{k}` = {v}"
-            for k, v in info["closest"].items()))
+    words = relaxations(info, plan.get("objective", "tco"))
+    if words:
+        st.markdown("**Nearest feasible changes:**\n\n" + "\n".join(f"- {w}" for w in words))
     if info.get("to_fix"):
         st.info(f"**To fix:** {info['to_fix']}")
 

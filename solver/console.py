@@ -13,7 +13,7 @@ EXIT_OK = 0
 EXIT_INVALID = 2
 EXIT_INFEASIBLE = 3
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False)  # a terminal: Rich wraps long lines at word boundaries
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 if not out.is_terminal:  # piped or captured: wide enough that tables never truncate ids
     out = Console(highlight=False, soft_wrap=True, width=200)

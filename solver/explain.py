@@ -13,6 +13,10 @@ from typing import Any
 from solver.candidates import CandidateTable
 from solver.catalog import Catalog
 from solver.layout import TRAINING_KINDS, Layout, Workload
+from solver.wording import money_delta, plural
+
+__all__ = ["GLOSSARY", "annotate", "counterfactuals", "decision_path", "money_delta",
+           "plural", "warnings_for", "workload_facts"]
 
 REFERENCE_GPU = "rtx-pro-6000"  # the guide's 8 × 96 GB box
 REFERENCE_GPUS = 8
@@ -71,19 +75,6 @@ def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
     from solver.perf_factors import factors
 
     return params_b * weight_bytes_per_param(factors(catalog), precision)
-
-
-def plural(count: int | float, word: str, plural_form: str | None = None) -> str:
-    """``1 node``, ``2 nodes`` (``plural_form`` for irregular words)."""
-    many = plural_form or f"{word}s"
-    return f"{count:,} {word if count == 1 else many}"
-
-
-def money_delta(delta: float) -> str:
-    """A cost difference in words: ``costs $12,300 more``, ``saves $4,000``, ``costs the same``."""
-    if abs(delta) < 0.5:
-        return "costs the same"
-    return f"costs ${delta:,.0f} more" if delta > 0 else f"saves ${-delta:,.0f}"
 
 
 def workload_facts(entry: dict[str, Any], total_nodes: int | None = None) -> dict[str, Any]:

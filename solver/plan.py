@@ -112,6 +112,13 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
                              "gpus_per_node": c.layout.gpus_per_node, "fabric": c.fabric}
                             for c, n in picks]
         entry["gpus"] = sum(c.gpus * n for c, n in picks)
+        if not is_job:  # capacity and completion time of all layouts together
+            qps_all = sum(c.qps_capacity * n for c, n in picks)
+            pred = entry["predicted"]
+            pred["qps_capacity"] = _round(qps_all, 3)
+            pred["max_concurrency"] = int(capacity)
+            if spec.kind == "batch_inference" and qps_all > 0:
+                pred["hours_to_complete"] = _round(spec.requests / qps_all / 3600.0, 2)
     return entry
 
 

@@ -80,6 +80,7 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
         return plan
     reasons: list[str] = []
     closest: dict[str, Any] = {}
+    buys: dict[str, Any] = {}  # limit path -> the cluster the relaxed limit buys
     fixes: list[str] = []
     empty = [name for name, cands in table.candidates.items() if not cands]
     specs = {spec.name: spec for spec in rfq.workloads}
@@ -104,9 +105,10 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                           else trial_plan["cluster"][metric])
                 if metric == "tco_usd" and rfq.objective == "capex":
                     needed = trial_plan["cost"]["capex_usd"]
-                reasons.append(f"{label} = {getattr(limits, name):,g} binds")
+                reasons.append(f"{label} = {_num(getattr(limits, name))} binds")
                 closest[path] = needed
-                fixes.append(f"raise {path} to {needed:,.6g}")
+                buys[path] = trial_plan["cluster"]
+                fixes.append(f"raise {path} to {_num(needed)}")
         if not closest and active:
             trial = run_mip(table, rfq, solver=solver, limits=Limits())
             if trial.status in ("optimal", "feasible"):
@@ -117,13 +119,22 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                     closest[path] = (trial_plan["cost"][metric] if metric == "tco_usd"
                                      else trial_plan["cluster"][metric])
                 fixes.append("relax all of: " + ", ".join(
-                    f"{LIMIT_LABELS[n][1]} to {closest[LIMIT_LABELS[n][1]]:,.6g}"
+                    f"{LIMIT_LABELS[n][1]} to {_num(closest[LIMIT_LABELS[n][1]])}"
                     for n in active))
         if not reasons:
             reasons.append("no combination of the allowed hardware serves all workloads at once")
     plan["infeasibility"] = {"reasons": reasons, "closest": closest,
                              "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
+    if buys:
+        plan["infeasibility"]["closest_clusters"] = buys
     return plan
+
+
+def _num(value: float) -> str:
+    """``1,522,250`` or ``12.4``: never scientific notation, no cents on big numbers."""
+    if abs(value) >= 100 or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,.1f}"
 
 
 def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:

@@ -43,59 +43,157 @@ def check_solver(name: str) -> None:
         raise InputError([Problem("--solver", "", name, "this solver is not installed")])
 
 
-def print_plan(plan: dict[str, Any]) -> None:
-    """A readable Rich summary of a plan."""
+def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
+               rfq: Any | None = None, console: Any | None = None) -> None:
+    """A readable summary of a plan that fits 80 columns: one block per workload.
+
+    ``assumptions`` (from :func:`solver.wording.assumptions`) adds the horizon, electricity,
+    PUE, overhead factor and price dates to the header; ``rfq`` adds each workload's targets.
+    """
     from rich.table import Table
 
+    from solver.wording import (
+        assumption_lines,
+        layout_rows,
+        node_lines,
+        plural,
+        relaxations,
+        target_rows,
+        usd,
+        years,
+    )
+
+    con = console or out
     status = plan["status"]
     colour = {"optimal": "green", "feasible": "yellow"}.get(status, "red")
-    out.print(f"[bold]RFQ {plan['rfq']}[/]: [{colour}]{status}[/] "
+    con.print(f"[bold]RFQ {plan['rfq']}[/]: [{colour}]{status}[/] "
               f"({plan['solver']}, {plan['solve_seconds']} s"
               + (f", gap {plan['gap']:.2%}" if status == "feasible" and plan.get("gap") else "")
               + ")")
+    if assumptions:
+        con.print("[bold]Assumptions[/]")
+        for line in assumption_lines(assumptions):
+            con.print(f"  {line}", markup=False)
+    specs = {w.name: w for w in rfq.workloads} if rfq is not None else {}
     if status in ("optimal", "feasible"):
-        cluster = plan["cluster"]
-        boxes = ", ".join(f"{n['count']} × {n['server']} with {n['gpus_per_node']} × {n['gpu']}"
-                          for n in cluster["nodes"])
-        out.print(f"Buy: {boxes}; fabric [bold]{cluster['fabric']}[/] "
-                  f"({'coupled' if cluster['coupled'] else 'independent nodes'}); "
-                  f"{cluster['total_gpus']} GPUs, {cluster['power_kw']:.1f} kW, "
-                  f"{cluster['rack_units']} U")
-        table = Table(title="Workloads")
-        for column in ("workload", "kind", "model", "precision", "GPU", "TP×PP×DP", "GPUs",
-                       "nodes/job", "TTFT ms", "TPOT ms", "QPS cap", "tok/s", "hours",
-                       "mem/GPU GB"):
-            table.add_column(column)
+        cluster, cost = plan["cluster"], plan["cost"]
+        horizon = assumptions["horizon_years"] if assumptions else None
+        con.print(f"[bold]Buy[/] (TCO {usd(cost['tco_usd'])}"
+                  + (f" over {years(horizon)}" if horizon else "")
+                  + f", capex {usd(cost['capex_usd'])}):")
+        for line in node_lines(cluster):
+            con.print(f"  {line}", markup=False)
+        fabric = (f"fabric {cluster['fabric']}, {plural(cluster['coupled_nodes'], 'node')} "
+                  "coupled" if cluster["coupled"] else "no fabric: independent nodes")
+        con.print(f"  {fabric}; {plural(cluster['total_gpus'], 'GPU')}, "
+                  f"{cluster['power_kw']:,.1f} kW, {cluster['rack_units']} U", markup=False)
         for w in plan["workloads"]:
-            p = w["predicted"]
-            table.add_row(w["name"], w["kind"], w["model"], w["precision"], w["gpu"],
-                          f"{w['tp']}×{w['pp']}×{w['dp']}", str(w["gpus"]),
-                          str(w["nodes_spanned"]), _fmt(p.get("ttft_ms")),
-                          _fmt(p.get("tpot_ms")), _fmt(p.get("qps_capacity")),
-                          _fmt(p.get("tokens_per_s")), _fmt(p.get("hours_to_complete")),
-                          f"{w['memory']['total_gb']:.1f}/{w['memory']['capacity_gb']:.0f}")
-        out.print(table)
-        cost = Table(title=f"Cost over the horizon (objective {plan.get('objective', 'tco')})")
-        cost.add_column("term")
-        cost.add_column("USD", justify="right")
-        for key, value in plan["cost"].items():
-            label = key.removesuffix("_usd").replace("_", " ")
+            con.print()
+            con.print(f"[bold]{w['name']}[/] — {w['kind'].replace('_', ' ')}, {w['model']}, "
+                      f"{w['precision'].upper()}")
+            rows = layout_rows(w)
+            layouts = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
+            for column in ("GPU", "precision", "TP×PP×DP", "GPUs", "nodes each"):
+                layouts.add_column(column, justify="left" if column == "GPU" else "right",
+                                   no_wrap=True)
+            for row in rows:
+                layouts.add_row(row["gpu"], row["precision"],
+                                f"{row['tp']}×{row['pp']}×{row['dp']}", str(row["gpus"]),
+                                str(row["nodes_per_replica"]))
+            if len(rows) > 1:
+                layouts.add_row("total", "", "", str(sum(r["gpus"] for r in rows)), "",
+                                style="bold")
+            con.print(layouts)
+            mem = w["memory"]
+            training = w["kind"] in ("lora", "qlora", "full_finetune", "pretrain")
+            dp_means = ("DP = data-parallel copies inside the one job" if training
+                        else "DP = independent replicas")
+            con.print(f"  {dp_means}; memory per GPU {mem['total_gb']:,.1f} of "
+                      f"{mem['capacity_gb']:,.0f} GB"
+                      + (" (first layout)" if len(rows) > 1 else ""), markup=False)
+            targets = target_rows(w, specs.get(w["name"]))
+            if targets:
+                checks = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
+                for column in ("metric", "predicted", "target", "verdict"):
+                    checks.add_column(column, justify="left" if column in ("metric", "verdict")
+                                      else "right", no_wrap=column != "metric")
+                for row in targets:
+                    checks.add_row(row["metric"], row["predicted"], row["target"],
+                                   row["verdict"])
+                con.print(checks)
+        con.print()
+        _print_bom(plan, con)
+        table = Table(title="Cost" + (f" over {years(horizon)}" if horizon else "")
+                      + f" (objective {plan.get('objective', 'tco')})", title_justify="left")
+        table.add_column("term", no_wrap=True)
+        table.add_column("USD", justify="right", no_wrap=True)
+        for key, value in cost.items():
+            if not isinstance(value, int | float):
+                continue
             style = "bold" if key in ("capex_usd", "tco_usd") else ""
-            cost.add_row(label, f"{value:,.0f}", style=style)
-        out.print(cost)
+            table.add_row(COST_LABELS.get(key, key.removesuffix("_usd").replace("_", " ")),
+                          usd(value), style=style)
+        con.print(table)
     for warning in plan.get("warnings", []):
-        out.print(f"[yellow]warning:[/] {warning}", markup=True)
+        con.print("[yellow]warning:[/] ", end="")
+        con.print(warning, markup=False)
     info = plan.get("infeasibility")
     if info:
-        out.print("[red]No plan meets this RFQ.[/]")
+        con.print("[red]No plan meets this RFQ.[/]")
         for reason in info["reasons"]:
-            out.print(f"  - {reason}", markup=False)
-        if info.get("closest"):
-            out.print(f"  closest feasible: {json.dumps(info['closest'])}", markup=False)
-        out.print(f"  to fix: {info['to_fix']}", markup=False)
+            con.print(f"  - {reason}", markup=False)
+        words = relaxations(info, plan.get("objective", "tco"),
+                            assumptions["horizon_years"] if assumptions else None)
+        if words:
+            con.print("Nearest feasible changes:")
+            for line in words:
+                con.print(f"  - {line}", markup=False)
+        else:
+            con.print(f"  to fix: {info['to_fix']}", markup=False)
 
 
-def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]]) -> None:
+COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "servers", "network_usd":
+               "network (NICs, switch ports)", "storage_usd": "shared storage",
+               "capex_usd": "capex (hardware)", "power_usd": "power",
+               "operations_usd": "operations and engineering",
+               "multinode_overhead_usd": "coupled-node overhead", "tco_usd": "TCO",
+               "rental_usd": "rental"}
+
+
+def _print_bom(plan: dict[str, Any], con: Any) -> None:
+    """The bill of materials (plan key ``bill_of_materials``), when the plan has one."""
+    from rich.table import Table
+
+    from solver.wording import usd
+
+    bom = plan.get("bill_of_materials")
+    if not bom or not bom.get("lines"):
+        return
+    table = Table(title="Bill of materials", title_justify="left")
+    table.add_column("item", overflow="fold")
+    table.add_column("qty", justify="right", no_wrap=True)
+    table.add_column("unit", justify="right", no_wrap=True)
+    table.add_column("total", justify="right", no_wrap=True)
+    for line in bom["lines"]:
+        item = f"{line.get('sku', '')}: {line.get('description', '')}"
+        if line.get("as_of"):
+            item += f" ({line.get('price_type', 'price')} {line['as_of']})"
+        table.add_row(item, f"{line.get('quantity', 0):,g}", usd(line.get("unit_price_usd")),
+                      usd(line.get("line_total_usd")))
+    table.add_row("capex", "", "", usd(bom.get("capex_usd")), style="bold")
+    con.print(table)
+    opex = bom.get("opex_per_year")
+    if isinstance(opex, dict):
+        con.print("Yearly running costs: " + ", ".join(
+            f"{k.removesuffix('_usd').replace('_', ' ')} {usd(v)}" for k, v in opex.items()
+            if isinstance(v, int | float)), markup=False)
+    elif isinstance(opex, int | float):
+        con.print(f"Yearly running costs: {usd(opex)}", markup=False)
+
+
+def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
+                      assumptions: dict[str, Any] | None = None, rfq: Any | None = None
+                      ) -> None:
     """The decision path (about the chosen hardware), the plan, counterfactuals, glossary."""
     from solver.explain import GLOSSARY, money_delta
 
@@ -108,7 +206,7 @@ def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]]) 
         out.print(f"      {step['note']}", markup=False)
         if step.get("reference"):
             out.print(f"      (for comparison, {step['reference']})", markup=False)
-    print_plan(plan)
+    print_plan(plan, assumptions, rfq)
     if alternatives:
         out.print("[bold]Counterfactuals (each re-solved)[/]")
         for alt in alternatives:
@@ -150,7 +248,9 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(json.dumps(plan, indent=2))
         else:
-            print_plan(plan)
+            from solver.wording import assumptions
+
+            print_plan(plan, assumptions(cat, parsed, plan), parsed)
         return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
 
     @app.command()
@@ -174,5 +274,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(json.dumps({"plan": plan, "counterfactuals": alternatives}, indent=2))
             return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
-        print_explanation(plan, alternatives)
+        from solver.wording import assumptions
+
+        print_explanation(plan, alternatives, assumptions(cat, parsed, plan), parsed)
         return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0

@@ -1,0 +1,243 @@
+"""Plain words for plans: money, counts, the cluster, assumptions, layouts, targets, fixes.
+
+Shared by the terminal (``procure solve/explain``), the quote document and the dashboard so
+that all of them say the same thing about the same plan. Pure functions of the plan JSON
+(contract.md), the RFQ and the catalog; no Rich, no Streamlit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+TRAINING = frozenset({"lora", "qlora", "full_finetune", "pretrain"})
+
+
+def usd(value: float | None) -> str:
+    """``$1,522,250`` (whole dollars, thousands separators, never scientific notation)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    sign = "-" if value < -0.5 else ""
+    return f"{sign}${abs(value):,.0f}"
+
+
+def plural(count: int | float, word: str, plural_form: str | None = None) -> str:
+    """``1 node``, ``2 nodes`` (``plural_form`` for irregular words)."""
+    many = plural_form or f"{word}s"
+    return f"{count:,} {word if count == 1 else many}"
+
+
+def money_delta(delta: float) -> str:
+    """A cost difference in words: ``costs $12,300 more``, ``saves $4,000``, ``costs the same``."""
+    if abs(delta) < 0.5:
+        return "costs the same"
+    return f"costs ${delta:,.0f} more" if delta > 0 else f"saves ${-delta:,.0f}"
+
+
+def years(value: float) -> str:
+    """``3 years``, ``1 year``, ``2.5 years``."""
+    return f"{value:g} year" + ("" if value == 1 else "s")
+
+
+def node_lines(cluster: dict[str, Any]) -> list[str]:
+    """``1 × pcie-8gpu server with 8 × rtx-pro-6000 GPUs`` for each node type bought."""
+    return [f"{n['count']} × {n['server']} server with {plural(n['gpus_per_node'], 'GPU')} "
+            f"({n['gpu']})" for n in cluster.get("nodes", [])]
+
+
+def cluster_sentence(cluster: dict[str, Any]) -> str:
+    """The whole cluster in one sentence."""
+    nodes = "; ".join(node_lines(cluster)) or "nothing"
+    fabric = (f"coupled over {cluster['fabric']}" if cluster.get("coupled")
+              else "independent nodes, no fabric")
+    return (f"{nodes}: {plural(cluster.get('total_gpus', 0), 'GPU')}, {fabric}, "
+            f"{cluster.get('power_kw', 0):,.1f} kW, {cluster.get('rack_units', 0)} U")
+
+
+def assumptions(catalog: Any, rfq: Any, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The cost assumptions behind a plan: horizon, electricity, PUE, overheads, prices."""
+    costs = catalog.costs
+    prices: list[dict[str, Any]] = []
+    cluster = (plan or {}).get("cluster") or {}
+    seen: set[str] = set()
+    for node in cluster.get("nodes", []):
+        for kind, key in (("GPU", node["gpu"]), ("server", node["server"])):
+            if key in seen:
+                continue
+            seen.add(key)
+            entry = catalog.gpus.get(key) if kind == "GPU" else catalog.servers.get(key)
+            if entry is not None:
+                prices.append({"item": key, "kind": kind, "price_usd": entry.price_usd,
+                               "as_of": getattr(entry, "price_as_of", None) or entry.as_of,
+                               "source": getattr(entry, "price_source", "") or entry.source})
+    fabric = catalog.fabrics.get(cluster.get("fabric", "none"))
+    if fabric is not None and cluster.get("coupled"):
+        prices.append({"item": fabric.id, "kind": "fabric (NIC + switch port)",
+                       "price_usd": fabric.nic_price_usd + fabric.switch_port_price_usd,
+                       "as_of": fabric.as_of, "source": fabric.source})
+    return {
+        "horizon_years": rfq.horizon_years,
+        "electricity_usd_per_kwh": costs.electricity_usd_per_kwh.value,
+        "pue": costs.pue.value,
+        "load_factor": costs.load_factor.value,
+        "multinode_overhead_factor": costs.multinode_overhead_factor.value,
+        "node_engineering_usd_per_year": costs.node_engineering_usd_per_year.value,
+        "operations_usd_per_node_year": costs.operations_usd_per_node_year.value,
+        "cost_model_as_of": costs.electricity_usd_per_kwh.as_of,
+        "prices": prices,
+    }
+
+
+def assumption_lines(a: dict[str, Any]) -> list[str]:
+    """The assumptions as short lines (fit 80 columns)."""
+    lines = [f"horizon {years(a['horizon_years'])} · electricity "
+             f"${a['electricity_usd_per_kwh']:.3g}/kWh · PUE {a['pue']:g} · "
+             f"average load {a['load_factor']:.0%} of TDP",
+             f"operations {usd(a['operations_usd_per_node_year'])} and engineering "
+             f"{usd(a['node_engineering_usd_per_year'])} per node-year",
+             f"each extra coupled node costs {a['multinode_overhead_factor']:g}× the first "
+             "in engineering time"]
+    for p in a.get("prices") or []:
+        lines.append(f"price {p['item']} ({p['kind']}) {usd(p['price_usd'])}, "
+                     f"as of {p['as_of']}")
+    return lines
+
+
+def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every layout of a workload: TP × PP × DP per replica group, with GPUs = TP·PP·DP.
+
+    Serving: each row is one layout with ``dp`` = its number of independent replicas.
+    Training: one row, the job's TP × PP × DP.
+    """
+    training = entry["kind"] in TRAINING
+    layouts = entry.get("layouts")
+    if training or not layouts:
+        dp = entry["dp"]
+        return [{"gpu": entry["gpu"], "precision": entry["precision"], "tp": entry["tp"],
+                 "pp": entry["pp"], "dp": dp, "gpus": entry["tp"] * entry["pp"] * dp,
+                 "gpus_per_node": entry.get("gpus_per_node"),
+                 "nodes_per_replica": entry.get("nodes_spanned", 1),
+                 "replicas": 1 if training else dp}]
+    return [{"gpu": lay["gpu"], "precision": lay["precision"], "tp": lay["tp"],
+             "pp": lay["pp"], "dp": lay["replicas"],
+             "gpus": lay["tp"] * lay["pp"] * lay["replicas"],
+             "gpus_per_node": lay.get("gpus_per_node"),
+             "nodes_per_replica": max(1, -(-(lay["tp"] * lay["pp"])
+                                         // (lay.get("gpus_per_node") or 1))),
+             "replicas": lay["replicas"]} for lay in layouts]
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def target_rows(entry: dict[str, Any], spec: Any | None) -> list[dict[str, str]]:
+    """Predicted against target for one workload: metric, predicted, target, verdict.
+
+    Uses the plan's ``margins`` (SLO target, predicted at the percentile, margin) when the
+    workload has them; otherwise compares the typical prediction with the RFQ's targets.
+    """
+    margins = entry.get("margins")
+    rows: list[dict[str, str]] = []
+    if margins:
+        items = margins.items() if isinstance(margins, dict) else (
+            (m.get("metric", "?"), m) for m in margins)
+        for metric, m in items:
+            if not isinstance(m, dict):
+                continue
+            target, predicted = m.get("target"), m.get("predicted")
+            margin = m.get("margin")
+            pct = m.get("percentile")
+            label = metric.replace("_ms", "").upper() + (f" p{pct}" if pct else "")
+            unit = " ms" if "ms" in metric else (" h" if "hours" in metric else "")
+            ok = m.get("met")
+            if ok is None and target is not None and predicted is not None:
+                ok = predicted <= target if ("ms" in metric or "hours" in metric) \
+                    else predicted >= target
+            rows.append({"metric": label,
+                         "predicted": _num(predicted) + unit,
+                         "target": _num(target) + unit if target is not None else "-",
+                         "verdict": ("meets" if ok else "misses") + (
+                             f" (margin {margin:.0%})" if isinstance(margin, float)
+                             and abs(margin) <= 10 else "")})
+        if rows:
+            return rows
+    pred = entry.get("predicted") or {}
+
+    def target(name: str) -> Any:
+        return getattr(spec, name, None) if spec is not None else None
+
+    checks: list[tuple[str, Any, Any, bool, str]] = []
+    if entry["kind"] == "inference":
+        checks = [("TTFT", pred.get("ttft_ms"), target("ttft_ms"), True, " ms"),
+                  ("TPOT", pred.get("tpot_ms"), target("tpot_ms"), True, " ms"),
+                  ("concurrent requests", pred.get("max_concurrency"),
+                   target("concurrency"), False, ""),
+                  ("requests per second", pred.get("qps_capacity"), target("qps"), False, "")]
+    else:
+        checks = [("hours to finish", pred.get("hours_to_complete"), target("deadline_hours"),
+                   True, " h")]
+        if entry["kind"] == "batch_inference":
+            checks.append(("requests per second", pred.get("qps_capacity"), None, False, ""))
+        if pred.get("scaling_efficiency") is not None:
+            checks.append(("scaling efficiency", pred["scaling_efficiency"], None, False, ""))
+    for metric, value, goal, lower, unit in checks:
+        if value is None and goal is None:
+            continue
+        if goal is None:
+            verdict = ""
+        elif value is None:
+            verdict = "-"
+        else:
+            ok = value <= goal if lower else value >= goal
+            verdict = "meets" if ok else "misses"
+        rows.append({"metric": metric, "predicted": _num(value, 2 if metric ==
+                                                         "scaling efficiency" else 1) + unit,
+                     "target": ("≤ " if lower else "≥ ") + _num(goal) + unit
+                     if goal is not None else "-", "verdict": verdict})
+    return rows
+
+
+LIMIT_WORDS = {
+    "constraints.max_nodes": ("allow {v:,.0f} nodes (max_nodes)", "total_nodes"),
+    "constraints.max_gpus": ("allow {v:,.0f} GPUs (max_gpus)", "total_gpus"),
+    "constraints.max_power_kw": ("allow {v:,.1f} kW (max_power_kw)", "power_kw"),
+    "constraints.max_rack_units": ("allow {v:,.0f} rack units (max_rack_units)", "rack_units"),
+}
+
+
+def relaxations(info: dict[str, Any], objective: str = "tco",
+                horizon_years: float | None = None) -> list[str]:
+    """The nearest feasible relaxations of an infeasible RFQ, in words."""
+    closest = info.get("closest") or {}
+    clusters = info.get("closest_clusters") or {}
+    out: list[str] = []
+    for path, value in closest.items():
+        buys = clusters.get(path)
+        tail = f" — that buys {cluster_sentence(buys)}" if buys else ""
+        if path == "budget_usd":
+            what = ("capex" if objective == "capex" else
+                    f"TCO over {years(horizon_years)}" if horizon_years else "TCO")
+            out.append(f"raise the budget to {usd(value)} ({what}){tail}")
+        elif path in LIMIT_WORDS:
+            out.append(LIMIT_WORDS[path][0].format(v=value) + tail)
+        elif isinstance(value, dict):  # a workload's relaxed targets
+            parts = []
+            if "deadline_hours" in value:
+                parts.append(f"extend the deadline to at least {value['deadline_hours']:,.1f} h")
+            if "tpot_ms" in value or "ttft_ms" in value:
+                parts.append(f"loosen the SLO: the best achievable is TPOT "
+                             f"{value.get('tpot_ms', 0):,.1f} ms and TTFT "
+                             f"{value.get('ttft_ms', 0):,.0f} ms at one request")
+            if "gpus_that_fit" in value:
+                gpus = value["gpus_that_fit"]
+                parts.append("allow one of these GPUs: " + ", ".join(gpus) if gpus else
+                             "no GPU in the catalog runs it; relax its targets or pick a "
+                             "smaller model or precision")
+            if parts:
+                out.append(f"workload {path}: " + "; ".join(parts))
+    return out

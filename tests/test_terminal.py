@@ -1,0 +1,101 @@
+"""Terminal output that fits (issue 12 item 4): 80 columns, every layout, money as $1,234.
+
+Each scenario's plan is rendered with a Rich console 80 columns wide; no cell may be cut
+('…'), no line may be wider than 80, money never shows cents or scientific notation, every
+layout of a workload is listed with TP×PP×DP = GPUs, and an infeasible RFQ's relaxation is
+said in words.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from solver.commands.solve import print_plan
+from solver.rfq import load_rfq
+from solver.solve import solve_rfq
+from solver.wording import assumptions, layout_rows, relaxations, usd
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+NAMES = sorted(p.name for p in SCENARIOS.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+MONEY = re.compile(r"\$\d(?:[\d,]*\d)?(?:\.\d+)?(?:e[+-]?\d+)?")
+
+
+def _render(plan, catalog, rfq, width: int = 80) -> str:
+    console = Console(width=width, file=io.StringIO(), highlight=False, color_system=None)
+    print_plan(plan, assumptions(catalog, rfq, plan), rfq, console=console)
+    return console.file.getvalue()
+
+
+@pytest.fixture(scope="module")
+def solved(catalog):
+    plans = {}
+    for name in NAMES:
+        rfq = load_rfq(SCENARIOS / name, catalog)
+        plans[name] = (rfq, solve_rfq(rfq, catalog, explain=False))
+    return plans
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_plan_fits_80_columns_with_whole_dollars(catalog, solved, name):
+    rfq, plan = solved[name]
+    text = _render(plan, catalog, rfq)
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for amount in MONEY.findall(text):
+        assert re.fullmatch(r"\$\d{1,3}(,\d{3})*(\.\d+)?", amount), amount
+        if "." in amount:  # only electricity prices ($0.12/kWh) carry decimals
+            assert amount.startswith("$0."), amount
+    assert f"horizon {rfq.horizon_years:g} years" in text and "PUE" in text
+    if plan["status"] == "optimal":
+        assert usd(plan["cost"]["tco_usd"]) in text
+        for node in plan["cluster"]["nodes"]:
+            assert f"price {node['gpu']}" in text  # prices with their dates
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if "infeasible" not in n])
+def test_every_layout_listed_and_counts_add_up(catalog, solved, name):
+    rfq, plan = solved[name]
+    text = _render(plan, catalog, rfq)
+    for entry in plan["workloads"]:
+        rows = layout_rows(entry)
+        assert sum(r["gpus"] for r in rows) == entry["gpus"]
+        for row in rows:
+            assert row["tp"] * row["pp"] * row["dp"] == row["gpus"]
+            assert f"{row['tp']}×{row['pp']}×{row['dp']}" in text
+        if entry.get("layouts"):
+            assert len(rows) == len(entry["layouts"]) >= 2
+    assert sum(w["gpus"] for w in plan["workloads"]) <= plan["cluster"]["total_gpus"]
+
+
+def test_two_layouts_both_shown(catalog, solved):
+    rfq, plan = solved["capex-open-h100.yaml"]
+    entry = plan["workloads"][0]
+    assert len(entry["layouts"]) == 2
+    text = _render(plan, catalog, rfq)
+    shapes = [f"{lay['tp']}×{lay['pp']}×{lay['replicas']}" for lay in entry["layouts"]]
+    assert all(shape in text for shape in shapes)
+    assert entry["predicted"]["max_concurrency"] >= rfq.workloads[0].concurrency
+
+
+def test_infeasible_relaxation_in_words(catalog, solved):
+    rfq, plan = solved["infeasible-budget.yaml"]
+    text = _render(plan, catalog, rfq)
+    needed = plan["infeasibility"]["closest"]["budget_usd"]
+    assert f"raise the budget to ${needed:,.0f}" in " ".join(text.split())
+    assert "that buys" in text and "{" not in text
+    assert "e+" not in text
+
+
+def test_relaxation_words_for_limits_and_workloads():
+    info = {"closest": {"constraints.max_nodes": 3, "chat": {"deadline_hours": 41.25},
+                        "big": {"gpus_that_fit": ["h100-sxm"]}}}
+    words = relaxations(info)
+    assert words[0] == "allow 3 nodes (max_nodes)"
+    assert "extend the deadline to at least 41.2 h" in words[1]
+    assert "h100-sxm" in words[2]
+    assert usd(1_522_250.4) == "$1,522,250" and usd(-5) == "-$5"
