@@ -65,7 +65,7 @@ def test_readable_summary_without_json():
 def test_infeasible_exits_3_with_to_fix():
     result = procure("solve", str(SCENARIOS / "infeasible-budget.yaml"))
     assert result.returncode == 3
-    assert "to fix" in result.stdout and "budget" in result.stdout
+    assert "raise the budget to $" in result.stdout and "that buys" in result.stdout
     plan = json.loads(procure("solve", str(SCENARIOS / "infeasible-budget.yaml"),
                               "--json").stdout)
     assert plan["status"] == "infeasible" and plan["infeasibility"]["closest"]
