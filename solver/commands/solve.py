@@ -227,6 +227,10 @@ def _fmt(value: Any) -> str:
 
 
 def register(app: typer.Typer) -> None:
+    from solver.commands import schema as schema_commands
+
+    schema_commands.register(app)
+
     @app.command()
     def solve(
         rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],

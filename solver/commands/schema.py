@@ -1,0 +1,62 @@
+"""`procure schema` (JSON Schema of the RFQ) and `procure quote` (the customer document)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from solver.console import EXIT_INFEASIBLE, out
+
+
+def rfq_schema() -> dict:
+    """The JSON Schema of an RFQ file, from the pydantic model in :mod:`solver.rfq`."""
+    from solver.rfq import Rfq
+
+    schema = Rfq.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "procure RFQ"
+    return schema
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def schema() -> None:
+        """Print the JSON Schema of the RFQ format (see docs/rfq.md for the prose)."""
+        print(json.dumps(rfq_schema(), indent=2))
+
+    @app.command()
+    def quote(
+        rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
+        output: Annotated[Path, typer.Option(
+            "-o", "--output", help="The quote file: .html (print-ready) or .xlsx.")],
+        solver: Annotated[str, typer.Option("--solver", help="MIP backend.")] = "cbc",
+        catalog: Annotated[str | None, typer.Option(
+            "--catalog", help="A catalog directory or price overlay.")] = None,
+        valid_days: Annotated[int, typer.Option(
+            "--valid-days", min=1, max=365, help="Days the quoted prices are valid.")] = 30,
+    ) -> int:
+        """A customer-ready quote: summary, cluster picture, bill of materials, margins,
+        assumptions, alternatives, risks and validity date."""
+        from solver.candidates import build_candidates
+        from solver.commands.solve import check_solver, load
+        from solver.errors import InputError, Problem
+        from solver.explain import counterfactuals
+        from solver.quote import write_quote
+        from solver.solve import solve_rfq
+
+        suffix = output.suffix.lower()
+        if suffix not in (".html", ".htm", ".xlsx"):
+            raise InputError([Problem("-o", "", str(output),
+                                      "the quote must be a .html or .xlsx file")])
+        check_solver(solver)
+        cat, parsed = load(rfq, catalog)
+        table = build_candidates(cat, parsed)
+        plan = solve_rfq(parsed, cat, solver=solver, table=table)
+        alternatives = (counterfactuals(parsed, cat, plan, table, solver)
+                        if plan["status"] in ("optimal", "feasible") else [])
+        write_quote(output, plan, parsed, cat, alternatives, valid_days=valid_days)
+        out.print(f"wrote {output} ({plan['status']})")
+        return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0

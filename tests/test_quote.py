@@ -1,0 +1,155 @@
+"""`procure quote` (issue 12 item 2): a self-contained HTML/XLSX quote whose totals equal the plan."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from solver.candidates import build_candidates
+from solver.explain import counterfactuals
+from solver.quote import quote_context, render_html, write_quote
+from solver.rfq import load_rfq
+from solver.solve import solve_rfq
+from solver.wording import usd
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+
+class Cells(HTMLParser):
+    """Text of every <td>, keyed by its class and id, plus every tag seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_class: dict[str, list[str]] = {}
+        self.by_id: dict[str, str] = {}
+        self.tags: list[tuple[str, dict]] = []
+        self._open: list[tuple[str, dict]] = []
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag in ("td", "p"):
+            self._open.append((tag, attrs))
+            self._text = []
+
+    def handle_data(self, data):
+        self._text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "p") and self._open:
+            _, attrs = self._open.pop()
+            text = "".join(self._text).strip()
+            for cls in (attrs.get("class") or "").split():
+                self.by_class.setdefault(cls, []).append(text)
+            if attrs.get("id"):
+                self.by_id[attrs["id"]] = text
+
+
+def _dollars(text: str) -> float:
+    return float(text.replace("$", "").replace(",", ""))
+
+
+@pytest.fixture(scope="module")
+def coupled(catalog):
+    rfq = load_rfq(SCENARIOS / "finetune-70b-full-cluster.yaml", catalog)
+    table = build_candidates(catalog, rfq)
+    plan = solve_rfq(rfq, catalog, table=table)
+    return rfq, plan, counterfactuals(rfq, catalog, plan, table)
+
+
+def _contract_bom(plan) -> dict:
+    """A contract-shaped bill of materials built by hand from the plan's cluster and cost."""
+    cost = plan["cost"]
+    lines = []
+    for node in plan["cluster"]["nodes"]:
+        gpus = node["count"] * node["gpus_per_node"]
+        lines.append({"sku": node["gpu"], "description": "GPU", "quantity": gpus,
+                      "unit_price_usd": cost["gpus_usd"] / gpus, "price_type": "list",
+                      "as_of": "2026-04", "source": "catalog",
+                      "line_total_usd": cost["gpus_usd"]})
+        lines.append({"sku": node["server"], "description": "server", "quantity": node["count"],
+                      "unit_price_usd": cost["servers_usd"] / node["count"],
+                      "price_type": "list", "as_of": "2026-08", "source": "catalog",
+                      "line_total_usd": cost["servers_usd"]})
+    for key in ("network_usd", "storage_usd"):
+        lines.append({"sku": key, "description": key, "quantity": 1,
+                      "unit_price_usd": cost[key], "price_type": "estimate",
+                      "as_of": "2026-08", "source": "catalog", "line_total_usd": cost[key]})
+    return {"lines": lines, "capex_usd": sum(x["line_total_usd"] for x in lines),
+            "opex_per_year": {"power_usd": 1000.0, "operations_usd": 2000.0}}
+
+
+def test_html_totals_equal_the_plan_with_a_contract_bom(catalog, coupled):
+    rfq, plan, alternatives = coupled
+    plan = copy.deepcopy(plan)
+    plan["bill_of_materials"] = _contract_bom(plan)
+    html = render_html(quote_context(plan, rfq, catalog, alternatives))
+    cells = Cells()
+    cells.feed(html)
+    line_totals = [_dollars(t) for t in cells.by_class["line-total"]]
+    assert len(line_totals) == len(plan["bill_of_materials"]["lines"])
+    assert sum(line_totals) == pytest.approx(plan["bill_of_materials"]["capex_usd"],
+                                             abs=len(line_totals))
+    assert cells.by_id["capex"] == usd(plan["bill_of_materials"]["capex_usd"])
+    assert _dollars(cells.by_id["capex"]) == pytest.approx(plan["cost"]["capex_usd"], abs=1)
+    assert usd(plan["cost"]["tco_usd"]) in html
+    assert "valid until" in html and "25gbe" in html and "<svg" in html
+    for alt in alternatives:
+        assert alt["alternative"] in html
+
+
+def test_html_is_self_contained(catalog, coupled):
+    rfq, plan, alternatives = coupled
+    html = render_html(quote_context(plan, rfq, catalog, alternatives))
+    cells = Cells()
+    cells.feed(html)
+    for tag, attrs in cells.tags:
+        assert tag not in ("link", "script", "img", "iframe")
+        assert not str(attrs.get("src", "")).startswith("http")
+    assert "@media print" in html
+    # no BOM on the plan yet: the cost breakdown stands in, and capex still matches
+    assert _dollars(cells.by_id["capex"]) == pytest.approx(plan["cost"]["capex_usd"], abs=1)
+
+
+def test_margins_are_rendered_when_the_plan_has_them(catalog):
+    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
+    plan = solve_rfq(rfq, catalog)
+    plan["workloads"][0]["margins"] = {
+        "tpot_ms": {"target": 50.0, "predicted": 41.5, "margin": 0.17, "percentile": 90}}
+    html = render_html(quote_context(plan, rfq, catalog))
+    assert "TPOT p90" in html and "41.5 ms" in html and "margin 17%" in html
+
+
+def test_xlsx_bom_capex_equals_the_plan(catalog, coupled, tmp_path):
+    from openpyxl import load_workbook
+
+    rfq, plan, alternatives = coupled
+    path = tmp_path / "quote.xlsx"
+    write_quote(path, plan, rfq, catalog, alternatives)
+    sheet = load_workbook(path)["Bill of materials"]
+    rows = list(sheet.iter_rows(values_only=True))
+    assert rows[-1][0] == "Capex"
+    assert rows[-1][-1] == pytest.approx(plan["cost"]["capex_usd"])
+    assert sum(r[-1] for r in rows[1:-1]) == pytest.approx(rows[-1][-1])
+
+
+def test_quote_cli(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "solver.cli", *args], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=300)
+
+    ok = run("quote", str(SCENARIOS / "chat-70b-one-node.yaml"), "-o", "q.html")
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "q.html").read_text().startswith("<!DOCTYPE html>")
+    bad = run("quote", str(SCENARIOS / "chat-70b-one-node.yaml"), "-o", "q.pdf")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and ".html" in bad.stderr
+    infeasible = run("quote", str(SCENARIOS / "infeasible-budget.yaml"), "-o", "i.html")
+    assert infeasible.returncode == 3
+    assert "raise the budget to $" in (tmp_path / "i.html").read_text()
