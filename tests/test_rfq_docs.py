@@ -1,0 +1,51 @@
+"""docs/rfq.md documents the RFQ format (issue 12 item 5): every schema field, valid examples."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from solver.commands.schema import rfq_schema
+from solver.rfq import validate_rfq
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "rfq.md"
+
+
+def _fields(schema: dict) -> set[str]:
+    names: set[str] = set(schema.get("properties", {}))
+    for definition in schema.get("$defs", {}).values():
+        names.update(definition.get("properties", {}))
+    return names
+
+
+def test_every_schema_field_is_documented():
+    text = DOC.read_text()
+    missing = sorted(f for f in _fields(rfq_schema()) if f"`{f}`" not in text)
+    assert not missing, f"docs/rfq.md does not document: {missing}"
+
+
+def test_every_kind_has_a_valid_example(catalog):
+    text = DOC.read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    kinds: set[str] = set()
+    for block in blocks:
+        rfq = validate_rfq(yaml.safe_load(block), catalog, source="docs/rfq.md")
+        kinds.update(w.kind for w in rfq.workloads)
+    assert kinds == {"inference", "batch_inference", "lora", "qlora", "full_finetune",
+                     "pretrain"}
+    for field in ("max_gpus", "max_rack_units", "fabrics"):
+        assert any(field in block for block in blocks)
+
+
+def test_schema_command_prints_the_json_schema():
+    result = subprocess.run([sys.executable, "-m", "solver.cli", "schema"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    assert {"id", "workloads", "constraints"} <= set(schema["properties"])
+    assert "workloads" in schema["required"]
