@@ -417,5 +417,9 @@ def _method_lines(catalog_version: str) -> list[str]:
 
 
 def default_csv() -> Path:
-    """The calibration set shipped with the repository."""
-    return Path(__file__).resolve().parent.parent / "bench" / "data" / "calibration.csv"
+    """The calibration set: the repository's ``bench/data`` or, installed, the package copy."""
+    here = Path(__file__).resolve().parent
+    repo = here.parent / "bench" / "data" / "calibration.csv"
+    if repo.is_file():
+        return repo
+    return here / "procure_bench_data" / "calibration.csv"

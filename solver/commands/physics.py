@@ -205,12 +205,17 @@ def calibrate(
 
     path = csv_path or default_csv()
     if not path.is_file():
-        raise _bad("--csv", str(path), "file not found")
+        raise _bad("--csv", str(path), "file not found" + (
+            "" if csv_path else "; this installation ships no calibration data: pass --csv "
+            "with bench/data/calibration.csv from a clone of the repository"))
     cat = load_catalog(catalog)
     results = run(cat, path)
     summary = summarise(results)
     if not no_report:
-        target = report or Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
+        repo = Path(__file__).resolve().parents[2]
+        # in a clone: the repository's docs/; installed: calibration.md in the current folder
+        target = report or (repo / "docs" / "calibration.md" if (repo / "pyproject.toml")
+                            .is_file() else Path("calibration.md"))
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(report_markdown(results, summary, cat.version), encoding="utf-8")
     if as_json:

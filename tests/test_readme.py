@@ -1,0 +1,88 @@
+"""The README works on a clone (issue 12 item 5): its links exist, its commands run."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from solver.calibration import default_csv
+from solver.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+SUBSTITUTE = {"RFQ.yaml": "scenarios/chat-70b-one-node.yaml", "ID": "rtx-pro-6000",
+              "[--points 15]": "--points 3", "[--plot frontier.html]": "",
+              "[--json]": "", "[--solver cbc|highs|cpsat]": "", "[--time-limit S]": "",
+              "show ID": "show rtx-pro-6000", "list | show ID | validate": "validate"}
+
+
+def _everyday() -> list[str]:
+    block = README.split("## Everyday use", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    block = block.replace("\\\n", " ")
+    commands = []
+    for line in block.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("procure "):
+            for old, new in SUBSTITUTE.items():
+                line = line.replace(old, new)
+            commands.append(" ".join(line.split()))
+    return commands
+
+
+def test_readme_links_point_to_files_a_clone_has():
+    links = re.findall(r"\]\(([^)#]+)\)", README)
+    assert links
+    for link in links:
+        if not link.startswith("http"):
+            assert (ROOT / link).exists(), link
+    assert "shared/docs" not in README and "contract.md" not in README
+    assert "docs/rfq.md" in README
+
+
+def test_every_readme_command_exists():
+    runner = CliRunner()
+    commands = _everyday()
+    assert len(commands) >= 10
+    for command in commands:
+        words = shlex.split(command)[1:]
+        sub = words[:2] if words[0] == "catalog" else words[:1]
+        result = runner.invoke(app, [*sub, "--help"])
+        assert result.exit_code == 0, (command, result.output)
+
+
+def test_readme_paths_exist():
+    for command in _everyday():
+        for word in shlex.split(command):
+            if "/" in word and not word.startswith("-") and "*" not in word:
+                assert (ROOT / word).exists(), (command, word)
+
+
+def test_calibration_data_ships_with_the_package():
+    assert default_csv().is_file()
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"]["solver.procure_bench_data"] == "bench/data"
+    assert "*.csv" in config["package-data"]["solver.procure_bench_data"]
+    assert "templates/*.j2" in config["package-data"]["solver"]
+
+
+@pytest.mark.slow
+def test_readme_everyday_commands_run(tmp_path):
+    for command in _everyday():
+        if command.startswith("procure dashboard"):
+            continue
+        argv = [sys.executable, "-m", "solver.cli", *shlex.split(command)[1:]]
+        argv = [str(ROOT / a) if (ROOT / a).exists() and "/" in a else a for a in argv]
+        if "validate" in argv and "scenarios/*.yaml" in command:
+            argv = [a for a in argv if "*" not in a] + [str(p) for p in
+                                                        sorted((ROOT / "scenarios").glob("*.yaml"))]
+        result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path,
+                                timeout=600)
+        assert result.returncode in (0, 3), (command, result.stderr[-2000:])
+        assert "Traceback" not in result.stderr, command
