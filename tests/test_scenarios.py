@@ -6,6 +6,7 @@ precision — never dollar figures.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,38 @@ def test_both_vendor_profiles_and_every_kind_are_covered(catalog):
     assert vendors == {"kentino", "open"}
     assert kinds == {"inference", "batch_inference", "lora", "qlora", "full_finetune",
                      "pretrain"}
+
+
+def _comment(path: Path) -> str:
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# "))
+    return " ".join(lines)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n.endswith((".yaml", ".yml"))))
+def test_scenario_comment_matches_its_plan(catalog, name):
+    """Verdicts stated in a scenario's comment (one node, N-M nodes, 8-GPU, fabric) hold."""
+    comment = _comment(SCENARIOS / name)
+    assert comment, name
+    plan = solve_rfq(load_rfq(SCENARIOS / name, catalog), catalog, explain=False)
+    if plan["status"] != "optimal":
+        assert "nfeasible" in comment
+        return
+    cluster = plan["cluster"]
+    verdict = comment.split("->", 1)[1] if "->" in comment else comment
+    if re.search(r"(?<!past )\bone (node|box)\b", verdict):
+        assert cluster["total_nodes"] == 1, comment
+    span = re.search(r"(\d+)-(\d+) nodes", verdict)
+    if span:
+        assert int(span.group(1)) <= cluster["total_nodes"] <= int(span.group(2)), comment
+    if re.search(r"\bone 8-GPU (node|box)\b", verdict):
+        assert [n["gpus_per_node"] for n in cluster["nodes"]] == [8], comment
+    if re.search(r"\bno fabric\b", comment):
+        assert cluster["fabric"] == "none", comment
+    if "InfiniBand cluster" in comment:
+        assert catalog.fabrics[cluster["fabric"]].family == "infiniband", comment
+    if "past one node" in verdict:
+        assert cluster["total_nodes"] >= 2
