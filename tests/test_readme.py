@@ -17,10 +17,10 @@ from solver.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
-SUBSTITUTE = {"RFQ.yaml": "scenarios/chat-70b-one-node.yaml", "ID": "rtx-pro-6000",
+SUBSTITUTE = {"list | show ID | validate": "validate", "show ID": "show rtx-pro-6000",
+              "RFQ.yaml": "scenarios/chat-70b-one-node.yaml",
               "[--points 15]": "--points 3", "[--plot frontier.html]": "",
-              "[--json]": "", "[--solver cbc|highs|cpsat]": "", "[--time-limit S]": "",
-              "show ID": "show rtx-pro-6000", "list | show ID | validate": "validate"}
+              "[--json]": "", "[--solver cbc|highs|cpsat]": "", "[--time-limit S]": ""}
 
 
 def _everyday() -> list[str]:
