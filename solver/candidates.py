@@ -95,7 +95,8 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
 
     Populated counts are powers of two up to the server's slots (so that replica and job
     sizes, also powers of two, pack exactly, see :mod:`solver.mip`). A node type is dropped
-    when another server holds the same GPUs for no more money, power and rack space.
+    when another server holds the same GPUs for no more money, power and rack space, and the
+    same fabric NICs per node (more NICs: more bandwidth across nodes, but more NIC cost).
     """
     gpus, servers, _ = allowed_entries(catalog, rfq)
     types: dict[str, NodeType] = {}
@@ -114,6 +115,7 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
                 and other.price_usd <= server.price_usd
                 and other.base_power_w <= server.base_power_w
                 and other.rack_units <= server.rack_units
+                and other.fabric_nics_per_node == server.fabric_nics_per_node
                 and (other.price_usd, other.base_power_w, other.rack_units)
                 != (server.price_usd, server.base_power_w, server.rack_units)
                 for other, n in options)
@@ -171,7 +173,7 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
     fitted_in_node = False
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
         est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
-                          gpus_per_node=node.gpus, fabric="none", dp=1)
+                          gpus_per_node=node.gpus, fabric="none", dp=1, server=node.server)
         if not _usable_serving(est):
             rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
             continue
@@ -190,7 +192,8 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
         for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
             size = nodes * node.gpus
             est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
-                              gpus_per_node=node.gpus, fabric=fabric.id, dp=1)
+                              gpus_per_node=node.gpus, fabric=fabric.id, dp=1,
+                              server=node.server)
             if not _usable_serving(est):
                 continue
             out.append(_serving_candidate(name, spec, node, est, size, nodes, fabric.id,
@@ -245,7 +248,8 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
         if "in-node" in done and not all_sizes:
             continue  # a spanning job costs more than an in-node one on the same node type
         est = best_layout(catalog, spec.model, node.gpu, size, workload,  # type: ignore[attr-defined]
-                          precision=precision, gpus_per_node=node.gpus, fabric=fabric_id)
+                          precision=precision, gpus_per_node=node.gpus, fabric=fabric_id,
+                          server=node.server)
         if not est.fits or est.predicted.tokens_per_s <= 0:
             last_reason = est.reason or "does not fit"
             continue

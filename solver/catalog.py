@@ -347,6 +347,27 @@ def _build(raw: dict[str, Any], origin: str) -> Catalog:
         raise InputError(problems_from_pydantic(exc, origin, id_keyed=True)) from None
 
 
+_KEYS: dict[int, tuple[Catalog, str]] = {}
+
+
+def content_key(catalog: Catalog) -> str:
+    """A key for caches derived from ``catalog``: a hash of its whole content.
+
+    Neither ``id(catalog)`` (reused once a catalog is freed) nor ``version`` (unchanged by
+    ``model_copy(update=...)``) identifies the figures, so physics caches key by content.
+    The hash is computed once per catalog object (the identity map holds the object, so its
+    id cannot be reused while the entry lives).
+    """
+    known = _KEYS.get(id(catalog))
+    if known is not None and known[0] is catalog:
+        return known[1]
+    key = hashlib.sha256(catalog.model_dump_json().encode()).hexdigest()[:20]
+    if len(_KEYS) > 256:
+        _KEYS.clear()
+    _KEYS[id(catalog)] = (catalog, key)
+    return key
+
+
 @functools.lru_cache(maxsize=8)
 def load_catalog(user_dir: str | None = None) -> Catalog:
     """Load the built-in catalog, with ``user_dir`` overlaid on top when given.

@@ -3,8 +3,10 @@
 All money in USD over the RFQ's horizon. Power is TDP × load factor × PUE × price × hours;
 operations are per node-year; the multi-node engineering overhead follows domain.md:
 "each additional node of a coupled cluster costs 4–5× the first" in engineering time, so a
-coupled cluster of K nodes pays ``(factor - 1) × engineering × horizon × (K - 1)`` on top
-of every node's own engineering cost. Independent DP nodes never pay it.
+coupled group (one job, or one replica, spanning n nodes) pays
+``(factor - 1) × engineering × horizon × (n - 1)`` on top of every node's own engineering
+cost; three independent 2-node replicas pay it three times, not five. Independent DP nodes
+never pay it.
 """
 
 from __future__ import annotations

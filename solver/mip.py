@@ -13,8 +13,11 @@ Parameters
                 power + operations incl. each node's own engineering)
     P_t, U_t    full-load power (kW) and rack units of one node of type t
     S, s        shared-storage cost of a coupled cluster (fixed, and per coupled node)
-    O           extra engineering cost of each coupled node beyond the first:
-                (overhead factor - 1) × engineering per node-year × horizon
+    O           extra engineering cost of each coupled node beyond the first *of one
+                coupled group*: (overhead factor - 1) × engineering per node-year × horizon.
+                A group spanning n_c nodes pays (n_c - 1) O; independent replicas and
+                in-node groups pay nothing (domain.md: "each additional node of a coupled
+                cluster costs 4-5x the first" is per coupled job, not per estate)
     D^conc_w, D^qps_w   serving demand (concurrency, requests/s; batch: requests / deadline)
 
 Variables
@@ -24,7 +27,7 @@ Variables
     K ∈ Z≥0               coupled nodes (nodes of jobs or replicas that span nodes)
 
 Objective
-    min Σ_t cost_t N[t] + Σ_c net_c x[c] + S Σ_f z[f] + s K + O (K - Σ_f z[f])
+    min Σ_t cost_t N[t] + Σ_c net_c x[c] + S Σ_f z[f] + s K + O Σ_c (n_c - 1) x[c]
     (capex objective: GPUs + servers + network + storage only, O = 0)
 
 Constraints (one block each in :func:`build_model`)
@@ -134,10 +137,13 @@ def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str
         terms["storage_usd"][fabric_var(fabric)] = p.shared_storage_usd
     terms["storage_usd"][COUPLED_NODES] = p.shared_storage_usd_per_node
     if objective == "tco":
+        # per coupled group: a replica or job spanning n_c nodes pays (n_c - 1) O
         overhead = p.overhead_per_extra_coupled_node_usd
-        terms["multinode_overhead_usd"][COUPLED_NODES] = overhead
-        for fabric in table.fabrics:
-            terms["multinode_overhead_usd"][fabric_var(fabric)] = -overhead
+        for cands in table.candidates.values():
+            for cand in cands:
+                if cand.spanning:
+                    terms["multinode_overhead_usd"][cand_var(cand)] = (
+                        overhead * (cand.nodes_spanned - 1))
     return terms
 
 

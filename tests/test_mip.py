@@ -116,7 +116,9 @@ def brute_force(table: CandidateTable, rfq, objective: str = "tco") -> float | N
         cost += sum(c.network_usd * n for c, n in zip(flat, counts, strict=True))
         if coupled:
             cost += PARAMS.shared_storage_usd + PARAMS.shared_storage_usd_per_node * coupled
-            cost += overhead * (coupled - 1)
+        # the guide's overhead is per coupled group: a group spanning n nodes pays n - 1
+        cost += overhead * sum((c.nodes_spanned - 1) * n
+                               for c, n in zip(flat, counts, strict=True) if c.spanning)
         lim = rfq.constraints
         if lim.max_nodes is not None and nodes_total > lim.max_nodes:
             continue
@@ -188,6 +190,26 @@ def test_coupled_cluster_pays_overhead_per_extra_node(backend):
     cost = cost_breakdown(table, solution.values)
     assert cost["multinode_overhead_usd"] == pytest.approx(
         3 * 3.5 * PARAMS.node_engineering_usd_per_year * 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_independent_two_node_replicas_pay_overhead_once_each(backend):
+    """Three independent 2-node replicas are three coupled groups: 3 O, not (6 - 1) O."""
+    n8 = node("pcie-8gpu", "g", 8, 8000)
+    rep = cand("big", "inference", n8, 16, nodes=2, fabric="ib-hdr-200", conc=10, qps=1,
+               net=2 * 2300)
+    rfq = rfq_of([spec("big", "inference", concurrency=30)])
+    table = table_of([n8], [rep])
+    solution = run_mip(table, rfq, solver=backend)
+    assert solution.values[f"x[{rep.name}]"] == 3 and solution.values["K"] == 6
+    overhead = PARAMS.overhead_per_extra_coupled_node_usd
+    assert overhead == pytest.approx(3.5 * 15000 * 3)
+    cost = cost_breakdown(table, solution.values)
+    assert cost["multinode_overhead_usd"] == pytest.approx(3 * overhead)
+    expected = (6 * n8.cost.tco_usd + 3 * 2 * 2300 + PARAMS.shared_storage_usd
+                + 6 * PARAMS.shared_storage_usd_per_node + 3 * overhead)
+    assert solution.objective == pytest.approx(expected)
+    assert brute_force(table, rfq) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
