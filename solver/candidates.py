@@ -19,6 +19,7 @@ from solver.catalog import Catalog, Fabric, Gpu, Server
 from solver.costs import CostParams, NodeCost, coupled_node_network_usd, node_cost
 from solver.layout import TRAINING_KINDS, Estimate, Layout, Workload
 from solver.rfq import Rfq
+from solver.storage import TrainingStorage, training_storage
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MAX_SPANNED_NODES = 64
@@ -34,6 +35,7 @@ class NodeType:
     gpu: str
     gpus: int
     cost: NodeCost
+    fabric_nics: int = 1  # fabric NICs fitted when the node joins a fabric (ports it takes)
 
     @property
     def key(self) -> str:
@@ -76,6 +78,7 @@ class CandidateTable:
     candidates: dict[str, list[Candidate]]
     params: CostParams
     rejected: dict[str, list[str]]
+    storage: dict[str, TrainingStorage] = field(default_factory=dict)  # training jobs
 
 
 def allowed_entries(catalog: Catalog, rfq: Rfq) -> tuple[list[Gpu], list[Server], list[Fabric]]:
@@ -120,7 +123,8 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
                 != (server.price_usd, server.base_power_w, server.rack_units)
                 for other, n in options)
             if not dominated:
-                node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count))
+                node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count),
+                                server.fabric_nics_per_node)
                 types[node.key] = node
     return types
 
@@ -298,7 +302,10 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
                     found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
         candidates[spec.name] = _drop_dominated(found)
         rejected[spec.name] = why
-    return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected)
+    storage = {spec.name: training_storage(catalog, params, spec) for spec in rfq.workloads
+               if spec.kind in TRAINING_KINDS}
+    return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected,
+                          storage)
 
 
 def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
