@@ -83,6 +83,16 @@ class Server(_Entry):
         ge=1, description="fabric NICs fitted when the node joins a fabric"
     )
 
+    @model_validator(mode="after")
+    def _baseboard_power_of_two(self) -> Server:
+        # SXM/OAM baseboards come fully populated; the packing argument of solver/mip.py
+        # (and the placement it proves) needs every node size to be a power of two
+        slots = self.gpu_slots
+        if set(self.form_factors) & {"sxm", "oam"} and slots & (slots - 1):
+            raise ValueError(f"gpu_slots = {slots}: an SXM/OAM baseboard must hold a power "
+                             "of two GPUs (packing proof in solver/mip.py)")
+        return self
+
 
 class Fabric(_Entry):
     """An inter-node fabric. ``none`` is the absence of one (independent nodes)."""

@@ -397,3 +397,43 @@ def test_relaxation_bound_is_a_valid_lower_bound(backend):
             continue
         bound = solver._relaxation_bound(model)
         assert bound is not None and bound <= exact.objective + 1e-6
+
+
+# --- placement: first-fit decreasing on the bought nodes ------------------------------------
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b in ("cbc", "highs")][:1])
+def test_placement_is_valid_on_random_instances(backend):
+    """Every chosen replica/job placed once, no node over capacity, spanning groups on whole
+    nodes of their type, and exactly the bought nodes listed (200 seeded instances)."""
+    from collections import Counter
+
+    from solver.placement import place
+
+    placed_any_spanning = False
+    for table, rfq in INSTANCES:
+        solution = run_mip(table, rfq, solver=backend, objective=rfq.objective)
+        if solution.status != "optimal":
+            continue
+        nodes = {key: round(solution.values.get(f"N[{key}]", 0.0)) for key in table.node_types}
+        picks = chosen(table, solution)
+        placement = place(table, nodes, picks)
+        assert Counter(n["type"] for n in placement) == +Counter(nodes)
+        groups: dict[str, list] = {}
+        for entry in placement:
+            assert sum(r["gpus"] for r in entry["runs"]) <= entry["gpus"]
+            for run in entry["runs"]:
+                groups.setdefault(run["group"], []).append((entry, run))
+        expected = Counter()
+        for cands in picks.values():
+            for c, n in cands:
+                expected[c.name] += n
+        got = Counter(group.rsplit("#", 1)[0] for group in groups)
+        assert got == expected
+        for parts in groups.values():
+            run = parts[0][1]
+            assert len(parts) == run["nodes_spanned"]
+            if run["nodes_spanned"] > 1:
+                placed_any_spanning = True
+                assert all(r["gpus"] == e["gpus"] and e["type"] == parts[0][0]["type"]
+                           for e, r in parts)
+    assert placed_any_spanning
