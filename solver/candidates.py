@@ -182,6 +182,10 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
             rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
             continue
         fitted_in_node = True
+        too_slow = batch_request_too_slow(spec, est)
+        if too_slow:
+            rejected.append(f"{node.key} {precision} x{size}: {too_slow}")
+            continue
         out.append(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0))
     gpu = catalog.gpus[node.gpu]
     weights_share = (catalog.model(model_id).params_b
@@ -200,12 +204,38 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
                               server=node.server)
             if not _usable_serving(est):
                 continue
+            too_slow = batch_request_too_slow(spec, est)
+            if too_slow:
+                rejected.append(f"{node.key} {precision} x{size} over {fabric.id}: {too_slow}")
+                continue
             out.append(_serving_candidate(name, spec, node, est, size, nodes, fabric.id,
                                           _network(node, catalog, fabric, nodes)))
             found += 1
             if found == 2:
                 break
     return out
+
+
+def request_seconds(est: Estimate) -> float:
+    """How long one request takes on this replica at its operating batch: prefill (TTFT)
+    plus its own output tokens decoded one after another (output_tokens x TPOT), seconds."""
+    pred = est.predicted
+    return ((pred.ttft_ms or 0.0) + est.workload.output_tokens * (pred.tpot_ms or 0.0)) / 1e3
+
+
+def batch_request_too_slow(spec: object, est: Estimate) -> str | None:
+    """Why a batch-inference replica cannot meet the deadline even for one request (None if
+    it can): however many replicas run in parallel, each request still decodes its own
+    output tokens one after another."""
+    if spec.kind != "batch_inference":  # type: ignore[attr-defined]
+        return None
+    deadline_s = spec.deadline_hours * 3600.0  # type: ignore[attr-defined]
+    need = request_seconds(est)
+    if need <= deadline_s:
+        return None
+    return (f"one request takes {need:,.3g} s (prefill + {spec.output_tokens} output tokens "  # type: ignore[attr-defined]
+            f"x TPOT {est.predicted.tpot_ms or 0:.3g} ms), more than the deadline of "
+            f"{deadline_s:.3g} s")
 
 
 def _usable_serving(est: Estimate) -> bool:
@@ -328,6 +358,9 @@ def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
             else:
                 better = (no_worse and other.concurrency_capacity >= cand.concurrency_capacity
                           and other.qps_capacity >= cand.qps_capacity)
+                if cand.kind == "batch_inference":  # a request's own time meets the deadline
+                    better = better and (request_seconds(other.estimate)
+                                         <= request_seconds(cand.estimate))
             strictly = (other.gpus, other.nodes_spanned, -other.concurrency_capacity,
                         -other.qps_capacity, other.hours_to_complete or 0) != (
                 cand.gpus, cand.nodes_spanned, -cand.concurrency_capacity,
