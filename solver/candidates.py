@@ -19,6 +19,7 @@ from solver.catalog import Catalog, Fabric, Gpu, Server
 from solver.costs import CostParams, NodeCost, coupled_node_network_usd, node_cost
 from solver.layout import TRAINING_KINDS, Estimate, Layout, Workload
 from solver.rfq import Rfq
+from solver.storage import TrainingStorage, training_storage
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MAX_SPANNED_NODES = 64
@@ -34,6 +35,7 @@ class NodeType:
     gpu: str
     gpus: int
     cost: NodeCost
+    fabric_nics: int = 1  # fabric NICs fitted when the node joins a fabric (ports it takes)
 
     @property
     def key(self) -> str:
@@ -76,6 +78,7 @@ class CandidateTable:
     candidates: dict[str, list[Candidate]]
     params: CostParams
     rejected: dict[str, list[str]]
+    storage: dict[str, TrainingStorage] = field(default_factory=dict)  # training jobs
 
 
 def allowed_entries(catalog: Catalog, rfq: Rfq) -> tuple[list[Gpu], list[Server], list[Fabric]]:
@@ -95,7 +98,8 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
 
     Populated counts are powers of two up to the server's slots (so that replica and job
     sizes, also powers of two, pack exactly, see :mod:`solver.mip`). A node type is dropped
-    when another server holds the same GPUs for no more money, power and rack space.
+    when another server holds the same GPUs for no more money, power and rack space, and the
+    same fabric NICs per node (more NICs: more bandwidth across nodes, but more NIC cost).
     """
     gpus, servers, _ = allowed_entries(catalog, rfq)
     types: dict[str, NodeType] = {}
@@ -114,11 +118,13 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
                 and other.price_usd <= server.price_usd
                 and other.base_power_w <= server.base_power_w
                 and other.rack_units <= server.rack_units
+                and other.fabric_nics_per_node == server.fabric_nics_per_node
                 and (other.price_usd, other.base_power_w, other.rack_units)
                 != (server.price_usd, server.base_power_w, server.rack_units)
                 for other, n in options)
             if not dominated:
-                node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count))
+                node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count),
+                                server.fabric_nics_per_node)
                 types[node.key] = node
     return types
 
@@ -171,11 +177,15 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
     fitted_in_node = False
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
         est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
-                          gpus_per_node=node.gpus, fabric="none", dp=1)
+                          gpus_per_node=node.gpus, fabric="none", dp=1, server=node.server)
         if not _usable_serving(est):
             rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
             continue
         fitted_in_node = True
+        too_slow = batch_request_too_slow(spec, est)
+        if too_slow:
+            rejected.append(f"{node.key} {precision} x{size}: {too_slow}")
+            continue
         out.append(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0))
     gpu = catalog.gpus[node.gpu]
     weights_share = (catalog.model(model_id).params_b
@@ -190,8 +200,13 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
         for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
             size = nodes * node.gpus
             est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
-                              gpus_per_node=node.gpus, fabric=fabric.id, dp=1)
+                              gpus_per_node=node.gpus, fabric=fabric.id, dp=1,
+                              server=node.server)
             if not _usable_serving(est):
+                continue
+            too_slow = batch_request_too_slow(spec, est)
+            if too_slow:
+                rejected.append(f"{node.key} {precision} x{size} over {fabric.id}: {too_slow}")
                 continue
             out.append(_serving_candidate(name, spec, node, est, size, nodes, fabric.id,
                                           _network(node, catalog, fabric, nodes)))
@@ -199,6 +214,28 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
             if found == 2:
                 break
     return out
+
+
+def request_seconds(est: Estimate) -> float:
+    """How long one request takes on this replica at its operating batch: prefill (TTFT)
+    plus its own output tokens decoded one after another (output_tokens x TPOT), seconds."""
+    pred = est.predicted
+    return ((pred.ttft_ms or 0.0) + est.workload.output_tokens * (pred.tpot_ms or 0.0)) / 1e3
+
+
+def batch_request_too_slow(spec: object, est: Estimate) -> str | None:
+    """Why a batch-inference replica cannot meet the deadline even for one request (None if
+    it can): however many replicas run in parallel, each request still decodes its own
+    output tokens one after another."""
+    if spec.kind != "batch_inference":  # type: ignore[attr-defined]
+        return None
+    deadline_s = spec.deadline_hours * 3600.0  # type: ignore[attr-defined]
+    need = request_seconds(est)
+    if need <= deadline_s:
+        return None
+    return (f"one request takes {need:,.3g} s (prefill + {spec.output_tokens} output tokens "  # type: ignore[attr-defined]
+            f"x TPOT {est.predicted.tpot_ms or 0:.3g} ms), more than the deadline of "
+            f"{deadline_s:.3g} s")
 
 
 def _usable_serving(est: Estimate) -> bool:
@@ -245,7 +282,8 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
         if "in-node" in done and not all_sizes:
             continue  # a spanning job costs more than an in-node one on the same node type
         est = best_layout(catalog, spec.model, node.gpu, size, workload,  # type: ignore[attr-defined]
-                          precision=precision, gpus_per_node=node.gpus, fabric=fabric_id)
+                          precision=precision, gpus_per_node=node.gpus, fabric=fabric_id,
+                          server=node.server)
         if not est.fits or est.predicted.tokens_per_s <= 0:
             last_reason = est.reason or "does not fit"
             continue
@@ -294,7 +332,10 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
                     found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
         candidates[spec.name] = _drop_dominated(found)
         rejected[spec.name] = why
-    return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected)
+    storage = {spec.name: training_storage(catalog, params, spec) for spec in rfq.workloads
+               if spec.kind in TRAINING_KINDS}
+    return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected,
+                          storage)
 
 
 def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
@@ -317,6 +358,9 @@ def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
             else:
                 better = (no_worse and other.concurrency_capacity >= cand.concurrency_capacity
                           and other.qps_capacity >= cand.qps_capacity)
+                if cand.kind == "batch_inference":  # a request's own time meets the deadline
+                    better = better and (request_seconds(other.estimate)
+                                         <= request_seconds(cand.estimate))
             strictly = (other.gpus, other.nodes_spanned, -other.concurrency_capacity,
                         -other.qps_capacity, other.hours_to_complete or 0) != (
                 cand.gpus, cand.nodes_spanned, -cand.concurrency_capacity,

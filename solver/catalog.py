@@ -83,6 +83,16 @@ class Server(_Entry):
         ge=1, description="fabric NICs fitted when the node joins a fabric"
     )
 
+    @model_validator(mode="after")
+    def _baseboard_power_of_two(self) -> Server:
+        # SXM/OAM baseboards come fully populated; the packing argument of solver/mip.py
+        # (and the placement it proves) needs every node size to be a power of two
+        slots = self.gpu_slots
+        if set(self.form_factors) & {"sxm", "oam"} and slots & (slots - 1):
+            raise ValueError(f"gpu_slots = {slots}: an SXM/OAM baseboard must hold a power "
+                             "of two GPUs (packing proof in solver/mip.py)")
+        return self
+
 
 class Fabric(_Entry):
     """An inter-node fabric. ``none`` is the absence of one (independent nodes)."""
@@ -94,6 +104,20 @@ class Fabric(_Entry):
     nic_price_usd: float = Field(ge=0, description="per NIC")
     switch_port_price_usd: float = Field(ge=0, description="per switch port (switch price / ports)")
     ports_per_switch: int = Field(ge=0)
+    cable_price_usd: float = Field(
+        default=0.0, ge=0, description="per link (node-to-leaf or leaf-to-spine): a DAC/AOC "
+        "cable or a cable plus its pair of optics")
+
+    @model_validator(mode="after")
+    def _switchable(self) -> Fabric:
+        if self.family != "none" and self.ports_per_switch < 2:
+            raise ValueError("ports_per_switch must be >= 2 for a fabric with switches")
+        return self
+
+    @property
+    def switch_price_usd(self) -> float:
+        """One switch of this fabric: ``switch_port_price_usd`` x ``ports_per_switch``."""
+        return self.switch_port_price_usd * self.ports_per_switch
 
 
 class Model(_Entry):
@@ -157,6 +181,17 @@ class CostModel(BaseModel):
     shared_storage_usd: Param = Field(description="fixed, when any job is coupled")
     shared_storage_usd_per_node: Param
     rack_unit_usd_per_year: Param
+    frontend_switch_usd: Param = Field(description="one front-end Ethernet (ToR) switch")
+    frontend_ports_per_switch: Param
+    frontend_ports_per_node: Param = Field(description="front-end ports every node takes")
+    frontend_cable_usd: Param = Field(description="per front-end link (node-ToR, leaf-spine)")
+    storage_usd_per_tb: Param = Field(description="usable checkpoint/dataset capacity, per TB")
+    storage_usd_per_gbps: Param = Field(description="storage write bandwidth, per GB/s")
+    checkpoints_kept: Param
+    checkpoint_bytes_per_param: Param = Field(description="trained parameter state in a "
+                                              "checkpoint (weights + optimizer), B/param")
+    checkpoint_write_seconds: Param = Field(description="time allowed to write one checkpoint")
+    dataset_bytes_per_token: Param
     weights_vram_fraction_max: Param
     vram_reserve_fraction: Param
     scaling_efficiency_floor: Param
@@ -171,6 +206,11 @@ class CostModel(BaseModel):
         "multinode_overhead_factor": (1.0, 20.0, True), "shared_storage_usd": (0.0, 1e9, True),
         "shared_storage_usd_per_node": (0.0, 1e8, True),
         "rack_unit_usd_per_year": (0.0, 1e6, True),
+        "frontend_switch_usd": (0.0, 1e7, True), "frontend_ports_per_switch": (2.0, 4096.0, True),
+        "frontend_ports_per_node": (0.0, 64.0, True), "frontend_cable_usd": (0.0, 1e5, True),
+        "storage_usd_per_tb": (0.0, 1e6, True), "storage_usd_per_gbps": (0.0, 1e7, True),
+        "checkpoints_kept": (0.0, 1000.0, True), "checkpoint_bytes_per_param": (0.0, 64.0, True),
+        "checkpoint_write_seconds": (0.0, 1e6, False), "dataset_bytes_per_token": (0.0, 64.0, True),
         "weights_vram_fraction_max": (0.0, 1.0, False), "vram_reserve_fraction": (0.0, 1.0, True),
         "scaling_efficiency_floor": (0.0, 1.0, False), "usable_memory_fraction": (0.0, 1.0, False),
     }
@@ -345,6 +385,27 @@ def _build(raw: dict[str, Any], origin: str) -> Catalog:
         return Catalog.model_validate(data)
     except ValidationError as exc:
         raise InputError(problems_from_pydantic(exc, origin, id_keyed=True)) from None
+
+
+_KEYS: dict[int, tuple[Catalog, str]] = {}
+
+
+def content_key(catalog: Catalog) -> str:
+    """A key for caches derived from ``catalog``: a hash of its whole content.
+
+    Neither ``id(catalog)`` (reused once a catalog is freed) nor ``version`` (unchanged by
+    ``model_copy(update=...)``) identifies the figures, so physics caches key by content.
+    The hash is computed once per catalog object (the identity map holds the object, so its
+    id cannot be reused while the entry lives).
+    """
+    known = _KEYS.get(id(catalog))
+    if known is not None and known[0] is catalog:
+        return known[1]
+    key = hashlib.sha256(catalog.model_dump_json().encode()).hexdigest()[:20]
+    if len(_KEYS) > 256:
+        _KEYS.clear()
+    _KEYS[id(catalog)] = (catalog, key)
+    return key
 
 
 @functools.lru_cache(maxsize=8)

@@ -3,8 +3,10 @@
 All money in USD over the RFQ's horizon. Power is TDP × load factor × PUE × price × hours;
 operations are per node-year; the multi-node engineering overhead follows domain.md:
 "each additional node of a coupled cluster costs 4–5× the first" in engineering time, so a
-coupled cluster of K nodes pays ``(factor - 1) × engineering × horizon × (K - 1)`` on top
-of every node's own engineering cost. Independent DP nodes never pay it.
+coupled group (one job, or one replica, spanning n nodes) pays
+``(factor - 1) × engineering × horizon × (n - 1)`` on top of every node's own engineering
+cost; three independent 2-node replicas pay it three times, not five. Independent DP nodes
+never pay it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ class CostParams:
     shared_storage_usd: float
     shared_storage_usd_per_node: float
     rack_unit_usd_per_year: float
+    frontend_switch_usd: float = 0.0
+    frontend_ports_per_switch: int = 48
+    frontend_ports_per_node: int = 0
+    frontend_cable_usd: float = 0.0
+    storage_usd_per_tb: float = 0.0
+    storage_usd_per_gbps: float = 0.0
+    checkpoints_kept: float = 0.0
+    checkpoint_bytes_per_param: float = 0.0
+    checkpoint_write_seconds: float = 300.0
+    dataset_bytes_per_token: float = 0.0
 
     @classmethod
     def from_catalog(cls, catalog: Catalog, horizon_years: float | None = None) -> CostParams:
@@ -45,6 +57,16 @@ class CostParams:
             shared_storage_usd=c.shared_storage_usd.value,
             shared_storage_usd_per_node=c.shared_storage_usd_per_node.value,
             rack_unit_usd_per_year=c.rack_unit_usd_per_year.value,
+            frontend_switch_usd=c.frontend_switch_usd.value,
+            frontend_ports_per_switch=int(c.frontend_ports_per_switch.value),
+            frontend_ports_per_node=int(c.frontend_ports_per_node.value),
+            frontend_cable_usd=c.frontend_cable_usd.value,
+            storage_usd_per_tb=c.storage_usd_per_tb.value,
+            storage_usd_per_gbps=c.storage_usd_per_gbps.value,
+            checkpoints_kept=c.checkpoints_kept.value,
+            checkpoint_bytes_per_param=c.checkpoint_bytes_per_param.value,
+            checkpoint_write_seconds=c.checkpoint_write_seconds.value,
+            dataset_bytes_per_token=c.dataset_bytes_per_token.value,
         )
 
     @property
@@ -92,5 +114,8 @@ def node_cost(params: CostParams, server: Server, gpu: Gpu, gpus: int) -> NodeCo
 
 
 def coupled_node_network_usd(server: Server, fabric: Fabric) -> float:
-    """NICs and switch ports for one node joining a fabric (capex)."""
-    return server.fabric_nics_per_node * (fabric.nic_price_usd + fabric.switch_port_price_usd)
+    """NICs and their node-to-switch cables for one node joining a fabric (capex).
+
+    The switches themselves are counted from the ports of the whole fabric
+    (:mod:`solver.network`), not per node."""
+    return server.fabric_nics_per_node * (fabric.nic_price_usd + fabric.cable_price_usd)

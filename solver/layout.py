@@ -24,7 +24,9 @@ class Layout:
 
     ``gpus = tp * pp * dp``; ``gpus_per_node`` is how many GPUs each node of the layout
     holds (so the job spans ``ceil(gpus / gpus_per_node)`` nodes), and ``fabric`` is the
-    inter-node fabric id (``none`` when it stays inside one node).
+    inter-node fabric id (``none`` when it stays inside one node). ``server`` is the node
+    type's chassis id (its fabric NICs per node bound inter-node collectives); None = the
+    smallest catalog server that holds ``gpus_per_node`` (``procure estimate``).
     """
 
     model: str
@@ -35,6 +37,7 @@ class Layout:
     dp: int = 1
     gpus_per_node: int = 8
     fabric: str = "none"
+    server: str | None = None
 
     @property
     def gpus(self) -> int:

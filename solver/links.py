@@ -2,7 +2,8 @@
 
 Inside a node a collective runs on the GPU's intra-node link (``Gpu.intra_node_gbs``, the
 practical NCCL bus bandwidth, and ``intra_node_latency_us``). A group that spans nodes is
-bounded by the fabric: ``Fabric.effective_gbs`` x the server's ``fabric_nics_per_node``
+bounded by the fabric: ``Fabric.effective_gbs`` x the node type's own server's
+``fabric_nics_per_node``
 (never more than the intra-node link) with the fabric's latency added per hop.
 """
 
@@ -30,8 +31,8 @@ def server_for(catalog: Catalog, gpu: Gpu, gpus_per_node: int) -> Server | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _link(catalog_key: int, gpu_id: str, fabric_id: str, gpus_per_node: int,
-          group: int) -> Link:
+def _link(catalog_key: str, gpu_id: str, fabric_id: str, gpus_per_node: int,
+          group: int, server_id: str | None) -> Link:
     from solver.memory import _CATALOGS
 
     catalog = _CATALOGS[catalog_key]
@@ -41,7 +42,8 @@ def _link(catalog_key: int, gpu_id: str, fabric_id: str, gpus_per_node: int,
     fabric = catalog.fabrics[fabric_id]
     if fabric.effective_gbs <= 0:
         return Link(0.0, 0.0, True)
-    server = server_for(catalog, gpu, gpus_per_node)
+    server = (catalog.servers.get(server_id) if server_id is not None
+              else server_for(catalog, gpu, gpus_per_node))
     if server is not None:
         nics = server.fabric_nics_per_node
     else:  # no catalog server (superchip racks such as NVL72): one fabric NIC per GPU
@@ -51,11 +53,12 @@ def _link(catalog_key: int, gpu_id: str, fabric_id: str, gpus_per_node: int,
 
 
 def group_link(catalog: Catalog, gpu: Gpu, fabric_id: str, gpus_per_node: int,
-               group: int) -> Link:
-    """The link a collective over ``group`` consecutive GPUs runs on (cached per catalog)."""
+               group: int, server_id: str | None = None) -> Link:
+    """The link a collective over ``group`` consecutive GPUs runs on (cached per catalog
+    content). ``server_id`` is the node type's own chassis; None = :func:`server_for`."""
     from solver.memory import _register
 
-    return _link(_register(catalog), gpu.id, fabric_id, gpus_per_node, group)
+    return _link(_register(catalog), gpu.id, fabric_id, gpus_per_node, group, server_id)
 
 
 def all_reduce_s(link: Link, group: int, size_bytes: float) -> float:

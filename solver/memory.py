@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from solver.catalog import Catalog, Gpu
+from solver.catalog import Catalog, Gpu, content_key
 from solver.geometry import Geometry, geometry
 from solver.layout import SERVING_KINDS, Layout, MemoryBreakdown, Workload
 from solver.perf_factors import EfficiencyFactors, factors
@@ -60,15 +60,16 @@ class MemoryPlan:
     base_sharded: bool = True  # training: weights (LoRA: the frozen base) sharded over DP
 
 
-_CATALOGS: dict[int, Catalog] = {}
+_CATALOGS: dict[str, Catalog] = {}
 
 
-def _register(catalog: Catalog) -> int:
-    key = id(catalog)
-    if _CATALOGS.get(key) is not catalog:
+def _register(catalog: Catalog) -> str:
+    """The content key of ``catalog`` (:func:`solver.catalog.content_key`), registered so
+    that cached physics can look the catalog up; equal content shares cache entries."""
+    key = content_key(catalog)
+    if key not in _CATALOGS:
         if len(_CATALOGS) > 32:
             _CATALOGS.clear()
-            _plan_cached.cache_clear()
         _CATALOGS[key] = catalog
     return key
 
@@ -256,7 +257,7 @@ def microbatches(catalog: Catalog, layout: Layout, workload: Workload) -> int:
 
 
 @functools.lru_cache(maxsize=65536)
-def _plan_cached(key: int, version: str, layout: Layout, workload: Workload) -> MemoryPlan:
+def _plan_cached(key: str, version: str, layout: Layout, workload: Workload) -> MemoryPlan:
     catalog = _CATALOGS[key]
     eff = factors(catalog)
     gpu = catalog.gpus[layout.gpu]

@@ -6,15 +6,25 @@ Sets
     W_s, W_j    serving workloads (inference, batch inference) and training jobs
     C_w         candidates of workload w; each c has node type t(c), GPUs g_c, nodes spanned
                 n_c (1 = inside one node), fabric f(c) (``none`` when n_c = 1), network cost
-                net_c, and capacity: concurrency m_c, QPS q_c (serving) or hours h_c (jobs)
+                net_c (its nodes' fabric NICs and node-to-switch cables), and capacity:
+                concurrency m_c, QPS q_c (serving) or hours h_c (jobs)
+    E           switched networks: the front-end Ethernet ``fe`` (every node) and each fabric
 
 Parameters
     cost_t      per-node cost over the horizon (objective-dependent: capex, or TCO = capex +
                 power + operations incl. each node's own engineering)
     P_t, U_t    full-load power (kW) and rack units of one node of type t
     S, s        shared-storage cost of a coupled cluster (fixed, and per coupled node)
-    O           extra engineering cost of each coupled node beyond the first:
-                (overhead factor - 1) × engineering per node-year × horizon
+    st_w        checkpoint + dataset storage of training job w (solver/storage.py; the same
+                for every candidate of w, so charged on each x[c], c ∈ C_w)
+    e_t, fe     fabric NICs per node of type t; front-end ports per node, cable price fe_c
+    R_e, H_e    ports of one switch of network e, H_e = floor(R_e / 2);
+                sw_e, up_e: switch price, price of one leaf-to-spine link
+    O           extra engineering cost of each coupled node beyond the first *of one
+                coupled group*: (overhead factor - 1) × engineering per node-year × horizon.
+                A group spanning n_c nodes pays (n_c - 1) O; independent replicas and
+                in-node groups pay nothing (domain.md: "each additional node of a coupled
+                cluster costs 4-5x the first" is per coupled job, not per estate)
     D^conc_w, D^qps_w   serving demand (concurrency, requests/s; batch: requests / deadline)
 
 Variables
@@ -22,9 +32,13 @@ Variables
     z[f] ∈ {0,1}          fabric f bought (Σ_f z[f] ≤ 1; "coupled" = Σ_f z[f])
     x[c] ∈ Z≥0            replicas of serving candidate c;  x[c] ∈ {0,1} for a job candidate
     K ∈ Z≥0               coupled nodes (nodes of jobs or replicas that span nodes)
+    L[e], S[e], U[e] ∈ Z≥0, y[e] ∈ {0,1}   leaf and spine switches, leaf-to-spine links and
+                          "two tiers" of network e (solver/network.py), driven by its ports
+                          P_fe = fe Σ_t N[t],  P_f = Σ_{c spanning on f} e_t(c) n_c x[c]
 
 Objective
-    min Σ_t cost_t N[t] + Σ_c net_c x[c] + S Σ_f z[f] + s K + O (K - Σ_f z[f])
+    min Σ_t (cost_t + fe fe_c) N[t] + Σ_c (net_c + st_w(c) + O (n_c - 1)) x[c]
+        + S Σ_f z[f] + s K + Σ_e (sw_e (L[e] + S[e]) + up_e U[e])
     (capex objective: GPUs + servers + network + storage only, O = 0)
 
 Constraints (one block each in :func:`build_model`)
@@ -33,6 +47,12 @@ Constraints (one block each in :func:`build_model`)
     packing     Σ_{c: t(c)=t} g_c x[c] ≤ k_t N[t]                                 (t ∈ T)
     fabric      x[c] ≤ M_c z[f(c)] for spanning c;  Σ_f z[f] ≤ 1
     coupled     K = Σ_{c spanning} n_c x[c];  z[f] ≤ Σ_{c spanning on f} n_c x[c]
+    switches    R L ≥ P;  P ≤ R + M y;  H L ≥ P - M'(1 - y);  R S ≥ H L - H Lmax (1 - y);
+                S ≥ y;  U ≥ H L - H Lmax (1 - y)                          (e ∈ E, network.py)
+                so that at the optimum (L, S, U) = one switch when P ≤ R, else a leaf/spine
+                with ceil(P/H) leaves, ceil(H L / R) spines and H L links — exactly what
+                the bill of materials recounts from the plan (solver/bom.py). Big-M's come
+                from P's upper bound (replica bounds; nodes ≤ what the candidates can fill).
     limits      Σ N ≤ max_nodes, Σ k_t N[t] ≤ max_gpus, Σ P_t N[t] ≤ max_power_kw,
                 Σ U_t N[t] ≤ max_rack_units, objective ≤ budget
 
@@ -53,6 +73,7 @@ from dataclasses import dataclass
 
 from solver.backends import LinearModel
 from solver.candidates import Candidate, CandidateTable
+from solver.network import add_switch_network, leaf_var, spine_var, uplink_var
 from solver.rfq import Rfq
 
 
@@ -86,6 +107,12 @@ def fabric_var(fabric: str) -> str:
 
 
 COUPLED_NODES = "K"
+FRONTEND = "fe"
+
+
+def fabric_net(fabric: str) -> str:
+    """Network tag of a fabric (the front-end is ``fe``)."""
+    return f"fab:{fabric}"
 
 
 @dataclass
@@ -126,19 +153,60 @@ def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str
         if objective == "tco":
             terms["power_usd"][node_var(key)] = node.cost.power_usd
             terms["operations_usd"][node_var(key)] = node.cost.operations_usd
-    for cands in table.candidates.values():
+        if p.frontend_ports_per_node:
+            terms["network_usd"][node_var(key)] = p.frontend_ports_per_node * p.frontend_cable_usd
+    for name, cands in table.candidates.items():
+        job_storage = table.storage.get(name)
         for cand in cands:
             if cand.network_usd:
                 terms["network_usd"][cand_var(cand)] = cand.network_usd
+            if job_storage is not None and cand.is_job and job_storage.usd:
+                terms["storage_usd"][cand_var(cand)] = job_storage.usd
+    networks = [(FRONTEND, p.frontend_switch_usd, p.frontend_cable_usd)]
+    networks += [(fabric_net(f), fab.switch_price_usd, fab.cable_price_usd)
+                 for f, fab in table.fabrics.items() if fab is not None]
+    for tag, switch_usd, link_usd in networks:  # variables that build_model did not create
+        terms["network_usd"][leaf_var(tag)] = switch_usd  # are dropped there (never bought)
+        terms["network_usd"][spine_var(tag)] = switch_usd
+        terms["network_usd"][uplink_var(tag)] = link_usd
     for fabric in table.fabrics:
         terms["storage_usd"][fabric_var(fabric)] = p.shared_storage_usd
     terms["storage_usd"][COUPLED_NODES] = p.shared_storage_usd_per_node
     if objective == "tco":
+        # per coupled group: a replica or job spanning n_c nodes pays (n_c - 1) O
         overhead = p.overhead_per_extra_coupled_node_usd
-        terms["multinode_overhead_usd"][COUPLED_NODES] = overhead
-        for fabric in table.fabrics:
-            terms["multinode_overhead_usd"][fabric_var(fabric)] = -overhead
+        for cands in table.candidates.values():
+            for cand in cands:
+                if cand.spanning:
+                    terms["multinode_overhead_usd"][cand_var(cand)] = (
+                        overhead * (cand.nodes_spanned - 1))
     return terms
+
+
+def _switched_networks(model: LinearModel, table: CandidateTable) -> None:
+    """Switch variables of the front-end and of every fabric, driven by their ports
+    (solver/network.py). Needs the candidate variables (their bounds size the big-M's)."""
+    high = {c.name: model.variables[cand_var(c)].high or 1
+            for cands in table.candidates.values() for c in cands}
+    p = table.params
+    if p.frontend_ports_per_node:
+        max_nodes = 0
+        for key, node in table.node_types.items():
+            gpus = sum(c.gpus * high[c.name] for cands in table.candidates.values()
+                       for c in cands if c.node_type == key)
+            max_nodes += math.ceil(gpus / node.gpus)
+        add_switch_network(model, FRONTEND,
+                           {node_var(k): float(p.frontend_ports_per_node)
+                            for k in table.node_types},
+                           p.frontend_ports_per_node * max_nodes, p.frontend_ports_per_switch)
+    for fabric, fab in table.fabrics.items():
+        if fab is None:
+            continue
+        ports = {cand_var(c): float(table.node_types[c.node_type].fabric_nics * c.nodes_spanned)
+                 for cands in table.candidates.values() for c in cands
+                 if c.spanning and c.fabric == fabric}
+        max_ports = sum(coeff * high[var[2:-1]] for var, coeff in ports.items())
+        add_switch_network(model, fabric_net(fabric), ports, max_ports, fab.ports_per_switch)
 
 
 def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
@@ -160,12 +228,14 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         for cand in cands:
             high = 1 if cand.is_job else replica_bound(cand, demand)
             model.var(cand_var(cand), 0, high)
+    _switched_networks(model, table)
 
     # --- objective --------------------------------------------------------------------
     terms = objective_terms(table, objective)
     for coeffs in terms.values():
         for var, coeff in coeffs.items():
-            model.objective[var] = model.objective.get(var, 0.0) + coeff
+            if var in model.variables:
+                model.objective[var] = model.objective.get(var, 0.0) + coeff
 
     # --- demand (serving) and one job (training) ----------------------------------------
     for name, cands in table.candidates.items():

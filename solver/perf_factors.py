@@ -177,15 +177,17 @@ class EfficiencyFactors(_Frozen):
                            f"(known: {', '.join(sorted(self.families))})") from None
 
 
-_CACHE: dict[tuple[int, str], EfficiencyFactors] = {}
+_CACHE: dict[str, EfficiencyFactors] = {}
 
 
 def factors(catalog: Catalog) -> EfficiencyFactors:
-    """The validated efficiency factors of ``catalog`` (cached per catalog object/version).
+    """The validated efficiency factors of ``catalog`` (cached per catalog content).
 
     Raises :class:`InputError` naming the field when ``efficiency.yaml`` is invalid.
     """
-    key = (id(catalog), catalog.version)
+    from solver.catalog import content_key
+
+    key = content_key(catalog)
     cached = _CACHE.get(key)
     if cached is None:
         try:

@@ -165,8 +165,10 @@ def _serving_constants(catalog: Catalog, layout: Layout, plan: MemoryPlan) -> _S
         peak_flops=gpu.dense_tflops[compute] * 1e12 * gemm,
         mem_bw=gpu.mem_bw_gbs * 1e9 * bw_eff, overhead_s=ovh,
         ar_bytes_per_token=geo.hidden * eff.serving.activation_bytes.value,
-        tp_group_link=group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp),
-        pp_link=group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp),
+        tp_group_link=group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp,
+                                 layout.server),
+        pp_link=group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp,
+                          layout.server),
         tp_overlap=eff.serving.tp_comm_overlap.value,
         budget=eff.serving.token_budget.value,
         min_chunk=eff.serving.min_prefill_chunk_fraction.value,
@@ -313,7 +315,8 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
         moe = train.moe_expert_gemm_efficiency.value
         achieved /= (1.0 - share) + share / moe
     t_ideal = replica_tokens * hw_flops / (tp * pp) / achieved
-    tp_link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp)
+    tp_link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp,
+                                 layout.server)
     nvlink = sequence_parallel(gpu, layout)
     # sequence parallelism (Megatron-style stacks on NVLink) splits the norms/dropout the
     # TP ranks otherwise repeat; without it they are the Amdahl part
@@ -342,7 +345,8 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
     if geo.experts and dp > 1:
         ep = min(dp, geo.experts)
         # Megatron rank order tp-cp-ep-dp-pp: an EP group is ep consecutive TP groups
-        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * ep)
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * ep,
+                          layout.server)
         moe_layers = geo.stage_layers(pp)
         a2a_bytes = mb_tokens / tp * geo.experts_per_token * geo.hidden * 2.0 * (ep - 1) / ep
         t_a2a = (m * moe_layers * 4.0 * p2p_s(link, a2a_bytes)
@@ -350,7 +354,8 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
     # pipeline hops (forward activations + backward gradients per micro-batch and chunk)
     t_pp = 0.0
     if pp > 1:
-        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp)
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp,
+                          layout.server)
         t_pp = 2.0 * m * v * p2p_s(link, mb_tokens * geo.hidden * 2.0 / tp)
     # data parallel gradient (and FSDP parameter) collectives, overlapped with backward
     t_dp = 0.0
@@ -366,7 +371,8 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
         else:
             grad_bytes = stage_params * 2.0
         gather_bytes = stage_params * 2.0 * 2.0 if plan.base_sharded else 0.0
-        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.gpus)
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.gpus,
+                          layout.server)
         # a reduce-scatter or all-gather moves half an all-reduce
         t_dp = all_reduce_s(link, dp, grad_bytes) + all_reduce_s(link, dp, gather_bytes) / 2.0
         if link.crosses_nodes:
@@ -396,7 +402,7 @@ def _training_prediction(catalog: Catalog, layout: Layout, w: Workload,
 
 # --------------------------------------------------------------------------- public API
 @functools.lru_cache(maxsize=65536)
-def _estimate_cached(key: int, version: str, layout: Layout, workload: Workload) -> Estimate:
+def _estimate_cached(key: str, version: str, layout: Layout, workload: Workload) -> Estimate:
     from solver.memory import _CATALOGS
 
     catalog = _CATALOGS[key]
@@ -451,9 +457,11 @@ def _score(est: Estimate) -> tuple:
 def best_layout(catalog: Catalog, model_id: str, gpu_id: str, gpus: int, workload: Workload,
                 *, precision: str, gpus_per_node: int = 8, fabric: str = "none",
                 tp: int | None = None, pp: int | None = None,
-                dp: int | None = None) -> Estimate:
+                dp: int | None = None, server: str | None = None) -> Estimate:
     """The best TP x PP x DP split of ``gpus`` GPUs (TP/PP/DP free unless given).
 
+    ``server`` is the node type's chassis (its fabric NICs bound inter-node collectives);
+    None = the smallest catalog server that holds ``gpus_per_node``.
     Best = fits, then comfortable, then throughput (QPS capacity under SLOs for serving
     with SLOs, tokens/s otherwise), then fewer pipeline stages and smaller TP.
     """
@@ -467,7 +475,8 @@ def best_layout(catalog: Catalog, model_id: str, gpu_id: str, gpus: int, workloa
             if gpus % (t * p) or (dp is not None and t * p * dp != gpus):
                 continue
             layout = Layout(model=model, gpu=gpu_id, precision=precision, tp=t, pp=p,
-                            dp=gpus // (t * p), gpus_per_node=gpus_per_node, fabric=fabric)
+                            dp=gpus // (t * p), gpus_per_node=gpus_per_node, fabric=fabric,
+                            server=server)
             est = estimate(catalog, layout, workload)
             if best is None or _score(est) > _score(best):
                 best = est

@@ -7,10 +7,12 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from solver.backends import Solution
+from solver.bom import bill_of_materials
 from solver.candidates import Candidate, CandidateTable
 from solver.catalog import Catalog
 from solver.layout import TRAINING_KINDS, Estimate
 from solver.mip import cand_var, demand_of, fabric_var, node_var, objective_terms
+from solver.placement import place
 from solver.rfq import Rfq
 
 COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
@@ -124,14 +126,17 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
 
 def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution
              ) -> dict[str, Any]:
-    """The plan JSON (without decision path and warnings, which explain adds)."""
+    """The plan JSON (without decision path and warnings, which explain adds), with its
+    placement (one entry per bought node) and bill of materials recomputed from it."""
     values = solution.values
     nodes = []
+    bought: dict[str, int] = {}
     power_kw = 0.0
     rack_units = 0
     for key, node in table.node_types.items():
         count = round(values.get(node_var(key), 0.0))
         if count > 0:
+            bought[key] = count
             nodes.append({"gpu": node.gpu, "server": node.server, "gpus_per_node": node.gpus,
                           "count": count})
             power_kw += count * node.cost.power_kw
@@ -140,7 +145,7 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
                   "none")
     picks = chosen(table, solution)
     specs = {spec.name: spec for spec in rfq.workloads}
-    return {
+    plan = {
         "rfq": rfq.id,
         "status": solution.status,
         "solver": solution.backend,
@@ -160,7 +165,11 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
         "workloads": [workload_entry(catalog, specs[name], picks[name]) for name in picks
                       if picks[name]],
         "cost": cost_breakdown(table, values),
+        "placement": place(table, bought, picks),
+        "bill_of_materials": None,
         "decision_path": [],
         "warnings": [],
         "infeasibility": None,
     }
+    plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
+    return plan

@@ -20,8 +20,11 @@ from solver.wording import (
     cluster_sentence,
     layout_rows,
     money_delta,
+    opex_rows,
     plural,
+    qty,
     relaxations,
+    short_source,
     target_rows,
     usd,
     years,
@@ -167,21 +170,18 @@ def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
                             rfq.horizon_years)
         summary = ("No configuration of the allowed hardware meets every requirement. "
                    + ("Nearest feasible change: " + words[0] + "." if words else ""))
-    opex_rows: list[tuple[str, str]] = []
-    if isinstance(opex, dict):
-        opex_rows = [(k.removesuffix("_usd").replace("_", " "), usd(v)) for k, v in
-                     opex.items() if isinstance(v, int | float)]
-    elif isinstance(opex, int | float):
-        opex_rows = [("total", usd(opex))]
+    opex_list = [(label, usd(value)) for label, value in opex_rows(opex)]
     return {
         "rfq": rfq, "plan": plan, "feasible": feasible, "summary": summary,
         "customer": rfq.customer or "", "date": today.isoformat(),
         "valid_until": (today + dt.timedelta(days=valid_days)).isoformat(),
         "svg": cluster_svg(plan) if feasible else "",
         "bom": [{**line, "unit": usd(line.get("unit_price_usd")),
-                 "total": usd(line.get("line_total_usd"))} for line in lines],
+                 "qty": qty(line.get("quantity", 0)),
+                 "total": usd(line.get("line_total_usd")),
+                 "source_short": short_source(line.get("source", ""))} for line in lines],
         "bom_from_plan": from_plan, "capex": usd(capex), "capex_value": capex,
-        "opex_rows": opex_rows,
+        "opex_rows": opex_list,
         "costs": [(label, usd(cost[key])) for key, label in (
             ("capex_usd", "Hardware (capex)"), ("power_usd", "Power"),
             ("operations_usd", "Operations and engineering"),

@@ -17,6 +17,7 @@ from solver.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.mip import fabric_var, node_var
 from solver.plan import cost_breakdown
 from solver.rfq import Rfq
+from solver.storage import training_storage
 
 Signature = tuple[tuple[tuple[str, int], ...], str]
 
@@ -94,8 +95,10 @@ def rebuild_workload(catalog: Catalog, rfq: Rfq, table: CandidateTable, spec: An
     alone = rfq.model_copy(update={"workloads": [spec]})
     fresh = build_candidates(catalog, alone, all_sizes=all_sizes, params=table.params)
     rejected = {**table.rejected, spec.name: fresh.rejected.get(spec.name, [])}
+    storage = {k: v for k, v in table.storage.items() if k != spec.name}
+    storage.update(fresh.storage)
     return replace(table, candidates={**table.candidates, spec.name: fresh.candidates[spec.name]},
-                   rejected=rejected)
+                   rejected=rejected, storage=storage)
 
 
 def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable:
@@ -108,7 +111,7 @@ def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable
     node_types = {
         key: NodeType(node.server, node.gpu, node.gpus,
                       node_cost(params, catalog.servers[node.server], catalog.gpus[node.gpu],
-                                node.gpus))
+                                node.gpus), catalog.servers[node.server].fabric_nics_per_node)
         for key, node in table.node_types.items()}
     fabrics = {fid: catalog.fabrics[fid] for fid in table.fabrics}
     candidates: dict[str, list[Candidate]] = {}
@@ -122,5 +125,8 @@ def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable
                 cand = replace(cand, network_usd=network)
             out.append(cand)
         candidates[name] = out
+    specs = {spec.name: spec for spec in rfq.workloads}
+    storage = {name: training_storage(catalog, params, specs[name]) for name in table.storage
+               if name in specs}
     return replace(table, node_types=node_types, fabrics=fabrics, candidates=candidates,
-                   params=params)
+                   params=params, storage=storage)

@@ -65,7 +65,8 @@ def _empty_plan(rfq: Rfq, solution: Solution) -> dict[str, Any]:
         "objective": rfq.objective,
         "cluster": {"nodes": [], "total_nodes": 0, "total_gpus": 0, "fabric": "none",
                     "coupled": False, "coupled_nodes": 0, "power_kw": 0.0, "rack_units": 0},
-        "workloads": [], "cost": None, "decision_path": [], "warnings": [],
+        "workloads": [], "cost": None, "placement": [], "bill_of_materials": None,
+        "decision_path": [], "warnings": [],
         "infeasibility": None,
     }
 
@@ -84,6 +85,11 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
     fixes: list[str] = []
     empty = [name for name, cands in table.candidates.items() if not cands]
     specs = {spec.name: spec for spec in rfq.workloads}
+    conflict = _vendor_conflict(catalog, rfq)
+    if empty and conflict:
+        reason, fix = conflict
+        plan["infeasibility"] = {"reasons": [reason], "closest": {}, "to_fix": fix}
+        return plan
     for name in empty:
         why = table.rejected.get(name, [])
         reasons.append(f"workload {name}: no layout on the allowed hardware meets its targets"
@@ -137,6 +143,26 @@ def _num(value: float) -> str:
     return f"{value:,.1f}"
 
 
+def _vendor_conflict(catalog: Catalog, rfq: Rfq) -> tuple[str, str] | None:
+    """The RFQ's own lists against its vendor profile: GPUs (or fabrics) asked for that the
+    vendor does not build, when that leaves nothing to buy. (reason, fix) or None."""
+    c = rfq.constraints
+    vendor_id = c.vendor or "open"
+    vendor = catalog.vendors[vendor_id]
+    if c.gpus is not None:
+        excluded = [g for g in c.gpus if not vendor.allows("gpus", g)]
+        if excluded and len(excluded) == len(c.gpus):
+            offered = [g for g in catalog.gpus if vendor.allows("gpus", g)]
+            return (f"vendor profile {vendor_id} does not offer {', '.join(excluded)} "
+                    f"(constraints.gpus), so no GPU is left to buy",
+                    f"choose constraints.gpus from what {vendor_id} offers "
+                    f"({', '.join(offered)}), or drop constraints.vendor")
+    servers_ok = any(vendor.allows("servers", s) for s in catalog.servers)
+    if not servers_ok:
+        return (f"vendor profile {vendor_id} offers no server", "choose another vendor")
+    return None
+
+
 def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:
     """Re-solve one workload alone with its targets relaxed, to say what is achievable."""
     from solver.performance import estimate as estimate_layout
@@ -154,6 +180,34 @@ def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, An
             fix = (f"workloads.{spec.name}.deadline_hours: the fastest allowed layout needs "
                    f"{best:,.1f} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
                    "nodes/faster GPUs")
+        elif rfq.constraints.max_nodes is not None:
+            # nothing fits within max_nodes: say how many nodes the model needs
+            lifted = _alone(rfq, relaxed).model_copy(update={
+                "constraints": rfq.constraints.model_copy(update={"max_nodes": None})})
+            wider = build_candidates(catalog, lifted)
+            cands = wider.candidates[spec.name]
+            if cands:
+                least = min(cands, key=lambda c: (c.nodes_spanned, c.gpus))
+                found["max_nodes"] = least.nodes_spanned
+                fix = (f"constraints.max_nodes = {rfq.constraints.max_nodes:g}: {spec.kind} of "
+                       f"{spec.model} needs at least {least.nodes_spanned} nodes (smallest "
+                       f"layout that fits: {least.gpus} x {least.layout.gpu} over "
+                       f"{least.fabric}); raise max_nodes to {least.nodes_spanned}, or choose "
+                       "LoRA/QLoRA or a smaller model")
+    elif spec.kind == "batch_inference":
+        from solver.candidates import request_seconds
+
+        relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
+        table = build_candidates(catalog, _alone(rfq, relaxed))
+        seconds = [request_seconds(c.estimate) for c in table.candidates[spec.name]]
+        if seconds:
+            best = min(seconds)
+            found["deadline_hours"] = float(f"{best / 3600.0:.3g}")
+            fix = (f"workloads.{spec.name}.deadline_hours: one request alone takes "
+                   f"{best:,.3g} s on the fastest allowed replica (prefill + "
+                   f"{spec.output_tokens} output tokens decoded one after another), but the "
+                   f"deadline is {spec.deadline_hours * 3600.0:.3g} s; extend the deadline "
+                   "(more replicas cannot shorten one request)")
     elif spec.kind == "inference" and (spec.ttft_ms or spec.tpot_ms):
         relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
         table = build_candidates(catalog, _alone(rfq, relaxed))

@@ -241,3 +241,34 @@ def relaxations(info: dict[str, Any], objective: str = "tco",
             if parts:
                 out.append(f"workload {path}: " + "; ".join(parts))
     return out
+
+
+def opex_rows(opex: Any) -> list[tuple[str, float]]:
+    """Yearly running-cost lines of a bill of materials: (label, USD per year), total last.
+
+    Accepts the plan's ``opex_per_year`` as ``{lines: [{description, usd_per_year}],
+    total_usd}``, as a mapping of term -> USD, or as one number.
+    """
+    if isinstance(opex, dict) and isinstance(opex.get("lines"), list):
+        rows = [(str(line.get("description") or line.get("item", "")),
+                 float(line.get("usd_per_year", 0.0))) for line in opex["lines"]]
+        total = opex.get("total_usd", sum(v for _, v in rows))
+        return [*rows, ("total per year", float(total))]
+    if isinstance(opex, dict):
+        return [(k.removesuffix("_usd").replace("_", " "), float(v)) for k, v in opex.items()
+                if isinstance(v, int | float)]
+    if isinstance(opex, int | float):
+        return [("total per year", float(opex))]
+    return []
+
+
+def short_source(source: str, limit: int = 60) -> str:
+    """A catalog source cut to ``limit`` characters (the full text stays in the JSON)."""
+    text = " ".join(str(source or "").split())
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def qty(value: float) -> str:
+    """A quantity: ``16`` for whole numbers, ``2.97`` otherwise (TB, GB/s of storage)."""
+    value = float(value)
+    return f"{value:,.0f}" if value.is_integer() else f"{value:,.2f}"

@@ -12,9 +12,11 @@ import pytest
 
 from solver.backends import installed_backends
 from solver.candidates import Candidate, CandidateTable, NodeType
+from solver.catalog import Fabric
 from solver.costs import CostParams, NodeCost
 from solver.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
 from solver.mip import Limits, build_model, replica_bound
+from solver.network import switch_counts
 from solver.plan import chosen, cost_breakdown
 from solver.solve import run_mip
 
@@ -22,15 +24,36 @@ BACKENDS = installed_backends()
 PARAMS = CostParams(horizon_years=3, electricity_usd_per_kwh=0.12, pue=1.4, load_factor=0.7,
                     operations_usd_per_node_year=8000, node_engineering_usd_per_year=15000,
                     multinode_overhead_factor=4.5, shared_storage_usd=25000,
-                    shared_storage_usd_per_node=3000, rack_unit_usd_per_year=300)
+                    shared_storage_usd_per_node=3000, rack_unit_usd_per_year=300,
+                    frontend_switch_usd=3000, frontend_ports_per_switch=4,
+                    frontend_ports_per_node=2, frontend_cable_usd=50)
+# small switches so that the oracle instances need two tiers (leaf/spine) now and then
+FABRICS = {fid: Fabric(id=fid, name=fid, family=family, effective_gbs=10, latency_us=2,
+                       nic_price_usd=1000, cable_price_usd=cable, switch_port_price_usd=port,
+                       ports_per_switch=radix, source="test fabric", as_of="2026-12")
+           for fid, family, cable, port, radix in (("ib-hdr-200", "infiniband", 600, 500, 4),
+                                                   ("100gbe", "ethernet", 200, 250, 6))}
+
+
+def frontend_usd(nodes: int) -> float:
+    """Front-end Ethernet of ``nodes`` nodes under PARAMS: 2 ports each on 4-port switches."""
+    sw = switch_counts(2 * nodes, 4)
+    return 3000 * sw.switches + 50 * (sw.uplinks + 2 * nodes)
+
+
+def fabric_usd(fabric: str, ports: int) -> float:
+    """Switches and leaf-to-spine links of a test fabric with ``ports`` node ports."""
+    fab = FABRICS[fabric]
+    sw = switch_counts(ports, fab.ports_per_switch)
+    return fab.switch_price_usd * sw.switches + fab.cable_price_usd * sw.uplinks
 MEM = MemoryBreakdown(1, 0, 0, 0, 1, 96, 0.01, 0.01)
 
 
-def node(server: str, gpu: str, gpus: int, price: float) -> NodeType:
+def node(server: str, gpu: str, gpus: int, price: float, nics: int = 1) -> NodeType:
     cost = NodeCost(gpus_usd=gpus * price, server_usd=20000 + 1000 * gpus,
                     power_usd=gpus * 1500.0, operations_usd=70000.0, power_kw=0.6 * gpus + 1,
                     rack_units=4)
-    return NodeType(server, gpu, gpus, cost)
+    return NodeType(server, gpu, gpus, cost, nics)
 
 
 def cand(workload: str, kind: str, nt: NodeType, gpus: int, nodes: int = 1,
@@ -63,7 +86,7 @@ def table_of(types, cands, fabrics=("ib-hdr-200",)) -> CandidateTable:
     by_workload: dict[str, list[Candidate]] = {}
     for c in cands:
         by_workload.setdefault(c.workload, []).append(c)
-    return CandidateTable({t.key: t for t in types}, {f: None for f in fabrics},  # type: ignore[misc]
+    return CandidateTable({t.key: t for t in types}, {f: FABRICS[f] for f in fabrics},
                           by_workload, PARAMS, {})
 
 
@@ -114,9 +137,16 @@ def brute_force(table: CandidateTable, rfq, objective: str = "tco") -> float | N
         coupled = sum(c.nodes_spanned * n for c, n in zip(flat, counts, strict=True)
                       if c.spanning)
         cost += sum(c.network_usd * n for c, n in zip(flat, counts, strict=True))
+        cost += frontend_usd(nodes_total)
+        for fabric in used_fabrics:
+            cost += fabric_usd(fabric, sum(
+                table.node_types[c.node_type].fabric_nics * c.nodes_spanned * n
+                for c, n in zip(flat, counts, strict=True) if c.spanning and c.fabric == fabric))
         if coupled:
             cost += PARAMS.shared_storage_usd + PARAMS.shared_storage_usd_per_node * coupled
-            cost += overhead * (coupled - 1)
+        # the guide's overhead is per coupled group: a group spanning n nodes pays n - 1
+        cost += overhead * sum((c.nodes_spanned - 1) * n
+                               for c, n in zip(flat, counts, strict=True) if c.spanning)
         lim = rfq.constraints
         if lim.max_nodes is not None and nodes_total > lim.max_nodes:
             continue
@@ -153,7 +183,7 @@ def test_one_eight_gpu_box_beats_two_four_gpu_boxes(backend):
     solution = run_mip(table, rfq, solver=backend)
     picks = chosen(table, solution)
     assert picks["tune"][0][0].node_type == n8.key
-    assert solution.objective == pytest.approx(n8.cost.tco_usd)
+    assert solution.objective == pytest.approx(n8.cost.tco_usd + frontend_usd(1))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -168,9 +198,11 @@ def test_replicas_share_nodes_and_pay_no_overhead(backend):
     assert solution.values["x[" + cands[0].name + "]"] == 4
     assert solution.values[f"N[{n8.key}]"] == 2
     assert solution.values["K"] == 0
-    assert solution.objective == pytest.approx(2 * n8.cost.tco_usd)
+    # independent nodes still take front-end ports: 4 ports = one 4-port switch + 4 cables
+    assert frontend_usd(2) == 3000 + 4 * 50
+    assert solution.objective == pytest.approx(2 * n8.cost.tco_usd + frontend_usd(2))
     cost = cost_breakdown(table, solution.values)
-    assert cost["multinode_overhead_usd"] == 0 and cost["network_usd"] == 0
+    assert cost["multinode_overhead_usd"] == 0 and cost["network_usd"] == frontend_usd(2)
     assert cost["tco_usd"] == pytest.approx(solution.objective)
 
 
@@ -181,13 +213,37 @@ def test_coupled_cluster_pays_overhead_per_extra_node(backend):
     rfq = rfq_of([spec("pre", "pretrain")])
     table = table_of([n8], [job])
     solution = run_mip(table, rfq, solver=backend)
+    # 4 fabric ports on one 4-port switch ($2,000); front-end 8 ports > 4: two tiers,
+    # ceil(8/2) = 4 leaves + ceil(2*4/4) = 2 spines = 6 switches, 8 uplinks
+    assert frontend_usd(4) == 6 * 3000 + 50 * (8 + 8)
     expected = (4 * n8.cost.tco_usd + 4 * 2300 + PARAMS.shared_storage_usd
-                + 4 * PARAMS.shared_storage_usd_per_node
+                + 4 * PARAMS.shared_storage_usd_per_node + frontend_usd(4) + 2000
                 + 3 * PARAMS.overhead_per_extra_coupled_node_usd)
     assert solution.objective == pytest.approx(expected)
     cost = cost_breakdown(table, solution.values)
     assert cost["multinode_overhead_usd"] == pytest.approx(
         3 * 3.5 * PARAMS.node_engineering_usd_per_year * 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_independent_two_node_replicas_pay_overhead_once_each(backend):
+    """Three independent 2-node replicas are three coupled groups: 3 O, not (6 - 1) O."""
+    n8 = node("pcie-8gpu", "g", 8, 8000)
+    rep = cand("big", "inference", n8, 16, nodes=2, fabric="ib-hdr-200", conc=10, qps=1,
+               net=2 * 2300)
+    rfq = rfq_of([spec("big", "inference", concurrency=30)])
+    table = table_of([n8], [rep])
+    solution = run_mip(table, rfq, solver=backend)
+    assert solution.values[f"x[{rep.name}]"] == 3 and solution.values["K"] == 6
+    overhead = PARAMS.overhead_per_extra_coupled_node_usd
+    assert overhead == pytest.approx(3.5 * 15000 * 3)
+    cost = cost_breakdown(table, solution.values)
+    assert cost["multinode_overhead_usd"] == pytest.approx(3 * overhead)
+    expected = (6 * n8.cost.tco_usd + 3 * 2 * 2300 + PARAMS.shared_storage_usd
+                + 6 * PARAMS.shared_storage_usd_per_node + 3 * overhead
+                + frontend_usd(6) + fabric_usd("ib-hdr-200", 6))
+    assert solution.objective == pytest.approx(expected)
+    assert brute_force(table, rfq) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -207,7 +263,7 @@ def test_buying_an_unused_fabric_earns_nothing():
     rfq = rfq_of([spec("chat", "inference", concurrency=10)])
     solution = run_mip(table_of([n8], cands), rfq, solver="cbc")
     assert solution.values["z[ib-hdr-200]"] == 0
-    assert solution.objective == pytest.approx(n8.cost.tco_usd)
+    assert solution.objective == pytest.approx(n8.cost.tco_usd + frontend_usd(1))
 
 
 # --- random instances against the oracle ---------------------------------------------------
@@ -217,7 +273,7 @@ def random_instance(rng: random.Random):
     for gpu in rng.sample(["a", "b", "c"], rng.randint(1, 2)):
         price = rng.choice([2000, 8000, 15000])
         for size in rng.sample([2, 4, 8], rng.randint(1, 2)):
-            types.append(node(f"s{size}", gpu, size, price))
+            types.append(node(f"s{size}", gpu, size, price, nics=rng.choice([1, 1, 2])))
     specs = []
     cands = []
     for w in range(rng.randint(1, 3)):
@@ -341,3 +397,43 @@ def test_relaxation_bound_is_a_valid_lower_bound(backend):
             continue
         bound = solver._relaxation_bound(model)
         assert bound is not None and bound <= exact.objective + 1e-6
+
+
+# --- placement: first-fit decreasing on the bought nodes ------------------------------------
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b in ("cbc", "highs")][:1])
+def test_placement_is_valid_on_random_instances(backend):
+    """Every chosen replica/job placed once, no node over capacity, spanning groups on whole
+    nodes of their type, and exactly the bought nodes listed (200 seeded instances)."""
+    from collections import Counter
+
+    from solver.placement import place
+
+    placed_any_spanning = False
+    for table, rfq in INSTANCES:
+        solution = run_mip(table, rfq, solver=backend, objective=rfq.objective)
+        if solution.status != "optimal":
+            continue
+        nodes = {key: round(solution.values.get(f"N[{key}]", 0.0)) for key in table.node_types}
+        picks = chosen(table, solution)
+        placement = place(table, nodes, picks)
+        assert Counter(n["type"] for n in placement) == +Counter(nodes)
+        groups: dict[str, list] = {}
+        for entry in placement:
+            assert sum(r["gpus"] for r in entry["runs"]) <= entry["gpus"]
+            for run in entry["runs"]:
+                groups.setdefault(run["group"], []).append((entry, run))
+        expected = Counter()
+        for cands in picks.values():
+            for c, n in cands:
+                expected[c.name] += n
+        got = Counter(group.rsplit("#", 1)[0] for group in groups)
+        assert got == expected
+        for parts in groups.values():
+            run = parts[0][1]
+            assert len(parts) == run["nodes_spanned"]
+            if run["nodes_spanned"] > 1:
+                placed_any_spanning = True
+                assert all(r["gpus"] == e["gpus"] and e["type"] == parts[0][0]["type"]
+                           for e, r in parts)
+    assert placed_any_spanning

@@ -105,6 +105,23 @@ def test_html_totals_equal_the_plan_with_a_contract_bom(catalog, coupled):
         assert alt["alternative"] in html
 
 
+def test_html_bom_is_the_plans_own_and_totals_match(catalog, coupled):
+    rfq, plan, alternatives = coupled
+    bom = plan["bill_of_materials"]  # built by the planner (branch cost)
+    html = render_html(quote_context(plan, rfq, catalog, alternatives))
+    cells = Cells()
+    cells.feed(html)
+    line_totals = [_dollars(t) for t in cells.by_class["line-total"]]
+    assert len(line_totals) == len(bom["lines"])
+    for shown, line in zip(line_totals, bom["lines"], strict=True):
+        assert shown == pytest.approx(line["line_total_usd"], abs=0.5)
+    assert _dollars(cells.by_id["capex"]) == pytest.approx(bom["capex_usd"], abs=0.5)
+    assert bom["capex_usd"] == pytest.approx(plan["cost"]["capex_usd"], abs=0.01)
+    assert usd(plan["cost"]["tco_usd"]) in html
+    for line in bom["lines"]:
+        assert line["sku"] in html and line["as_of"] in html
+
+
 def test_html_is_self_contained(catalog, coupled):
     rfq, plan, alternatives = coupled
     html = render_html(quote_context(plan, rfq, catalog, alternatives))
@@ -114,7 +131,10 @@ def test_html_is_self_contained(catalog, coupled):
         assert tag not in ("link", "script", "img", "iframe")
         assert not str(attrs.get("src", "")).startswith("http")
     assert "@media print" in html
-    # no BOM on the plan yet: the cost breakdown stands in, and capex still matches
+    # a plan without a bill of materials: the cost breakdown stands in, capex still matches
+    bare = {k: v for k, v in plan.items() if k != "bill_of_materials"}
+    cells = Cells()
+    cells.feed(render_html(quote_context(bare, rfq, catalog, alternatives)))
     assert _dollars(cells.by_id["capex"]) == pytest.approx(plan["cost"]["capex_usd"], abs=1)
 
 

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from bom_checks import assert_bill_matches_cost, assert_valid_placement
 
 from solver.rfq import load_rfq
 from solver.solve import solve_rfq
@@ -136,6 +137,9 @@ def test_scenario_outcome(catalog, name):
     if name != "infeasible-budget.yaml":
         assert plan["status"] == "optimal", plan["infeasibility"]
         assert plan["cost"]["tco_usd"] > 0
+        # the bill recomputed from the plan = the objective's breakdown, to the cent
+        assert_bill_matches_cost(plan)
+        assert_valid_placement(plan)
     EXPECTED[name](plan, catalog)
 
 

@@ -153,7 +153,7 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
 
 
 COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "servers", "network_usd":
-               "network (NICs, switch ports)", "storage_usd": "shared storage",
+               "network (NICs, switches, cables)", "storage_usd": "shared storage",
                "capex_usd": "capex (hardware)", "power_usd": "power",
                "operations_usd": "operations and engineering",
                "multinode_overhead_usd": "coupled-node overhead", "tco_usd": "TCO",
@@ -164,7 +164,7 @@ def _print_bom(plan: dict[str, Any], con: Any) -> None:
     """The bill of materials (plan key ``bill_of_materials``), when the plan has one."""
     from rich.table import Table
 
-    from solver.wording import usd
+    from solver.wording import opex_rows, qty, usd
 
     bom = plan.get("bill_of_materials")
     if not bom or not bom.get("lines"):
@@ -178,17 +178,18 @@ def _print_bom(plan: dict[str, Any], con: Any) -> None:
         item = f"{line.get('sku', '')}: {line.get('description', '')}"
         if line.get("as_of"):
             item += f" ({line.get('price_type', 'price')} {line['as_of']})"
-        table.add_row(item, f"{line.get('quantity', 0):,g}", usd(line.get("unit_price_usd")),
+        table.add_row(item, qty(line.get("quantity", 0)), usd(line.get("unit_price_usd")),
                       usd(line.get("line_total_usd")))
     table.add_row("capex", "", "", usd(bom.get("capex_usd")), style="bold")
     con.print(table)
-    opex = bom.get("opex_per_year")
-    if isinstance(opex, dict):
-        con.print("Yearly running costs: " + ", ".join(
-            f"{k.removesuffix('_usd').replace('_', ' ')} {usd(v)}" for k, v in opex.items()
-            if isinstance(v, int | float)), markup=False)
-    elif isinstance(opex, int | float):
-        con.print(f"Yearly running costs: {usd(opex)}", markup=False)
+    rows = opex_rows(bom.get("opex_per_year"))
+    if rows:
+        yearly = Table(title="Running costs per year", title_justify="left")
+        yearly.add_column("item", overflow="fold")
+        yearly.add_column("USD/year", justify="right", no_wrap=True)
+        for label, value in rows:
+            yearly.add_row(label, usd(value), style="bold" if label == "total per year" else "")
+        con.print(yearly)
 
 
 def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],

@@ -1,0 +1,90 @@
+"""Physics on the node type's own server, and physics caches keyed by catalog content."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from solver.candidates import build_candidates, node_types
+from solver.costs import CostParams
+from solver.layout import Layout, Workload
+from solver.links import group_link
+from solver.performance import estimate
+from solver.rfq import Rfq
+
+
+def _with_servers(catalog, **servers):
+    return catalog.model_copy(update={"servers": {**catalog.servers, **servers}})
+
+
+def test_spanning_link_uses_the_node_types_own_server(catalog):
+    """A 4-NIC PCIe chassis next to the 1-NIC one: each node type's link uses its own NICs."""
+    base = catalog.servers["pcie-8gpu"]
+    four = base.model_copy(update={"id": "pcie-8gpu-4nic", "fabric_nics_per_node": 4,
+                                   "price_usd": base.price_usd + 1})
+    cat = _with_servers(catalog, **{"pcie-8gpu-4nic": four})
+    gpu = cat.gpus["rtx-pro-6000"]
+    fabric = cat.fabrics["100gbe"]
+    one = group_link(cat, gpu, "100gbe", 8, 16, "pcie-8gpu")
+    many = group_link(cat, gpu, "100gbe", 8, 16, "pcie-8gpu-4nic")
+    assert one.busbw_gbs == pytest.approx(min(gpu.intra_node_gbs, fabric.effective_gbs * 1))
+    assert many.busbw_gbs == pytest.approx(min(gpu.intra_node_gbs, fabric.effective_gbs * 4))
+    assert many.busbw_gbs > one.busbw_gbs
+    work = Workload(kind="pretrain", seq_len=4096)
+    lay = Layout(model="llama-3.1-8b", gpu="rtx-pro-6000", precision="bf16", tp=1, pp=1, dp=16,
+                 gpus_per_node=8, fabric="100gbe")
+    slow = estimate(cat, Layout(**{**lay.__dict__, "server": "pcie-8gpu"}), work)
+    fast = estimate(cat, Layout(**{**lay.__dict__, "server": "pcie-8gpu-4nic"}), work)
+    assert fast.predicted.tokens_per_s > slow.predicted.tokens_per_s
+
+
+def test_dominance_keeps_a_server_with_other_nic_count(catalog):
+    """A dearer chassis with more fabric NICs is not dominated by a cheaper one with fewer."""
+    base = catalog.servers["pcie-8gpu"]
+    four = base.model_copy(update={"id": "pcie-8gpu-4nic", "fabric_nics_per_node": 4,
+                                   "price_usd": base.price_usd + 1000})
+    same = base.model_copy(update={"id": "pcie-8gpu-dear", "price_usd": base.price_usd + 1000})
+    cat = _with_servers(catalog, **{"pcie-8gpu-4nic": four, "pcie-8gpu-dear": same})
+    rfq = Rfq.model_validate({"id": "t", "constraints": {"gpus": ["rtx-pro-6000"]},
+                              "workloads": [{"name": "c", "kind": "inference",
+                                             "model": "llama-3.1-8b", "concurrency": 8,
+                                             "input_tokens": 1000, "output_tokens": 200}]})
+    types = node_types(cat, rfq, CostParams.from_catalog(cat))
+    servers = {t.server for t in types.values() if t.gpus == 8}
+    assert "pcie-8gpu-4nic" in servers and "pcie-8gpu" in servers
+    assert "pcie-8gpu-dear" not in servers  # same NICs, dearer: dominated
+
+
+def test_candidates_carry_their_node_types_server(catalog):
+    rfq = Rfq.model_validate({"id": "t", "constraints": {"gpus": ["h100-sxm"]},
+                              "workloads": [{"name": "c", "kind": "inference",
+                                             "model": "llama-3.1-8b", "concurrency": 8,
+                                             "input_tokens": 1000, "output_tokens": 200}]})
+    table = build_candidates(catalog, rfq)
+    for cand in table.candidates["c"]:
+        assert cand.layout.server == table.node_types[cand.node_type].server
+
+
+def test_hundred_catalogs_each_use_their_own_link_figures(catalog):
+    """Catalogs built and dropped one after another (ids get reused): every estimate must
+    use its own catalog's fabric bandwidth, never a cached figure of an earlier catalog."""
+    gpu_id, fabric_id = "rtx-pro-6000", "100gbe"
+    work = Workload(kind="pretrain", seq_len=4096)
+    lay = Layout(model="llama-3.1-8b", gpu=gpu_id, precision="bf16", dp=16, gpus_per_node=8,
+                 fabric=fabric_id, server="pcie-8gpu")
+    seen: dict[float, float] = {}
+    for i in range(100):
+        gbs = 1.0 + 0.25 * i
+        fabric = catalog.fabrics[fabric_id].model_copy(update={"effective_gbs": gbs})
+        cat = catalog.model_copy(update={"fabrics": {**catalog.fabrics, fabric_id: fabric}})
+        assert cat.version == catalog.version  # model_copy keeps the version string
+        gpu = cat.gpus[gpu_id]
+        link = group_link(cat, gpu, fabric_id, 8, 16, "pcie-8gpu")
+        assert link.busbw_gbs == pytest.approx(min(gpu.intra_node_gbs, gbs))
+        seen[gbs] = estimate(cat, lay, work).predicted.tokens_per_s
+        del cat, fabric
+        gc.collect()
+    speeds = [seen[k] for k in sorted(seen)]
+    assert all(b >= a for a, b in zip(speeds, speeds[1:], strict=False))
+    assert speeds[-1] > speeds[0]
