@@ -25,6 +25,18 @@ COST_TERMS = (("gpus_usd", "GPUs"), ("servers_usd", "Servers"), ("network_usd", 
               ("operations_usd", "Operations"), ("multinode_overhead_usd",
                                                  "Multi-node overhead"))
 FABRIC_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "cross", "star")
+AXIS_WORDS = {"tco_usd": "Total cost of ownership (USD)", "capex_usd": "Hardware cost, capex (USD)",
+              "tpot_ms": "Time per output token (ms)", "ttft_ms": "Time to first token (ms)",
+              "hours_to_complete": "Hours to finish (h)", "qps_capacity": "Requests per second",
+              "tokens_per_s": "Output tokens per second",
+              "max_concurrency": "Concurrent requests held"}
+LOG_SCALE_RATIO = 30  # a cost axis spanning more than this factor is drawn log-scaled
+MONEY_AXIS = {"tickprefix": "$", "tickformat": ",.0f"}
+
+
+def axis_words(key: str) -> str:
+    """A plain-language axis title with its unit for a plan/frontier field name."""
+    return AXIS_WORDS.get(key, key.replace("_", " "))
 
 
 # --- cluster picture --------------------------------------------------------------------
@@ -221,9 +233,10 @@ def cost_figure(cost: dict[str, float], objective: str = "tco") -> go.Figure:
         + [f"${(cost.get('capex_usd' if objective == 'capex' else 'tco_usd') or 0) / 1000:,.0f}k"],
         connector={"line": {"color": "#999"}},
         increasing={"marker": {"color": "#4C78A8"}}, totals={"marker": {"color": "#333"}}))
-    fig.update_layout(title="Cost breakdown over the horizon (USD)", height=360,
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, yaxis_title="USD",
+    fig.update_layout(title="Cost breakdown over the horizon", height=360,
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, yaxis_title="US dollars",
                       showlegend=False)
+    fig.update_yaxes(**MONEY_AXIS)
     return fig
 
 
@@ -244,8 +257,10 @@ def cluster_label(plan: dict[str, Any]) -> str:
                       for n in cluster["nodes"]) + f", fabric {cluster['fabric']}"
 
 
-def frontier_figure(result: dict[str, Any], selected: int | None = None) -> go.Figure:
-    """TCO against the metric: one trace per GPU mix, marker by fabric, the optimum starred."""
+def frontier_figure(result: dict[str, Any], selected: int | None = None,
+                    target: float | None = None) -> go.Figure:
+    """TCO against the metric: one trace per GPU mix, marker by fabric, the optimum starred;
+    ``target`` (the workload's SLO or deadline for the metric) is drawn as a dashed line."""
     cost_key, metric = result["axes"]
     points = result["points"]
     fig = go.Figure()
@@ -281,15 +296,20 @@ def frontier_figure(result: dict[str, Any], selected: int | None = None) -> go.F
             x=[chosen[cost_key]], y=[chosen[metric]], mode="markers", name="selected",
             hoverinfo="skip", marker={"size": 26, "symbol": "circle-open", "color": "#E45756",
                                       "line": {"width": 3}}))
+    if target is not None:
+        fig.add_hline(y=target, line_dash="dash", line_color="#E45756",
+                      annotation_text=f"SLO target {target:,g}",
+                      annotation_position="top left")
     better = "lower" if result["lower_is_better"][metric] else "higher"
     costs = [p[cost_key] for p in points if p[cost_key] > 0]
-    if costs and max(costs) / min(costs) > 8:
-        fig.update_xaxes(type="log")
+    log = bool(costs) and max(costs) / min(costs) > LOG_SCALE_RATIO
+    fig.update_xaxes(**MONEY_AXIS, **({"type": "log", "dtick": 1} if log else {}))
     fig.update_layout(
-        title=f"{result['rfq']}: {cost_key} vs {result['workload']} {metric} "
+        title=f"{result['rfq']}: {axis_words(cost_key).removesuffix(' (USD)').lower()} "
+              f"against {result['workload']}'s {axis_words(metric).lower()} "
               f"({better} is better)",
-        xaxis_title=f"{cost_key} (USD{', log scale' if costs and max(costs) / min(costs) > 8 else ''})",
-        yaxis_title=metric, height=460,
+        xaxis_title=axis_words(cost_key) + (", log scale" if log else ""),
+        yaxis_title=axis_words(metric), height=460,
         margin={"l": 10, "r": 10, "t": 50, "b": 10}, clickmode="event+select",
         legend={"title": "GPU · fabric"})
     return fig
@@ -301,8 +321,9 @@ def _hover(index: int, point: dict[str, Any], result: dict[str, Any]) -> str:
     work = next((w for w in plan["workloads"] if w["name"] == result["workload"]), None)
     layout = (f"{work['precision']} TP{work['tp']}×PP{work['pp']}×DP{work['dp']} on "
               f"{work['gpus']}× {work['gpu']}" if work else "")
-    return (f"<b>#{index + 1}</b> {cost_key} ${point[cost_key]:,.0f}<br>{metric} "
-            f"{point[metric]:,.2f}<br>{cluster_label(plan)}<br>{result['workload']}: {layout}")
+    return (f"<b>#{index + 1}</b> {axis_words(cost_key)} ${point[cost_key]:,.0f}<br>"
+            f"{axis_words(metric)} "
+f"{point[metric]:,.2f}<br>{cluster_label(plan)}<br>{result['workload']}: {layout}")
 
 
 # --- sensitivity ------------------------------------------------------------------------
@@ -320,9 +341,10 @@ def tornado_figure(report: dict[str, Any]) -> go.Figure:
                orientation="h", name="at high end", marker_color="#E45756"),
     ])
     fig.add_vline(x=base, line_color="#111", line_width=1)
-    fig.update_layout(title=f"Tornado: {report['objective']} around the base "
+    fig.update_xaxes(**MONEY_AXIS)
+    fig.update_layout(title=f"Tornado: {report['objective'].upper()} around the base "
                             f"${base:,.0f}", barmode="overlay",
-                      xaxis_title=f"{report['objective']} (USD)",
+                      xaxis_title=axis_words(f"{report['objective']}_usd"),
                       height=max(260, 60 + 34 * len(rows)),
                       margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig

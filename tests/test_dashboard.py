@@ -214,7 +214,7 @@ def test_pareto_draws_the_frontier_and_compares_a_point_with_the_optimum():
     cards = [m.value for m in at.markdown if m.value.startswith("####")]
     assert "#### Optimum (cheapest)" in cards
     assert f"#### Point #{len(pick.options)}" in cards
-    assert "more for tpot_ms" in texts(at)
+    assert "more for time per output token (ms)" in texts(at)
 
 
 def test_pareto_of_an_infeasible_rfq_says_why():
@@ -345,3 +345,49 @@ def test_the_library_never_imports_streamlit():
     offenders = [p.name for p in (ROOT / "solver").rglob("*.py")
                  if "import streamlit" in p.read_text() or "from streamlit" in p.read_text()]
     assert offenders == []
+
+
+def test_frontier_has_plain_axis_titles_dollar_ticks_and_the_slo_line():
+    from dashboards.figures import frontier_figure
+
+    plan = {"cluster": {"nodes": [{"gpu": "l4", "server": "s", "gpus_per_node": 1,
+                                   "count": 1}], "fabric": "none", "coupled": False},
+            "workloads": []}
+    result = {"axes": ["tco_usd", "tpot_ms"], "rfq": "r", "workload": "chat",
+              "lower_is_better": {"tpot_ms": True},
+              "points": [{"tco_usd": 100_000.0, "tpot_ms": 40.0, "plan": plan},
+                         {"tco_usd": 150_000.0, "tpot_ms": 20.0, "plan": plan}]}
+    fig = frontier_figure(result, 1, target=50.0)
+    layout = fig.layout
+    assert layout.xaxis.title.text == "Total cost of ownership (USD)"
+    assert layout.yaxis.title.text == "Time per output token (ms)"
+    assert layout.xaxis.tickprefix == "$" and layout.xaxis.type != "log"
+    assert any(shape.y0 == 50.0 for shape in layout.shapes)
+    assert any("SLO target" in a.text for a in layout.annotations)
+
+
+def test_default_comparison_is_a_meaningful_improvement():
+    from dashboards.views.pareto import _default_comparison
+
+    result = {"axes": ["tco_usd", "tpot_ms"], "lower_is_better": {"tpot_ms": True}}
+    points = [{"tpot_ms": 40.0}, {"tpot_ms": 39.8}, {"tpot_ms": 30.0}]
+    assert _default_comparison(points, result) == 2
+
+
+def test_dashboard_command_hides_deploy_and_forwards_sigterm():
+    import os
+    import signal
+    import threading
+
+    from solver.commands.dashboard import run_child, streamlit_command
+
+    command = streamlit_command(None, "127.0.0.1", headless=True)
+    assert command[command.index("--client.toolbarMode") + 1] == "minimal"
+    child_cmd = [sys.executable, "-c", "import time; time.sleep(60)"]
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        code = run_child(child_cmd, dict(os.environ))
+    finally:
+        timer.cancel()
+    assert code == 0  # the child was stopped by the forwarded SIGTERM, not after 60 s

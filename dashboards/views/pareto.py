@@ -9,9 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from solver.errors import InputError
+from solver.wording import money_delta
 
 from .. import components, state
-from ..figures import cluster_label, frontier_figure
+from ..figures import axis_words, cluster_label, frontier_figure
 
 CHART_KEY = "pareto_chart"
 PICK_KEY = "pareto_pick"
@@ -86,14 +87,15 @@ def render() -> None:
     clicked = _chart_pick()
     if clicked is not None and 0 <= clicked < len(points):
         st.session_state[PICK_KEY] = clicked
-    default = 1 if len(points) > 1 else 0
+    default = _default_comparison(points, result)
     pick = st.session_state.get(PICK_KEY, default)
     if not isinstance(pick, int) or not 0 <= pick < len(points):
         pick = default
     st.session_state[PICK_KEY] = pick
     cols[2].caption(f"{len(points)} non-dominated plans from {result['candidates_solved']} "
                     f"solves in {result['seconds']} s — {result['method']}.")
-    st.plotly_chart(frontier_figure(result, pick), key=CHART_KEY, on_select="rerun",
+    st.plotly_chart(frontier_figure(result, pick, _target(data, result)), key=CHART_KEY,
+                    on_select="rerun",
                     selection_mode="points")
     st.caption("Colour: GPU type; marker: fabric (coupled or not); the open star marks the optimum. Click a "
                "point (or choose it below) to compare its plan with the optimum.")
@@ -109,8 +111,36 @@ def render() -> None:
             cost_key = result["axes"][0]
             extra = points[pick][cost_key] - points[0][cost_key]
             metric_name = result["axes"][1]
-            st.markdown(f"Costs **${extra:,.0f}** more for {metric_name} "
+            st.markdown(f"{money_delta(extra).capitalize()} for "
+                        f"{axis_words(metric_name).lower()} "
                         f"{points[pick][metric_name]:,.2f} instead of "
                         f"{points[0][metric_name]:,.2f}.")
     with st.expander("All frontier points", expanded=False):
         st.dataframe(_table(result), hide_index=True)
+
+
+TARGET_FIELDS = {"tpot_ms": "tpot_ms", "ttft_ms": "ttft_ms", "hours_to_complete": "deadline_hours"}
+MEANINGFUL_GAIN = 0.10  # the default comparison improves the metric by at least 10 %
+
+
+def _target(data: dict, result: dict) -> float | None:
+    """The RFQ's SLO or deadline for the frontier's metric (drawn as a line), if any."""
+    field = TARGET_FIELDS.get(result["axes"][1])
+    spec = next((w for w in data.get("workloads", []) if w.get("name") == result["workload"]),
+                {})
+    value = spec.get(field) if field else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _default_comparison(points: list[dict], result: dict) -> int:
+    """The cheapest point that improves the metric by at least 10 % over the optimum."""
+    if len(points) < 2:
+        return 0
+    metric = result["axes"][1]
+    lower = result["lower_is_better"][metric]
+    base = points[0][metric]
+    for index, point in enumerate(points[1:], start=1):
+        gain = (base - point[metric]) if lower else (point[metric] - base)
+        if base and gain / abs(base) >= MEANINGFUL_GAIN:
+            return index
+    return 1

@@ -37,7 +37,7 @@ def streamlit_command(port: int | None, address: str, headless: bool) -> list[st
     """The ``python -m streamlit run …`` command line."""
     command = [sys.executable, "-m", "streamlit", "run", str(app_path()),
                "--server.address", address, "--server.maxUploadSize", str(MAX_UPLOAD_MB),
-               "--browser.gatherUsageStats", "false",
+               "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
                "--server.headless", "true" if headless else "false"]
     if port is not None:
         command += ["--server.port", str(port)]
@@ -67,7 +67,28 @@ def register(app: typer.Typer) -> None:
             load_catalog(catalog)  # fail here, with file and field, not inside the browser
             env[CATALOG_ENV] = str(Path(catalog).resolve())
         command = streamlit_command(port, address, headless)
-        try:
-            return subprocess.call(command, env=env)
-        except KeyboardInterrupt:
-            return 0
+        return run_child(command, env)
+
+
+def run_child(command: list[str], env: dict[str, str]) -> int:
+    """Run Streamlit as a child; SIGTERM/SIGINT to ``procure dashboard`` stop the child too."""
+    import signal
+
+    child = subprocess.Popen(command, env=env)
+
+    def forward(signum: int, _frame: object) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:  # pragma: no cover - handled by forward()
+                forward(signal.SIGINT, None)
+        return 0 if code in (-signal.SIGTERM, -signal.SIGINT) else code
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
