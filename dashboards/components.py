@@ -9,7 +9,7 @@ import streamlit as st
 
 from solver.errors import InputError, Problem
 from solver.explain import money_delta
-from solver.wording import relaxations
+from solver.wording import node_lines, opex_rows, qty, relaxations, usd
 
 from . import state
 from .figures import cluster_label
@@ -68,6 +68,30 @@ def headline(plan: dict[str, Any]) -> None:
     cols[3].metric("GPUs", cluster["total_gpus"])
     cols[4].metric("Power", f"{cluster['power_kw']:.1f} kW")
     cols[5].metric("Fabric (coupled)" if cluster["coupled"] else "Fabric", cluster["fabric"])
+    st.markdown("**Buy:** " + "; ".join(node_lines(cluster)))
+
+
+def bom_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+    """The plan's bill of materials as a table (SKU, qty, prices with dates), capex last."""
+    bom = plan.get("bill_of_materials")
+    if not bom or not bom.get("lines"):
+        return None
+    rows = [{"SKU": line.get("sku", ""), "description": line.get("description", ""),
+             "qty": qty(line.get("quantity", 0)), "unit price": usd(line.get("unit_price_usd")),
+             "price": f"{line.get('price_type', '')} {line.get('as_of', '')}".strip(),
+             "line total": usd(line.get("line_total_usd"))} for line in bom["lines"]]
+    rows.append({"SKU": "capex", "description": "sum of lines", "qty": "", "unit price": "",
+                 "price": "", "line total": usd(bom.get("capex_usd"))})
+    return pd.DataFrame(rows)
+
+
+def opex_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+    """Yearly running costs of the bill of materials."""
+    rows = opex_rows((plan.get("bill_of_materials") or {}).get("opex_per_year"))
+    if not rows:
+        return None
+    return pd.DataFrame([{"running cost": label, "per year": usd(value)}
+                         for label, value in rows])
 
 
 def infeasible(plan: dict[str, Any]) -> None:

@@ -179,6 +179,22 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     assert "Does the model fit" in texts(at)
 
 
+def test_plan_shows_the_bill_of_materials_and_offers_the_quote():
+    at = page("plan")
+    load_example(at, "finetune-70b-full-cluster")
+    at.run()
+    assert not at.exception
+    assert "Bill of materials" in [h.value for h in at.subheader]
+    bom = next(d.value for d in at.dataframe if "SKU" in d.value.columns)
+    assert bom["SKU"].iloc[-1] == "capex"
+    total = float(bom["line total"].iloc[-1].replace("$", "").replace(",", ""))
+    lines = sum(float(v.replace("$", "").replace(",", "")) for v in bom["line total"][:-1])
+    assert abs(total - lines) <= len(bom)  # whole dollars, rounded per line
+    assert "**Buy:**" in texts(at) and "pcie-8gpu" in texts(at)
+    buttons = [b for b in at.get("download_button")]
+    assert any("quote" in str(b.proto.label).lower() for b in buttons)
+
+
 def test_plan_of_an_infeasible_rfq_shows_its_reason_and_fix():
     at = page("plan")
     load_example(at, "infeasible-budget")

@@ -8,6 +8,7 @@ import json
 import streamlit as st
 
 from solver.errors import InputError
+from solver.wording import usd
 
 from .. import components, state
 from ..figures import cluster_figure, cost_figure
@@ -59,8 +60,17 @@ def render() -> None:
     with right:
         st.subheader("Cost terms")
         st.dataframe(
-            [{"term": key.removesuffix("_usd").replace("_", " "), "USD": f"{value:,.0f}"}
-             for key, value in plan["cost"].items()], hide_index=True)
+            [{"term": key.removesuffix("_usd").replace("_", " "), "USD": usd(value)}
+             for key, value in plan["cost"].items() if isinstance(value, int | float)],
+            hide_index=True)
+
+    bom = components.bom_table(plan)
+    if bom is not None:
+        st.subheader("Bill of materials")
+        st.dataframe(bom, hide_index=True, height=components.table_height(len(bom)))
+        opex = components.opex_table(plan)
+        if opex is not None:
+            st.dataframe(opex, hide_index=True)
 
     st.subheader("Decision path")
     components.decision_path(plan)
@@ -70,5 +80,17 @@ def render() -> None:
     else:
         st.caption("No alternatives to compare (the plan is already single-node without a "
                    "fabric, or none apply).")
-    st.download_button("Download the plan as JSON", json.dumps(plan, indent=2),
-                       file_name=f"{plan['rfq']}-plan.json", mime="application/json")
+    left, right = st.columns(2)
+    left.download_button("Download the plan as JSON", json.dumps(plan, indent=2),
+                         file_name=f"{plan['rfq']}-plan.json", mime="application/json")
+    right.download_button("Download the quote (HTML)", _quote_html(plan, alternatives),
+                          file_name=f"{plan['rfq']}-quote.html", mime="text/html",
+                          key="quote_download")
+
+
+def _quote_html(plan: dict, alternatives: list) -> str:
+    """The customer quote of ``procure quote`` for this plan."""
+    from solver.quote import quote_context, render_html
+
+    cat, rfq = state.scenario(state.active_key() or "", state.catalog_dir(), state.price_pairs())
+    return render_html(quote_context(plan, rfq, cat, alternatives))
