@@ -59,6 +59,12 @@ def main() -> None:
     st.set_page_config(page_title="procure — GPU procurement", page_icon=":material/dns:", layout="wide")
     state.ensure_defaults()
     scenario.keep_draft()
+    if scenario.unsaved_changes():
+        data, _ = state.active()
+        st.warning("Unsaved changes: the Scenario form differs from the active RFQ "
+                   f"**{(data or {}).get('id', '-')}**, which every page still solves. Press "
+                   "**Use this RFQ** on the Scenario page to apply them.",
+                   icon=":material/edit_note:")
     pages = [st.Page(fn, title=title, url_path=url, icon=icon, default=(url == "plan"))
              for fn, title, url, icon in PAGES]
     current = st.navigation(pages, position="sidebar", expanded=True)

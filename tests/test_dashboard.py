@@ -407,3 +407,29 @@ def test_dashboard_command_hides_deploy_and_forwards_sigterm():
     finally:
         timer.cancel()
     assert code == 0  # the child was stopped by the forwarded SIGTERM, not after 60 s
+
+
+UNSAVED_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from dashboards import state
+from dashboards.views import scenario
+state.ensure_defaults()
+if "loaded" not in st.session_state:
+    scenario.load_into_form(state.active()[0])
+    st.session_state["loaded"] = True
+if st.session_state.get("edit"):
+    st.session_state[scenario.P + "id"] = "changed-id"
+st.markdown("UNSAVED" if scenario.unsaved_changes() else "SAVED")
+"""
+
+
+def test_unsaved_form_changes_are_detected():
+    at = AppTest.from_string(UNSAVED_SCRIPT.format(root=str(ROOT)), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception
+    assert at.markdown[-1].value == "SAVED"  # the form holds the active RFQ
+    at.session_state["edit"] = True
+    at.run()
+    assert at.markdown[-1].value == "UNSAVED"

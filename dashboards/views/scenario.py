@@ -51,10 +51,27 @@ UPLOAD_KEY = "scenario_upload"
 
 # --- the draft in session state ---------------------------------------------------------
 
+KEPT_KEYS = ("pareto_metric", "pareto_points")  # widgets of other pages kept across pages
+
+
 def keep_draft() -> None:
-    """Re-assign the draft's keys so Streamlit keeps them while other pages are shown."""
-    for key in [k for k in st.session_state if str(k).startswith(P)]:
+    """Re-assign the draft's keys (and the Pareto choices) so Streamlit keeps them while
+    other pages are shown."""
+    for key in [k for k in st.session_state if str(k).startswith(P) or k in KEPT_KEYS]:
         st.session_state[key] = st.session_state[key]
+
+
+def unsaved_changes() -> bool:
+    """Does the Scenario form describe a different RFQ than the active one?"""
+    if f"{P}ids" not in st.session_state:
+        return False
+    active, _ = state.active()
+    data = draft()
+    try:
+        data = state.rfq_to_data(validate_rfq(data, state.catalog(), "form"))
+    except InputError:
+        return True
+    return data != active
 
 
 def _typed(value: Any, kind: type) -> Any:
