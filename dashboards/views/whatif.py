@@ -118,6 +118,8 @@ def _sensitivity(rfq_key: str) -> None:
         st.error("The base RFQ is infeasible: nothing to sweep.")
         return
     st.plotly_chart(tornado_figure(report), key="tornado", config={"displayModeBar": False})
+    st.caption("The tornado varies each parameter around the catalog's base values (and the "
+               "Catalog page's price overlay), not around the what-if sliders above.")
     flips = [{"parameter": row["label"], "break-even at": f"{flip['at']:,.4g}",
               "below": flip["from"], "above": flip["to"],
               "cost below": f"${flip['tco_below_usd']:,.0f}" if flip["tco_below_usd"] else "-",
