@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from solver.candidates import build_candidates
+from solver.network import switch_counts
 from solver.pareto import frontier, parse_metric
 from solver.rfq import validate_rfq
 from solver.scenarios import rebuild_workload
@@ -80,8 +81,16 @@ def test_training_frontier_equals_brute_force(catalog: Any, tune: Any,
     for cand in table.candidates["tune"]:
         node = table.node_types[cand.node_type]
         nodes = cand.nodes_spanned if cand.spanning else 1
-        cost = nodes * node.cost.tco_usd + cand.network_usd
+        cost = nodes * node.cost.tco_usd + cand.network_usd + table.storage["tune"].usd
+        front = switch_counts(params.frontend_ports_per_node * nodes,
+                              params.frontend_ports_per_switch)
+        cost += (front.switches * params.frontend_switch_usd
+                 + (front.uplinks + params.frontend_ports_per_node * nodes)
+                 * params.frontend_cable_usd)
         if cand.spanning:
+            fab = table.fabrics[cand.fabric]
+            sw = switch_counts(node.fabric_nics * nodes, fab.ports_per_switch)
+            cost += sw.switches * fab.switch_price_usd + sw.uplinks * fab.cable_price_usd
             cost += (params.shared_storage_usd + params.shared_storage_usd_per_node * nodes
                      + params.overhead_per_extra_coupled_node_usd * (nodes - 1))
         options.append((round(cost, 2), cand.hours_to_complete))
