@@ -14,6 +14,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from solver.wording import axis_words
+
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
            "#9D755D", "#EECA3B", "#BAB0AC")
 IDLE = "#D9D9D9"
@@ -25,18 +27,8 @@ COST_TERMS = (("gpus_usd", "GPUs"), ("servers_usd", "Servers"), ("network_usd", 
               ("operations_usd", "Operations"), ("multinode_overhead_usd",
                                                  "Multi-node overhead"))
 FABRIC_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "cross", "star")
-AXIS_WORDS = {"tco_usd": "Total cost of ownership (USD)", "capex_usd": "Hardware cost, capex (USD)",
-              "tpot_ms": "Time per output token (ms)", "ttft_ms": "Time to first token (ms)",
-              "hours_to_complete": "Hours to finish (h)", "qps_capacity": "Requests per second",
-              "tokens_per_s": "Output tokens per second",
-              "max_concurrency": "Concurrent requests held"}
 LOG_SCALE_RATIO = 30  # a cost axis spanning more than this factor is drawn log-scaled
 MONEY_AXIS = {"tickprefix": "$", "tickformat": ",.0f"}
-
-
-def axis_words(key: str) -> str:
-    """A plain-language axis title with its unit for a plan/frontier field name."""
-    return AXIS_WORDS.get(key, key.replace("_", " "))
 
 
 # --- cluster picture --------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.errors import InputError, Problem
+from solver.wording import axis_words
 
 
 def check_plot_path(path: Path, option: str) -> str:
@@ -37,6 +38,13 @@ def cluster_text(cluster: dict[str, Any]) -> str:
                      for n in cluster["nodes"]) + f" ({cluster['fabric']})"
 
 
+def _dollars() -> Any:
+    """A matplotlib tick formatter: ``$1,522,250``."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _pos: f"${value:,.0f}")
+
+
 def frontier_plot(result: dict[str, Any], path: Path) -> None:
     """Cost (x) against the metric (y), one marker per plan."""
     suffix = check_plot_path(path, "--plot")
@@ -44,14 +52,17 @@ def frontier_plot(result: dict[str, Any], path: Path) -> None:
     xs = [p[cost_key] for p in result["points"]]
     ys = [p[metric] for p in result["points"]]
     labels = [cluster_text(p["plan"]["cluster"]) for p in result["points"]]
-    title = f"{result['rfq']}: {cost_key} vs {result['workload']} {metric}"
+    title = (f"{result['rfq']}: {axis_words(cost_key).removesuffix(' (USD)').lower()} "
+             f"against {result['workload']}'s {axis_words(metric).lower()}")
     if suffix == ".html":
         import plotly.graph_objects as go
 
         fig = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", text=labels,
-                                   line_shape="hv", hovertemplate="%{x:,.0f} USD<br>"
+                                   line_shape="hv", hovertemplate="$%{x:,.0f}<br>"
                                    "%{y}<br>%{text}<extra></extra>"))
-        fig.update_layout(title=title, xaxis_title=f"{cost_key} (USD)", yaxis_title=metric)
+        fig.update_layout(title=title, xaxis_title=axis_words(cost_key),
+                          yaxis_title=axis_words(metric))
+        fig.update_xaxes(tickprefix="$", tickformat=",.0f")
         fig.write_html(str(path), include_plotlyjs="cdn")
         return
     import matplotlib
@@ -61,8 +72,9 @@ def frontier_plot(result: dict[str, Any], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 5))
     ax.step(xs, ys, where="post", marker="o")
-    ax.set_xlabel(f"{cost_key} (USD)")
-    ax.set_ylabel(metric)
+    ax.set_xlabel(axis_words(cost_key))
+    ax.set_ylabel(axis_words(metric))
+    ax.xaxis.set_major_formatter(_dollars())
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
@@ -79,14 +91,16 @@ def tornado_plot(report: dict[str, Any], path: Path) -> None:
     labels = [f"{r['label']} [{r['low']:g} .. {r['high']:g}]" for r in rows]
     lows = [r["tco_low_usd"] - base for r in rows]
     highs = [r["tco_high_usd"] - base for r in rows]
-    title = f"{report['rfq']}: TCO swing per parameter (base {base:,.0f} USD)"
+    title = f"{report['rfq']}: TCO swing per parameter (base ${base:,.0f})"
     if suffix == ".html":
         import plotly.graph_objects as go
 
         fig = go.Figure([go.Bar(y=labels, x=lows, base=base, orientation="h", name="low end"),
                          go.Bar(y=labels, x=highs, base=base, orientation="h",
                                 name="high end")])
-        fig.update_layout(title=title, barmode="overlay", xaxis_title="TCO (USD)")
+        fig.update_layout(title=title, barmode="overlay",
+                          xaxis_title=axis_words("tco_usd"))
+        fig.update_xaxes(tickprefix="$", tickformat=",.0f")
         fig.write_html(str(path), include_plotlyjs="cdn")
         return
     import matplotlib
@@ -98,7 +112,8 @@ def tornado_plot(report: dict[str, Any], path: Path) -> None:
     ax.barh(labels, lows, left=base, label="low end")
     ax.barh(labels, highs, left=base, label="high end", alpha=0.7)
     ax.axvline(base, color="black", linewidth=0.8)
-    ax.set_xlabel("TCO (USD)")
+    ax.set_xlabel(axis_words("tco_usd"))
+    ax.xaxis.set_major_formatter(_dollars())
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()

@@ -272,3 +272,15 @@ def qty(value: float) -> str:
     """A quantity: ``16`` for whole numbers, ``2.97`` otherwise (TB, GB/s of storage)."""
     value = float(value)
     return f"{value:,.0f}" if value.is_integer() else f"{value:,.2f}"
+
+
+AXIS_WORDS = {"tco_usd": "Total cost of ownership (USD)", "capex_usd": "Hardware cost, capex (USD)",
+              "tpot_ms": "Time per output token (ms)", "ttft_ms": "Time to first token (ms)",
+              "hours_to_complete": "Hours to finish (h)", "qps_capacity": "Requests per second",
+              "tokens_per_s": "Output tokens per second",
+              "max_concurrency": "Concurrent requests held"}
+
+
+def axis_words(key: str) -> str:
+    """A plain-language axis title with its unit for a plan/frontier field name."""
+    return AXIS_WORDS.get(key, key.replace("_", " "))
