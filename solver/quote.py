@@ -162,9 +162,8 @@ def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
                    f"{rfq.customer or rfq.id}, buy {cluster_sentence(plan['cluster'])}. "
                    f"Hardware costs {usd(capex)}; the total cost of ownership over "
                    f"{years(rfq.horizon_years)} is {usd(cost.get('tco_usd'))}, including "
-                   "power, operations"
-                   + (" and the engineering overhead of coupled nodes"
-                      if plan["cluster"].get("coupled") else "") + ".")
+                   + ("power, operations and the engineering overhead of coupled nodes."
+                      if plan["cluster"].get("coupled") else "power and operations."))
     else:
         words = relaxations(plan.get("infeasibility") or {}, plan.get("objective", "tco"),
                             rfq.horizon_years)
