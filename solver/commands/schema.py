@@ -40,23 +40,15 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """A customer-ready quote: summary, cluster picture, bill of materials, margins,
         assumptions, alternatives, risks and validity date."""
-        from solver.candidates import build_candidates
-        from solver.commands.solve import check_solver, load
+        from solver.commands.solve import plan_with_alternatives
         from solver.errors import InputError, Problem
-        from solver.explain import counterfactuals
         from solver.quote import write_quote
-        from solver.solve import solve_rfq
 
         suffix = output.suffix.lower()
         if suffix not in (".html", ".htm", ".xlsx"):
             raise InputError([Problem("-o", "", str(output),
                                       "the quote must be a .html or .xlsx file")])
-        check_solver(solver)
-        cat, parsed = load(rfq, catalog)
-        table = build_candidates(cat, parsed)
-        plan = solve_rfq(parsed, cat, solver=solver, table=table)
-        alternatives = (counterfactuals(parsed, cat, plan, table, solver)
-                        if plan["status"] in ("optimal", "feasible") else [])
+        cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
         write_quote(output, plan, parsed, cat, alternatives, valid_days=valid_days)
         out.print(f"wrote {output} ({plan['status']})")
         return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0

@@ -33,6 +33,22 @@ def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = 
     return catalog, rfq
 
 
+def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
+    """Load and solve an RFQ, then re-solve its counterfactuals (none when infeasible):
+    what `explain` and `quote` both present. Returns (catalog, rfq, plan, alternatives)."""
+    from solver.candidates import build_candidates
+    from solver.explain import counterfactuals
+    from solver.solve import solve_rfq
+
+    check_solver(solver)
+    cat, parsed = load(rfq, catalog)
+    table = build_candidates(cat, parsed)
+    plan = solve_rfq(parsed, cat, solver=solver, table=table)
+    alternatives = (counterfactuals(parsed, cat, plan, table, solver)
+                    if plan["status"] in ("optimal", "feasible") else [])
+    return cat, parsed, plan, alternatives
+
+
 def check_solver(name: str) -> None:
     from solver.backends import BACKENDS, installed_backends
 
@@ -266,16 +282,8 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
     ) -> int:
         """The guide's decision path for each workload, the plan, and the counterfactuals."""
-        from solver.candidates import build_candidates
-        from solver.explain import counterfactuals
-        from solver.solve import solve_rfq
 
-        check_solver(solver)
-        cat, parsed = load(rfq, catalog)
-        table = build_candidates(cat, parsed)
-        plan = solve_rfq(parsed, cat, solver=solver, table=table)
-        alternatives = (counterfactuals(parsed, cat, plan, table, solver)
-                        if plan["status"] in ("optimal", "feasible") else [])
+        cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
         if json_out:
             print(json.dumps({"plan": plan, "counterfactuals": alternatives}, indent=2))
             return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
