@@ -205,7 +205,9 @@ def _id_of(text: str, source: str, path: Path) -> tuple[str, bool]:
         data = None
     value = data.get("id") if isinstance(data, dict) else None
     if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
-        return short(str(value).strip(), MAX_ID_CHARS, quote=False), True
+        text = "".join(ch if ch.isprintable() else "?" for ch in str(value).strip()[:1000])
+        return short(text.encode("utf-8", "replace").decode("utf-8"), MAX_ID_CHARS,
+                     quote=False), True
     return path.stem, False
 
 

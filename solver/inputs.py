@@ -233,18 +233,17 @@ def parse_json(text: str, source: str) -> Any:
 
 
 def depth(data: Any) -> int:
-    """Nesting depth of parsed data (a scalar is 0), computed without recursion."""
+    """Nesting depth of parsed data (a scalar is 0, ``[]`` is 1), without recursion."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
         value, level = stack.pop()
-        deepest = max(deepest, level)
-        if level > MAX_DEPTH:
-            return level
-        if isinstance(value, dict):
-            stack.extend((v, level + 1) for v in value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend((v, level + 1) for v in value)
+        if isinstance(value, dict | list | tuple):
+            deepest = max(deepest, level + 1)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((v, level + 1) for v in (value.values() if isinstance(value, dict)
+                                                  else value))
     return deepest
 
 
