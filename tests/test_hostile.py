@@ -415,6 +415,10 @@ def test_cli_solve_estimate_and_overrides_with_bombs(tmp_path: Path) -> None:
     result = procure("catalog", "validate", "--catalog", str(overlay))
     assert_clean(result)
     assert "costs.yaml" in result.stderr
+    result = procure("estimate", "--model", "llama-3.1-8b", "--gpu", "l4", "--gpus", "1",
+                     "--kind", "inference", "--input-tokens", "1999000")
+    assert_clean(result)
+    assert "context window" in result.stderr
 
 
 def test_cli_batch_with_hostile_files_exits_cleanly(tmp_path: Path) -> None:
@@ -531,3 +535,18 @@ def test_fuzz_rfq_schema_only_raises_input_error(data: dict, catalog: Any) -> No
         assert all(isinstance(str(p), str) for p in exc.problems)
     else:
         assert rfq.workloads
+
+
+def test_sensitivity_ranges_stay_inside_the_schema(catalog: Any, rfq_data: dict) -> None:
+    from solver.overrides import apply_pairs
+    from solver.rfq import Rfq
+    from solver.sensitivity import _demand_headroom, schema_max
+
+    assert schema_max(Rfq, "horizon_years") == 15
+    rfq_data["workloads"][0]["concurrency"] = 900_000
+    rfq = validate_rfq(rfq_data, catalog)
+    room = _demand_headroom(rfq)
+    assert room == pytest.approx((1_000_000 - 1) / 900_000)
+    apply_pairs(catalog, rfq, [("demand", room)])  # the sweep's top end is a valid RFQ
+    with pytest.raises(InputError, match="concurrency"):
+        apply_pairs(catalog, rfq, [("demand", room * 1.01)])
