@@ -482,6 +482,8 @@ def test_killed_solve_leaves_no_solver_process(tmp_path: Path) -> None:
         proc.wait(timeout=10)
         time.sleep(1.0)
         alive = [pid for pid in children if _alive(pid)]
+        for pid in alive:  # do not leave it running when the check fails
+            os.kill(pid, signal.SIGKILL)
         assert alive == [], "CBC survived its parent"
     finally:
         if proc.poll() is None:
