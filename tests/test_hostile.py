@@ -552,3 +552,34 @@ def test_sensitivity_ranges_stay_inside_the_schema(catalog: Any, rfq_data: dict)
     apply_pairs(catalog, rfq, [("demand", room)])  # the sweep's top end is a valid RFQ
     with pytest.raises(InputError, match="concurrency"):
         apply_pairs(catalog, rfq, [("demand", room * 1.01)])
+
+
+def test_internal_error_is_one_line_and_a_log(capsys: pytest.CaptureFixture[str]) -> None:
+    from solver.cli import _internal_error
+
+    try:
+        raise RuntimeError("boom\n" + "x" * 10_000)
+    except RuntimeError as exc:
+        with pytest.raises(SystemExit) as info:
+            _internal_error(exc)
+    assert info.value.code == 1
+    message = capsys.readouterr().err.strip()
+    assert "Traceback" not in message and len(message.splitlines()) <= 3
+    log = Path(message.rsplit("details in ", 1)[1].split()[0])
+    try:
+        assert "Traceback" in log.read_text() and "boom" in log.read_text()
+    finally:
+        log.unlink()
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root writes read-only files")
+def test_read_only_store_refused_before_solving(tmp_path: Path) -> None:
+    from solver.batch_store import ResultStore
+
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db):
+        pass
+    db.chmod(0o444)
+    with pytest.raises(InputError, match="--db"):
+        ResultStore(db, lock=True)
