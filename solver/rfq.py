@@ -274,7 +274,8 @@ def load_rfq(path: str | Path, catalog: Catalog) -> Rfq:
     path = Path(path)
     source = str(path)
     if not path.is_file():
-        raise InputError([Problem(source, "", None, "file not found")])
+        raise InputError([Problem(source, "", None, "not a regular file (a folder, device or "
+                                  "pipe)" if path.exists() else "file not found")])
     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputError([Problem(source, "", path.suffix,
                                   "unsupported file type: use .yaml, .yml or .json "

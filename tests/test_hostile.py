@@ -583,3 +583,16 @@ def test_read_only_store_refused_before_solving(tmp_path: Path) -> None:
     db.chmod(0o444)
     with pytest.raises(InputError, match="--db"):
         ResultStore(db, lock=True)
+
+
+def test_devices_pipes_and_link_loops(tmp_path: Path, catalog: Any) -> None:
+    folder = tmp_path / "in"
+    write(folder, {"good.yaml": GOOD.format(n=1).encode()})
+    (folder / "loop").symlink_to(folder)
+    (folder / "zero.yaml").symlink_to("/dev/zero")
+    os.mkfifo(folder / "fifo.yaml")
+    for name in ("zero.yaml", "fifo.yaml"):
+        with pytest.raises(InputError, match="not a regular file"):
+            load_rfq(folder / name, catalog)
+    summary = run_batch([folder], tmp_path / "r.sqlite", workers=1, solve_fn=_fake_solve)
+    assert summary.by_status == {"optimal": 1}
