@@ -7,11 +7,13 @@ from __future__ import annotations
 import stat
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from solver.catalog import Catalog
-from solver.errors import InputError, Problem
+from solver.errors import InputError, Problem, short
+from solver.inputs import decode, guard
 from solver.rfq import MAX_FILE_BYTES, Rfq, iter_csv_rfqs, parse_text, validate_rfq
 
 RFQ_SUFFIXES = (".yaml", ".yml", ".json")
@@ -20,16 +22,18 @@ MAX_CSV_BYTES = 5_000_000
 MAX_ZIP_BYTES = 20_000_000
 MAX_UNZIPPED_BYTES = 50_000_000
 MAX_ZIP_MEMBERS = 2_000
+MAX_NAME_CHARS = 100
+"""Longest file-name part written (file systems refuse 256 bytes; ids live in the files)."""
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
+              NotImplementedError, RuntimeError, ValueError)
+"""What reading a damaged, lying, encrypted or exotic zip raises."""
 
 
 def _decode(name: str, data: bytes, limit: int) -> str:
     if len(data) > limit:
         raise InputError([Problem(name, "", f"{len(data):,} bytes",
                                   f"file larger than {limit / 1e6:g} MB")])
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError([Problem(name, "", None, "not UTF-8 text")]) from None
+    return decode(data, name)
 
 
 def rfqs_from_upload(name: str, data: bytes, catalog: Catalog
@@ -39,22 +43,27 @@ def rfqs_from_upload(name: str, data: bytes, catalog: Catalog
     A YAML/JSON file holds one RFQ; a CSV batch one or more. A file that cannot be read at
     all raises :class:`InputError`.
     """
+    name = _printable(name)
     suffix = Path(name).suffix.lower()
     if suffix in RFQ_SUFFIXES:
-        text = _decode(name, data, MAX_FILE_BYTES)
-        parsed = parse_text(text, name, suffix)
+        with guard(name):
+            text = _decode(name, data, MAX_FILE_BYTES)
+            parsed = parse_text(text, name, suffix)
         try:
             rfq = validate_rfq(parsed, catalog, name)
         except InputError as exc:
             rfq_id = parsed.get("id") if isinstance(parsed, dict) else None
-            return [(str(rfq_id or name), exc)]
+            shown = short(str(rfq_id), 128, quote=False) if isinstance(rfq_id, str | int) \
+                and not isinstance(rfq_id, bool) and str(rfq_id) else name
+            return [(shown, exc)]
         return [(rfq.id, rfq)]
     if suffix == ".csv":
-        _decode(name, data, MAX_CSV_BYTES)
-        with tempfile.TemporaryDirectory(prefix="procure-upload-") as tmp:
-            path = Path(tmp) / Path(name).name
-            path.write_bytes(data)
-            found = list(iter_csv_rfqs(path, catalog))
+        with guard(name):
+            _decode(name, data, MAX_CSV_BYTES)
+            with tempfile.TemporaryDirectory(prefix="procure-upload-") as tmp:
+                path = Path(tmp) / _safe_name(name)
+                path.write_bytes(data)
+                found = list(iter_csv_rfqs(path, catalog))
         return [(rfq_id, _rename(result, str(path), name)) for rfq_id, result in found]
     raise InputError([Problem(name, "", suffix or None,
                               "unsupported file type: use .yaml, .yml, .json or .csv")])
@@ -68,17 +77,29 @@ def _rename(result: Any, temp_path: str, name: str) -> Any:
     return result
 
 
+def _printable(name: str) -> str:
+    """An uploaded name fit for messages and paths: no NUL or control characters, bounded."""
+    cleaned = "".join(ch if ch.isprintable() else "?" for ch in str(name)[:1000])
+    return short(cleaned, 300, quote=False) or "upload"
+
+
 def unpack_batch(files: list[tuple[str, bytes]], folder: Path) -> list[Path]:
-    """Write uploaded RFQ files, CSVs and zips of them into ``folder``; the paths written."""
+    """Write uploaded RFQ files, CSVs and zips of them into ``folder``; the paths written.
+
+    Every problem (a damaged zip, an unsafe member) is reported as an :class:`InputError`
+    naming the upload and the member; names that collide after cleaning get ``-2``, ``-3``
+    ... so that no RFQ is lost."""
     written: list[Path] = []
     problems: list[Problem] = []
-    for index, (name, data) in enumerate(files):
+    for index, (raw_name, data) in enumerate(files):
+        name = _printable(raw_name)
         suffix = Path(name).suffix.lower()
         target_dir = folder / f"upload-{index}"
         target_dir.mkdir(parents=True, exist_ok=True)
         if suffix == ".zip":
             try:
-                written += _unzip(name, data, target_dir)
+                with guard(name, "unpack"):
+                    written += _unzip(name, data, target_dir)
             except InputError as exc:
                 problems += exc.problems
         elif suffix in (*RFQ_SUFFIXES, ".csv"):
@@ -87,9 +108,13 @@ def unpack_batch(files: list[tuple[str, bytes]], folder: Path) -> list[Path]:
                 problems.append(Problem(name, "", f"{len(data):,} bytes",
                                         f"file larger than {limit / 1e6:g} MB"))
                 continue
-            path = target_dir / _safe_name(name)
-            path.write_bytes(data)
-            written.append(path)
+            try:
+                with guard(name, "store the upload"):
+                    path = _unique(target_dir, target_dir / _safe_name(name))
+                    path.write_bytes(data)
+                    written.append(path)
+            except InputError as exc:
+                problems += exc.problems
         else:
             problems.append(Problem(name, "", suffix or None,
                                     "unsupported file type: use .zip, .csv, .yaml, .yml or "
@@ -103,8 +128,26 @@ def unpack_batch(files: list[tuple[str, bytes]], folder: Path) -> list[Path]:
 
 def _safe_name(name: str) -> str:
     base = PurePosixPath(name.replace("\\", "/")).name
-    cleaned = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in base)
-    return cleaned.lstrip(".") or "upload"
+    cleaned = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "._-" else "_"
+                      for ch in base).lstrip(".") or "upload"
+    if len(cleaned) > MAX_NAME_CHARS:
+        suffix = PurePosixPath(cleaned).suffix[:10]
+        cleaned = cleaned[: MAX_NAME_CHARS - len(suffix)] + suffix
+    return cleaned
+
+
+def _unique(root: Path, wanted: Path) -> Path:
+    """``wanted`` if free (no file there, no file where one of its folders must go), else a
+    free ``<stem>-N<suffix>`` directly under ``root``."""
+    blocked = any(parent.exists() and not parent.is_dir()
+                  for parent in wanted.parents if root in parent.parents or parent == root)
+    if not blocked and not wanted.exists():
+        return wanted
+    stem, suffix = wanted.stem, wanted.suffix
+    number = 2
+    while (root / f"{stem}-{number}{suffix}").exists():
+        number += 1
+    return root / f"{stem}-{number}{suffix}"
 
 
 def _unzip(name: str, data: bytes, target: Path) -> list[Path]:
@@ -115,8 +158,14 @@ def _unzip(name: str, data: bytes, target: Path) -> list[Path]:
 
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise InputError([Problem(name, "", None, "not a zip file")]) from None
+    except ZIP_ERRORS as exc:
+        raise InputError([Problem(name, "", None, f"not a readable zip file: "
+                                  f"{short(str(exc), 120, quote=False)}")]) from None
+    with archive:
+        return _extract(name, archive, target)
+
+
+def _extract(name: str, archive: zipfile.ZipFile, target: Path) -> list[Path]:
     members = [m for m in archive.infolist() if not m.is_dir()]
     if len(members) > MAX_ZIP_MEMBERS:
         raise InputError([Problem(name, "", len(members),
@@ -127,24 +176,35 @@ def _unzip(name: str, data: bytes, target: Path) -> list[Path]:
                                   f"unpacks to more than {MAX_UNZIPPED_BYTES / 1e6:g} MB")])
     written = []
     root = target.resolve()
+    unpacked = 0
     for member in members:
+        shown = _printable(member.filename)
         member_path = PurePosixPath(member.filename.replace("\\", "/"))
         parts = member_path.parts
         if member_path.is_absolute() or ".." in parts or not parts:
-            raise InputError([Problem(name, member.filename, None,
+            raise InputError([Problem(name, shown, None,
                                       "unsafe path in zip (absolute or with ..)")])
         if stat.S_ISLNK(member.external_attr >> 16):
-            raise InputError([Problem(name, member.filename, None, "symbolic link in zip")])
+            raise InputError([Problem(name, shown, None, "symbolic link in zip")])
         if any(part.startswith(".") or part == "__MACOSX" for part in parts):
             continue
         if member_path.suffix.lower() not in (*RFQ_SUFFIXES, ".csv"):
             continue
-        destination = (root / Path(*[_safe_name(p) for p in parts])).resolve()
+        destination = _unique(root, (root / Path(*[_safe_name(p) for p in parts])).resolve())
         if root not in destination.parents:
-            raise InputError([Problem(name, member.filename, None, "unsafe path in zip")])
+            raise InputError([Problem(name, shown, None, "unsafe path in zip")])
+        limit = MAX_UNZIPPED_BYTES - unpacked
+        try:  # the header's sizes may lie: count what actually comes out
+            with archive.open(member) as source:
+                content = source.read(limit + 1)
+        except ZIP_ERRORS as exc:
+            raise InputError([Problem(name, shown, None, f"damaged zip member: "
+                                      f"{short(str(exc), 120, quote=False)}")]) from None
+        unpacked += len(content)
+        if len(content) > limit:
+            raise InputError([Problem(name, shown, None, f"unpacks to more than "
+                                      f"{MAX_UNZIPPED_BYTES / 1e6:g} MB")])
         destination.parent.mkdir(parents=True, exist_ok=True)
-        with archive.open(member) as source:
-            content = source.read(MAX_UNZIPPED_BYTES + 1)
         destination.write_bytes(content)
         written.append(destination)
     return written

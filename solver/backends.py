@@ -105,6 +105,9 @@ class PulpBackend(Backend):
     def solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
         import pulp
 
+        from solver.childproc import tie_pulp_children
+
+        tie_pulp_children()  # a killed procure leaves no CBC behind
         start = time.perf_counter()
         problem = pulp.LpProblem(model.name, pulp.LpMinimize)
         variables = {

@@ -25,12 +25,13 @@ from typing import Any, Protocol
 from solver.batch_exec import SolveFn, SolveOutcome, SolveTask, default_solve, make_executor
 from solver.batch_store import ResultRow, ResultStore
 from solver.catalog import Catalog, load_catalog
-from solver.errors import InputError, Problem
+from solver.errors import InputError, Problem, short
 from solver.rfq import Rfq, iter_csv_rfqs, load_rfq, parse_text
 
 RFQ_SUFFIXES = (".yaml", ".yml", ".json")
 CSV_SUFFIX = ".csv"
 MAX_STORED_INPUT_CHARS = 200_000
+MAX_ID_CHARS = 128
 PROBLEMS_SHOWN = 10
 
 
@@ -86,6 +87,7 @@ class BatchSummary:
     duplicates: list[str] = field(default_factory=list)
     problems: list[tuple[str, str, str]] = field(default_factory=list)
     wall_seconds: float = 0.0
+    exported: int | None = None
 
     @property
     def rate_per_s(self) -> float:
@@ -147,7 +149,7 @@ def count_rfqs(sources: Iterable[Path]) -> int:
                 ids = {(row.get("id") or "").strip() or f"#{n}"
                        for n, row in enumerate(csv.DictReader(handle))}
             total += max(1, len(ids))
-        except (OSError, UnicodeDecodeError, csv.Error):
+        except Exception:  # noqa: BLE001 - only a progress estimate; the reader reports it
             total += 1
     return total
 
@@ -177,14 +179,20 @@ def _file_item(path: Path, catalog: Catalog) -> BatchItem:
         rfq = load_rfq(path, catalog)
     except InputError as exc:
         error = _problems_text(exc)
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the batch
+        error = f"{source}: cannot read: {type(exc).__name__}: {short(str(exc), 200, quote=False)}"
     else:
         return _valid_item(rfq, source, time.perf_counter() - started)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_STORED_INPUT_CHARS)
     except OSError as exc:
         raw = f"unreadable: {exc}".encode()
-    text = raw[:MAX_STORED_INPUT_CHARS].decode("utf-8", errors="replace")
-    rfq_id, from_content = _id_of(text, source, path)
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        rfq_id, from_content = _id_of(text, source, path)
+    except Exception:  # noqa: BLE001 - the id of a broken file is best effort
+        rfq_id, from_content = path.stem, False
     return BatchItem(rfq_id, source, _sha256(raw), None, error, text,
                      time.perf_counter() - started, from_content)
 
@@ -195,8 +203,11 @@ def _id_of(text: str, source: str, path: Path) -> tuple[str, bool]:
         data: Any = parse_text(text, source, path.suffix.lower())
     except InputError:
         data = None
-    if isinstance(data, dict) and isinstance(data.get("id"), str | int) and str(data["id"]):
-        return str(data["id"]).strip(), True
+    value = data.get("id") if isinstance(data, dict) else None
+    if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+        text = "".join(ch if ch.isprintable() else "?" for ch in str(value).strip()[:1000])
+        return short(text.encode("utf-8", "replace").decode("utf-8"), MAX_ID_CHARS,
+                     quote=False), True
     return path.stem, False
 
 
@@ -213,8 +224,9 @@ def _csv_items(path: Path, catalog: Catalog) -> Iterator[BatchItem]:
             else:
                 yield _valid_item(result, source, seconds)
             started = time.perf_counter()
-    except InputError as exc:
-        error = _problems_text(exc)
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the batch
+        error = _problems_text(exc) if isinstance(exc, InputError) else (
+            f"{source}: cannot read: {type(exc).__name__}: {short(str(exc), 200, quote=False)}")
         yield BatchItem(path.stem, source, _sha256(error.encode()), None, error, None,
                         time.perf_counter() - started, False)
 
@@ -317,6 +329,7 @@ def run_batch(
     solve_fn: SolveFn = default_solve,
     observer: BatchObserver | None = None,
     dask_options: dict[str, Any] | None = None,
+    export: str | Path | None = None,
 ) -> BatchSummary:
     """Evaluate every RFQ of ``inputs`` into the store ``db``; returns the run's summary.
 
@@ -324,13 +337,20 @@ def run_batch(
     it must be picklable for a process pool or Dask). ``workers``: processes (default:
     cores; 1 solves in the driver). ``executor``: ``local`` or ``dask`` (``scheduler``
     ``tcp://host:port``, or none to start a LocalCluster with ``dask_options``).
-    Raises :class:`InputError` for usage errors (no inputs, bad db path, bad catalog).
+    ``export``: also write this run's rows to a .csv, .parquet or .xlsx file, while the store
+    is still locked (the path is checked before anything is solved).
+    Raises :class:`InputError` for usage errors (no inputs, bad or busy db, unwritable export
+    path, bad catalog), always before the first solve.
     """
+    from solver.batch_export import check_export_path
+    from solver.batch_export import export as export_store
+
     started = time.perf_counter()
+    export_path = check_export_path(export) if export is not None else None
     catalog = load_catalog(catalog_dir)
     sources = find_sources(inputs)
     options = solver_options(solver, time_limit)
-    with ResultStore(db) as store:
+    with ResultStore(db, lock=True) as store:
         engine = make_executor(executor, catalog, solve_fn, solver, time_limit, workers,
                                scheduler, dask_options)
         try:
@@ -344,6 +364,9 @@ def run_batch(
             engine.close()
         store.finish_run(run_id)
         summary = summarize(store, run_id, catalog.version)
+        if export_path is not None:
+            export_store(store, export_path, run_id)
+            summary.exported = store.count(run_id)
     summary.computed, summary.skipped = driver.computed, driver.skipped
     summary.duplicates = driver.duplicates
     summary.wall_seconds = time.perf_counter() - started

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from solver.catalog import Catalog
-from solver.errors import InputError, Problem
+from solver.errors import InputError, Problem, short
 from solver.rfq import Rfq
 
 SolveFn = Callable[..., dict[str, Any]]
@@ -107,8 +107,8 @@ def execute(task: SolveTask, catalog: Catalog, solve_fn: SolveFn, solver: str,
     except Exception as exc:  # noqa: BLE001 - one bad RFQ never stops the batch
         where = traceback.extract_tb(exc.__traceback__)[-1:]
         at = f" (at {where[0].filename}:{where[0].lineno})" if where else ""
-        return SolveOutcome(task, "error", None, f"{type(exc).__name__}: {exc}{at}", {},
-                            time.perf_counter() - started)
+        why = f"{type(exc).__name__}: {short(str(exc), 300, quote=False)}{at}"
+        return SolveOutcome(task, "error", None, why, {}, time.perf_counter() - started)
 
 
 def crashed(task: SolveTask, why: str) -> SolveOutcome:

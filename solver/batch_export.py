@@ -22,6 +22,7 @@ EXPORT_COLUMNS = ("rfq", "status", "tco_usd", "capex_usd", "total_nodes", "total
                   "catalog_version", "solve_seconds", "created_at")
 EXPORT_SUFFIXES = (".csv", ".parquet", ".xlsx")
 PARQUET_BATCH_ROWS = 1000
+_ILLEGAL_XLSX = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 USD_FORMAT = '"$"#,##0'
 COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "Servers (without GPUs)",
                "network_usd": "Network (NICs, switch ports)", "storage_usd": "Shared storage",
@@ -40,6 +41,17 @@ def check_export_path(path: str | Path) -> Path:
     if not path.parent.is_dir():
         raise InputError([Problem(str(path), "--export", None,
                                   f"folder {path.parent} does not exist")])
+    if path.is_dir():
+        raise InputError([Problem(str(path), "--export", None, "is a folder; give a file name")])
+    existed = path.exists()
+    try:  # a real write test (permissions, read-only file systems, root): append nothing
+        with path.open("ab"):
+            pass
+    except OSError as exc:
+        raise InputError([Problem(str(path), "--export", None,
+                                  f"cannot write here: {exc.strerror or exc}")]) from None
+    if not existed:
+        path.unlink(missing_ok=True)
     return path
 
 
@@ -107,7 +119,7 @@ class _Sheets:
         self._used: set[str] = set()
 
     def name(self, wanted: str) -> str:
-        base = re.sub(r"[\[\]:*?/\\]", "_", wanted).strip("'") or "rfq"
+        base = re.sub(r"[\[\]:*?/\\]", "_", _ILLEGAL_XLSX.sub("_", wanted)).strip("'") or "rfq"
         candidate, n = base[:31], 1
         while candidate.lower() in self._used:
             n += 1
@@ -155,6 +167,8 @@ def _cell(sheet: Any, value: Any, number_format: str | None = None, bold: bool =
     from openpyxl.cell import WriteOnlyCell
     from openpyxl.styles import Font
 
+    if isinstance(value, str):  # control characters are not allowed in XLSX text
+        value = _ILLEGAL_XLSX.sub("\ufffd", value)
     cell = WriteOnlyCell(sheet, value=value)
     if number_format:
         cell.number_format = number_format

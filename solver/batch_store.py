@@ -15,6 +15,7 @@ of the machine, which would lose at most the last few commits, never corrupt the
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -103,9 +104,22 @@ def _now() -> str:
 class ResultStore:
     """The SQLite results file. Use as a context manager; only the driver writes."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, lock: bool = False) -> None:
+        """Open (or create) the store. ``lock``: take the exclusive run lock (one writing
+        ``procure batch`` per file) and check that the file can be written, so that a
+        read-only or busy store is refused before any RFQ is solved."""
         self.path = Path(path)
         _check_path(self.path)
+        self._lock = RunLock(self.path) if lock else None
+        self._db: sqlite3.Connection | None = None
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        path = self.path
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -113,16 +127,21 @@ class ResultStore:
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             tables = {r[0] for r in self._db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as exc:
+            if version not in (0, SCHEMA_VERSION) or (version == 0
+                                                      and tables - {"sqlite_sequence"}):
+                raise InputError([Problem(str(path), "--db", None,
+                                          "an SQLite file that is not a procure batch store "
+                                          f"(schema {version}); choose another --db file")])
+            self._db.executescript(_SCHEMA)
+            if version != SCHEMA_VERSION:
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if self._lock is not None:  # a write now, not after the first solve
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
             raise InputError([Problem(str(path), "--db", None,
-                                      f"not a usable SQLite results file: {exc}")]) from None
-        if version not in (0, SCHEMA_VERSION) or (version == 0 and tables - {"sqlite_sequence"}):
-            self._db.close()
-            raise InputError([Problem(str(path), "--db", None,
-                                      "an SQLite file that is not a procure batch store "
-                                      f"(schema {version}); choose another --db file")])
-        self._db.executescript(_SCHEMA)
-        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                                      f"not a usable, writable SQLite results file: {exc}")]
+                             ) from None
 
     def __enter__(self) -> ResultStore:
         return self
@@ -131,8 +150,13 @@ class ResultStore:
         self.close()
 
     def close(self) -> None:
-        """Close the file (all writes are already committed)."""
-        self._db.close()
+        """Close the file (all writes are already committed) and release the run lock."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # --- runs -----------------------------------------------------------------------
 
@@ -171,10 +195,11 @@ class ResultStore:
         columns = ("rfq", "source", "input_hash", "catalog_version", "options", "status",
                    *METRIC_COLUMNS, "input", "plan_json", "error", "validate_seconds",
                    "solve_seconds", "run_id", "created_at")
-        values = (row.rfq, row.source, row.input_hash, row.catalog_version, row.options,
-                  row.status, *(row.metrics.get(column) for column in METRIC_COLUMNS),
-                  row.input, row.plan_json, row.error, round(row.validate_seconds, 6),
-                  round(row.solve_seconds, 6), run_id, _now())
+        values = tuple(_storable(value) for value in (
+            row.rfq, row.source, row.input_hash, row.catalog_version, row.options,
+            row.status, *(row.metrics.get(column) for column in METRIC_COLUMNS),
+            row.input, row.plan_json, row.error, round(row.validate_seconds, 6),
+            round(row.solve_seconds, 6), run_id, _now()))
         with self._transaction():
             self._db.execute(f"INSERT OR REPLACE INTO results ({', '.join(columns)}) "
                              f"VALUES ({', '.join('?' * len(columns))})", values)
@@ -209,6 +234,53 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _storable(value: Any) -> Any:
+    """Text SQLite can store: a lone surrogate (from a JSON ``\\ud800`` escape in a bad
+    file's id or message) would fail the insert."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
+class RunLock:
+    """An exclusive lock for one writing ``procure batch`` per store: ``<db>.lock`` held with
+    ``flock`` for the life of the run (released by the kernel when the process dies, so a
+    killed run never leaves a stale lock). Where ``flock`` is missing it does nothing."""
+
+    def __init__(self, db: Path) -> None:
+        self.path = db.with_name(db.name + ".lock")
+        self._fd: int | None = None
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            return
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InputError([Problem(str(db), "--db", None,
+                                      f"cannot create the lock file {self.path.name} next to "
+                                      f"it: {exc.strerror or exc}; is the folder writable?")]
+                             ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+            os.close(fd)
+            raise InputError([Problem(str(db), "--db", None,
+                                      f"another procure batch is writing to this store ({holder})"
+                                      "; wait for it to finish, or use another --db")]
+                             ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, started {_now()}".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock up (closing the file releases it)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _run_filter(run_id: int | None) -> tuple[str, tuple[Any, ...]]:

@@ -13,15 +13,24 @@ from __future__ import annotations
 import csv
 import functools
 import hashlib
+import io
 import json
 import math
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from solver.errors import InputError, Problem, problems_from_pydantic
+from solver.errors import InputError, Problem, problems_from_pydantic, short
+from solver.inputs import guard, non_finite, parse_yaml, read_text, reject_bool
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
@@ -36,6 +45,11 @@ class _Entry(BaseModel):
     source: str = Field(min_length=3)
     as_of: str = Field(min_length=4, description="date the figures were read, e.g. 2026-08")
     note: str = ""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return reject_bool(cls, value, info.field_name)
 
 
 class Gpu(_Entry):
@@ -165,6 +179,11 @@ class Param(BaseModel):
     source: str
     as_of: str
     note: str = ""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return reject_bool(cls, value, info.field_name)
 
 
 class CostModel(BaseModel):
@@ -310,59 +329,103 @@ def builtin_catalog_dir() -> Path:
     raise FileNotFoundError("built-in catalog data not found next to the solver package")
 
 
+MAX_CATALOG_FILE_BYTES = 20_000_000
+ENTRY_KINDS = ("gpus", "servers", "fabrics", "models", "vendors")
+
+
 def _read_yaml(path: Path) -> Any:
-    try:
-        with path.open(encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        raise InputError([Problem(str(path), "", None, f"YAML syntax error at {where}: "
-                                  f"{getattr(exc, 'problem', exc)}")]) from None
-    except OSError as exc:
-        raise InputError([Problem(str(path), "", None, f"cannot read: {exc.strerror}")]) from None
+    source = str(path)
+    with guard(source):
+        return parse_yaml(read_text(path, source, MAX_CATALOG_FILE_BYTES), source)
+
+
+def _check_shape(key: str, value: Any, path: Path) -> Any:
+    """A catalog file's top level: a list of entries, or a mapping for costs/efficiency."""
+    if value is None:
+        return [] if key in ENTRY_KINDS else {}
+    if key in ENTRY_KINDS and not isinstance(value, list):
+        raise InputError([Problem(str(path), "", type(value).__name__,
+                                  f"{path.name} must be a list of entries (- id: ...)")])
+    if key not in ENTRY_KINDS and not isinstance(value, dict):
+        raise InputError([Problem(str(path), "", type(value).__name__,
+                                  f"{path.name} must be a mapping of names to values")])
+    return value
+
+
+def _entries_by_id(entries: list[Any], path: Path) -> dict[str, dict]:
+    """Entries keyed by id; an entry without an id, or an id given twice, is an error."""
+    by_id: dict[str, dict] = {}
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise InputError([Problem(str(path), f"[{index}].id",
+                                      entry.get("id") if isinstance(entry, dict) else entry,
+                                      "each entry needs an id (a string)")])
+        if entry["id"] in by_id:
+            raise InputError([Problem(str(path), f"[{index}].id", entry["id"],
+                                      "id given twice in this file; give each entry once")])
+        by_id[entry["id"]] = entry
+    return by_id
 
 
 def _merge_entries(base: list[dict], overlay: list[dict], path: Path) -> list[dict]:
     """Overlay entries onto base entries by ``id``, field by field; new ids are appended."""
     merged = {entry["id"]: dict(entry) for entry in base}
-    for index, entry in enumerate(overlay):
-        if not isinstance(entry, dict) or "id" not in entry:
-            raise InputError([Problem(str(path), f"[{index}].id", entry, "each entry needs an id")])
-        merged.setdefault(entry["id"], {}).update(entry)
+    for entry_id, entry in _entries_by_id(overlay, path).items():
+        merged.setdefault(entry_id, {}).update(entry)
     return list(merged.values())
+
+
+MAX_PRICE_ROWS = 100_000
 
 
 def _apply_prices(raw: dict[str, Any], path: Path) -> None:
     """Apply a ``prices.csv`` overlay (id,price_usd[,as_of,source]) to GPUs/servers/fabrics."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    for line, row in enumerate(rows, start=2):
-        entry_id = (row.get("id") or "").strip()
+    source = str(path)
+    with guard(source):
+        text = read_text(path, source, MAX_CATALOG_FILE_BYTES)
         try:
-            price = float(row.get("price_usd", ""))
+            rows = list(csv.reader(io.StringIO(text, newline="")))
+        except csv.Error as exc:
+            raise InputError([Problem(source, "", None, f"CSV error: {exc}")]) from None
+    header = [cell.strip() for cell in rows[0]] if rows else []
+    if "id" not in header or "price_usd" not in header:
+        raise InputError([Problem(source, "header", short(header) if header else None,
+                                  "prices.csv needs a header row id,price_usd[,as_of,source]")])
+    if len(rows) > MAX_PRICE_ROWS:
+        raise InputError([Problem(source, "", None, f"more than {MAX_PRICE_ROWS:,} rows")])
+    tables = {kind: {entry.get("id"): entry for entry in raw.get(kind) or []}
+              for kind in PRICE_KINDS}
+    seen: dict[str, int] = {}
+    for line, cells in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            raise InputError([Problem(source, f"line {line}", None,
+                                      f"{len(cells)} cells where the header has {len(header)}")])
+        row = dict(zip(header, cells, strict=True))
+        entry_id = row["id"].strip()
+        if entry_id in seen:
+            raise InputError([Problem(source, f"line {line}.id", entry_id,
+                                      f"priced twice (also line {seen[entry_id]})")])
+        seen[entry_id] = line
+        try:
+            price = float(row["price_usd"])
         except ValueError:
-            raise InputError([Problem(str(path), f"line {line}.price_usd", row.get("price_usd"),
+            raise InputError([Problem(source, f"line {line}.price_usd", row["price_usd"],
                                       "not a number")]) from None
-        if not price >= 0 or price == float("inf"):
-            raise InputError([Problem(str(path), f"line {line}.price_usd", price,
+        if not (math.isfinite(price) and price >= 0):
+            raise InputError([Problem(source, f"line {line}.price_usd", price,
                                       "must be a finite number >= 0")])
-        for kind in PRICE_KINDS:
-            for entry in raw[kind]:
-                if entry["id"] == entry_id:
-                    key = "nic_price_usd" if kind == "fabrics" else "price_usd"
-                    entry[key] = price
-                    stamp = row.get("as_of") or "user quote"
-                    src = row.get("source") or f"user price overlay {path.name}"
-                    if kind == "gpus":
-                        entry["price_as_of"], entry["price_source"] = stamp, src
-                    break
-            else:
-                continue
-            break
-        else:
-            raise InputError([Problem(str(path), f"line {line}.id", entry_id,
+        kind = next((k for k in PRICE_KINDS if entry_id in tables[k]), None)
+        if kind is None:
+            raise InputError([Problem(source, f"line {line}.id", entry_id,
                                       "no GPU, server or fabric with this id")])
+        entry = tables[kind][entry_id]
+        entry["nic_price_usd" if kind == "fabrics" else "price_usd"] = price
+        if kind == "gpus":
+            entry["price_as_of"] = (row.get("as_of") or "").strip() or "user quote"
+            entry["price_source"] = ((row.get("source") or "").strip()
+                                     or f"user price overlay {path.name}")
 
 
 def _load_raw(directory: Path) -> dict[str, Any]:
@@ -370,13 +433,47 @@ def _load_raw(directory: Path) -> dict[str, Any]:
     for key, name in FILES.items():
         path = directory / name
         if path.is_file():
-            raw[key] = _read_yaml(path)
+            raw[key] = _check_shape(key, _read_yaml(path), path)
     return raw
 
 
+def check_unique_ids(raw: dict[str, Any], origin: str) -> None:
+    """Ids are unique across GPUs, servers, fabrics, models (with aliases) and vendors, so
+    that ``catalog show``, ``prices.csv`` and ``--set`` never pick one of two entries."""
+    owner: dict[str, str] = {}
+    problems: list[Problem] = []
+    for kind in ENTRY_KINDS:
+        for entry in raw.get(kind) or []:
+            names = [entry.get("id")]
+            if kind == "models":
+                aliases = entry.get("aliases") or []
+                names += list(aliases) if isinstance(aliases, list | tuple) else []
+            for name in names:
+                if not isinstance(name, str):
+                    continue
+                what = f"{kind[:-1]} {entry.get('id')}" + (" (alias)" if name != entry.get("id")
+                                                           else "")
+                if name in owner and owner[name] != what:
+                    problems.append(Problem(origin, f"{kind}.{entry.get('id')}", name,
+                                            f"id also used by {owner[name]}; ids and model "
+                                            "aliases must be unique across the catalog"))
+                owner.setdefault(name, what)
+    if problems:
+        raise InputError(problems)
+
+
+def _check_finite(raw: dict[str, Any], origin: str) -> None:
+    bad = non_finite(raw)
+    if bad:
+        raise InputError([Problem(origin, where, value, "must be a finite number")
+                          for where, value in bad])
+
+
 def _build(raw: dict[str, Any], origin: str) -> Catalog:
+    _check_finite(raw, origin)
+    check_unique_ids(raw, origin)
     data = dict(raw)
-    for key in ("gpus", "servers", "fabrics", "models", "vendors"):
+    for key in ENTRY_KINDS:
         data[key] = {entry["id"]: entry for entry in raw.get(key) or []}
     data.setdefault("efficiency", {})
     blob = json.dumps(raw, sort_keys=True, default=str).encode()
@@ -408,6 +505,20 @@ def content_key(catalog: Catalog) -> str:
     return key
 
 
+def check_catalog(catalog: Catalog) -> None:
+    """Everything a solve checks later, checked now: the efficiency factors parse and every
+    GPU's family has factors. Raises :class:`InputError`."""
+    from solver.perf_factors import factors
+
+    efficiency = factors(catalog)
+    missing = [Problem("efficiency.yaml", f"families.{gpu.family}", gpu.id,
+                       f"GPU {gpu.id} has family {gpu.family!r} with no efficiency factors; "
+                       f"known: {', '.join(sorted(efficiency.families))}")
+               for gpu in catalog.gpus.values() if gpu.family not in efficiency.families]
+    if missing:
+        raise InputError(missing)
+
+
 @functools.lru_cache(maxsize=8)
 def load_catalog(user_dir: str | None = None) -> Catalog:
     """Load the built-in catalog, with ``user_dir`` overlaid on top when given.
@@ -425,10 +536,10 @@ def load_catalog(user_dir: str | None = None) -> Catalog:
         for key, value in overlay.items():
             if key in ("costs", "efficiency"):
                 merged = dict(raw.get(key) or {})
-                merged.update(value or {})
+                merged.update(value)
                 raw[key] = merged
             else:
-                raw[key] = _merge_entries(raw.get(key) or [], value or [], directory / FILES[key])
+                raw[key] = _merge_entries(raw.get(key) or [], value, directory / FILES[key])
         prices = directory / "prices.csv"
         if prices.is_file():
             _apply_prices(raw, prices)
@@ -437,4 +548,8 @@ def load_catalog(user_dir: str | None = None) -> Catalog:
                                       "no catalog files found (expected any of "
                                       f"{', '.join(FILES.values())} or prices.csv)")])
         origin = str(directory)
+        with guard(origin, "build the catalog"):
+            catalog = _build(raw, origin)
+            check_catalog(catalog)
+        return catalog
     return _build(raw, origin)

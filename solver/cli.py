@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -52,6 +52,8 @@ def validate(
     catalog: CatalogOpt = None,
 ) -> None:
     """Check RFQ files against the schema and the catalog; exit 2 on the first bad one."""
+    from rich.markup import escape
+
     from solver.catalog import load_catalog
     from solver.rfq import load_rfq
 
@@ -63,7 +65,7 @@ def validate(
         except InputError as exc:
             problems.extend(exc.problems)
             continue
-        out.print(f"[green]ok[/] {path}: {rfq.id} ({len(rfq.workloads)} workload"
+        out.print(f"[green]ok[/] {escape(str(path))}: {rfq.id} ({len(rfq.workloads)} workload"
                   f"{'s' if len(rfq.workloads) != 1 else ''})")
     if problems:
         raise InputError(problems)
@@ -143,10 +145,11 @@ def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
 
 @catalog_app.command("validate")
 def catalog_validate(catalog: CatalogOpt = None) -> None:
-    """Load the catalog (with any overlay) and check its schema and cross-references."""
-    from solver.catalog import load_catalog
+    """Load the catalog (with any overlay) and check everything a solve would check."""
+    from solver.catalog import check_catalog, load_catalog
 
     cat = load_catalog(catalog)
+    check_catalog(cat)
     out.print(f"[green]ok[/] catalog {cat.version}: {len(cat.gpus)} GPUs, {len(cat.servers)} "
               f"servers, {len(cat.fabrics)} fabrics, {len(cat.models)} models, "
               f"{len(cat.vendors)} vendor profiles")
@@ -182,11 +185,34 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("PROCURE_DEBUG"):
             raise
-        err.print(f"[bold red]internal error[/] ({type(exc).__name__}): {exc}\n"
-                  "This is a bug in procure, not in your input; rerun with PROCURE_DEBUG=1 "
-                  "for the traceback and report it.")
-        sys.exit(1)
+        _internal_error(exc)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def _internal_error(exc: BaseException) -> NoReturn:
+    """A bug: one line on the terminal, the traceback in a log file, exit 1."""
+    import tempfile
+    import time
+    import traceback
+
+    from solver.errors import short
+
+    log = Path(tempfile.gettempdir()) / f"procure-crash-{time.strftime('%Y%m%d-%H%M%S')}-" \
+        f"{os.getpid()}.log"
+    try:
+        with log.open("w", encoding="utf-8") as handle:
+            handle.write(f"procure {__version__}\nargv: {short(sys.argv, 2000)}\n\n")
+            traceback.print_exception(exc, file=handle)
+        where = f"details in {log}"
+    except OSError:
+        where = "rerun with PROCURE_DEBUG=1 for the traceback"
+    message = short(str(exc), 200, quote=False).replace("\n", " ")
+    err.print(f"internal error ({type(exc).__name__}: {message}); this is a bug in procure, "
+              f"not in your input; {where}", markup=False)
+    sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from solver.errors import InputError
 EXIT_OK = 0
 EXIT_INVALID = 2
 EXIT_INFEASIBLE = 3
+PROBLEMS_SHOWN = 50
 
 out = Console(highlight=False)  # a terminal: Rich wraps long lines at word boundaries
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -23,6 +24,8 @@ def fail_input(exc: InputError) -> NoReturn:
     """Print every problem of an invalid input (file, field, value, reason) and exit 2."""
     err.print(f"[bold red]invalid input[/] ({len(exc.problems)} problem"
               f"{'s' if len(exc.problems) != 1 else ''}):")
-    for problem in exc.problems:
+    for problem in exc.problems[:PROBLEMS_SHOWN]:
         err.print(f"  - {problem}", markup=False)
+    if len(exc.problems) > PROBLEMS_SHOWN:
+        err.print(f"  ... and {len(exc.problems) - PROBLEMS_SHOWN} more", markup=False)
     sys.exit(EXIT_INVALID)

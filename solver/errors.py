@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +21,10 @@ class Problem:
     reason: str
 
     def __str__(self) -> str:
-        where = f"{self.file}: {self.field}" if self.field else self.file
-        shown = "" if self.value is None else f" = {_short(self.value)}"
-        return f"{where}{shown}: {self.reason}"
+        where = f"{short(self.file, 300, quote=False)}: {short(self.field, 200, quote=False)}" \
+            if self.field else short(self.file, 300, quote=False)
+        shown = "" if self.value is None else f" = {short(self.value)}"
+        return f"{where}{shown}: {short(self.reason, MAX_REASON_CHARS, quote=False)}"
 
 
 class InputError(Exception):
@@ -33,9 +35,44 @@ class InputError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+MAX_REASON_CHARS = 1000
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``repr`` that looks at a bounded part of a value: never walks or copies it whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxdict, self.maxlist, self.maxtuple = 3, 4, 6, 6
+        self.maxset = self.maxfrozenset = 6
+        self.maxstring, self.maxother, self.maxlong = 80, 80, 40
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 200:  # str() of a 5,000-digit int raises ValueError
+            return f"<integer of about {int(x.bit_length() * 0.30103)} digits>"
+        return super().repr_int(x, level)
+
+    def repr_str(self, x: str, level: int) -> str:
+        return super().repr_str(x[: self.maxstring + 2], level)
+
+
+_REPR = _BoundedRepr()
+
+
+def short(value: Any, limit: int = 80, *, quote: bool = True) -> str:
+    """A bounded excerpt of a value for a message: cut *before* formatting, so a huge or
+    self-expanding value (a YAML alias bomb) costs no more than a small one."""
+    if isinstance(value, str) and not quote:
+        text = value[: limit + 1]
+    else:
+        try:
+            text = _REPR.repr(value)
+        except Exception:  # noqa: BLE001 - a value whose repr fails still gets a message
+            text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_short = short
 
 
 def field_path(loc: Iterable[Any]) -> str:

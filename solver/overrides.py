@@ -30,13 +30,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from solver.catalog import Catalog
+from solver.catalog import ENTRY_KINDS as CATALOG_KINDS
+from solver.catalog import Catalog, check_unique_ids
 from solver.errors import InputError, Problem, nearest, problems_from_pydantic
+from solver.inputs import guard, non_finite, parse_yaml, parse_yaml_value, read_text
 from solver.rfq import Rfq, validate_rfq
 
+MAX_OVERRIDES_BYTES = 2_000_000
 ENTRY_KINDS = {"gpu": "gpus", "server": "servers", "fabric": "fabrics", "model": "models"}
 SKIP_FIELDS = {"id", "source", "as_of", "note", "price_as_of", "price_source", "name"}
 
@@ -47,10 +49,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         raise InputError([Problem("--set", text, None, "expected PATH=VALUE, e.g. "
                                   "gpu.rtx-pro-6000.price_usd=9500")])
     path, raw = text.split("=", 1)
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw.strip()
+    value = parse_yaml_value(raw, f"--set {path.strip()}") if raw.strip() else None
     return path.strip(), value
 
 
@@ -70,10 +69,8 @@ def read_overrides_file(path: Path) -> list[tuple[str, Any]]:
     source = str(path)
     if not path.is_file():
         raise InputError([Problem(source, "", None, "file not found")])
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InputError([Problem(source, "", None, f"YAML syntax error: {exc}")]) from None
+    with guard(source):
+        data = parse_yaml(read_text(path, source, MAX_OVERRIDES_BYTES), source)
     if data is None:
         return []
     if not isinstance(data, dict):
@@ -225,6 +222,10 @@ class _Scenario:
             update["costs"] = _revalidate(type(catalog.costs), self.costs,
                                           f"{self.source} (costs)")
         if update:
+            if any(attr in update for attr in CATALOG_KINDS):
+                check_unique_ids({kind: [entry.model_dump() for entry in
+                                   (update.get(kind) or getattr(catalog, kind)).values()]
+                            for kind in CATALOG_KINDS}, self.source)
             digest = hashlib.sha256("\n".join(self.applied).encode()).hexdigest()[:8]
             update["version"] = f"{catalog.version}+{digest}"
             catalog = catalog.model_copy(update=update)
@@ -243,6 +244,10 @@ def _drop_none(data: dict[str, Any]) -> None:
 
 
 def _revalidate(model_cls: type[BaseModel], data: dict[str, Any], source: str) -> Any:
+    bad = non_finite(data)
+    if bad:
+        raise InputError([Problem(source, where, value, "must be a finite number")
+                          for where, value in bad])
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:

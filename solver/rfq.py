@@ -10,12 +10,11 @@ nearest known ids. Only ``yaml.safe_load`` is used.
 from __future__ import annotations
 
 import csv
-import json
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,13 +27,14 @@ from pydantic import (
 
 from solver.catalog import Catalog
 from solver.errors import InputError, Problem, nearest, problems_from_pydantic
+from solver.inputs import guard, parse, read_text, reject_bool
 
 ID_PATTERN = r"^[A-Za-z0-9._-]+$"
 WORKLOAD_KINDS = frozenset({"inference", "batch_inference", "lora", "qlora", "full_finetune",
                             "pretrain"})
 MAX_FILE_BYTES = 2_000_000
-# libyaml's safe loader when available (10x faster for batches), else PyYAML's safe loader
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_CSV_BYTES = 50_000_000
+MAX_CSV_CELL_CHARS = 100_000
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 TRAINING_PRECISIONS = {"lora": {"bf16", "fp8"}, "full_finetune": {"bf16", "fp8"},
@@ -209,10 +209,39 @@ def validate_rfq(data: Any, catalog: Catalog, source: str = "<rfq>") -> Rfq:
         raise InputError([Problem(source, "", type(data).__name__,
                                   "an RFQ must be a mapping of keys (id, workloads, ...)")])
     _check_kinds(data, source)
-    try:
-        return Rfq.model_validate(data, context={"catalog": catalog})
-    except ValidationError as exc:
-        raise InputError(problems_from_pydantic(exc, source, tags=WORKLOAD_KINDS)) from None
+    _check_bools(data, source)
+    with guard(source, "validate"):
+        try:
+            return Rfq.model_validate(data, context={"catalog": catalog})
+        except ValidationError as exc:
+            raise InputError(problems_from_pydantic(exc, source, tags=WORKLOAD_KINDS)) from None
+
+
+def _check_bools(data: dict, source: str) -> None:
+    """``true``/``false`` where a number belongs is an error (pydantic's lax mode reads it
+    as 1/0: ``concurrency: true`` would quietly mean one user)."""
+    problems: list[Problem] = []
+
+    def check(values: Any, model_cls: Any, path: str) -> None:
+        if not isinstance(values, dict):
+            return
+        for key, value in values.items():
+            if isinstance(key, str) and key in model_cls.model_fields:
+                try:
+                    reject_bool(model_cls, value, key)
+                except ValueError as exc:
+                    problems.append(Problem(source, f"{path}{key}", value, str(exc)))
+
+    check(data, Rfq, "")
+    check(data.get("constraints"), Constraints, "constraints.")
+    kinds = {"inference": InferenceWorkload, "batch_inference": BatchInferenceWorkload}
+    workloads = data.get("workloads")
+    for index, workload in enumerate(workloads if isinstance(workloads, list) else []):
+        if isinstance(workload, dict):
+            check(workload, kinds.get(workload.get("kind"), TrainingWorkload),
+                  f"workloads[{index}].")
+    if problems:
+        raise InputError(problems)
 
 
 def _check_kinds(data: dict, source: str) -> None:
@@ -234,21 +263,10 @@ def _check_kinds(data: dict, source: str) -> None:
 
 
 def parse_text(text: str, source: str, suffix: str) -> Any:
-    """Parse YAML or JSON text; syntax errors name line and column."""
-    if suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError([Problem(source, "", None, f"JSON syntax error at line {exc.lineno}, "
-                                      f"column {exc.colno}: {exc.msg}")]) from None
-    try:
-        return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError([Problem(source, "", None,
-                                  f"YAML syntax error at {where}: {problem}")]) from None
+    """Parse YAML or JSON text, bounded and strict (:mod:`solver.inputs`); errors name line
+    and column."""
+    with guard(source, "parse"):
+        return parse(text, source, suffix)
 
 
 def load_rfq(path: str | Path, catalog: Catalog) -> Rfq:
@@ -256,20 +274,16 @@ def load_rfq(path: str | Path, catalog: Catalog) -> Rfq:
     path = Path(path)
     source = str(path)
     if not path.is_file():
-        raise InputError([Problem(source, "", None, "file not found")])
+        raise InputError([Problem(source, "", None, "not a regular file (a folder, device or "
+                                  "pipe)" if path.exists() else "file not found")])
     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputError([Problem(source, "", path.suffix,
                                   "unsupported file type: use .yaml, .yml or .json "
                                   "(CSV batches go to `procure batch`)")])
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise InputError([Problem(source, "", None,
-                                  f"file larger than {MAX_FILE_BYTES // 1_000_000} MB")])
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError([Problem(source, "", None, "not UTF-8 text")]) from None
-    data = parse_text(text, source, path.suffix.lower())
-    return validate_rfq(data, catalog, source)
+    with guard(source):
+        text = read_text(path, source, MAX_FILE_BYTES)
+        data = parse_text(text, source, path.suffix.lower())
+        return validate_rfq(data, catalog, source)
 
 
 # --- the CSV batch form -------------------------------------------------------------
@@ -306,28 +320,57 @@ def iter_csv_rfqs(path: str | Path, catalog: Catalog) -> Iterator[tuple[str, Rfq
     """
     path = Path(path)
     source = str(path)
+    with guard(source):
+        groups, bad_rows = _csv_groups(read_text(path, source, MAX_CSV_BYTES), source)
+    for row_number in bad_rows:
+        yield (f"row-{row_number}", InputError([Problem(source, f"row {row_number}.id", None,
+                                                        "required field missing")]))
+    for rfq_id, rows in groups.items():
+        try:
+            with guard(source, "validate"):
+                result: Rfq | InputError = _rfq_from_rows(rfq_id, rows, source, catalog)
+        except InputError as exc:
+            result = exc
+        yield rfq_id, result
+
+
+def _csv_groups(text: str, source: str
+                ) -> tuple[dict[str, list[tuple[int, dict[str, str]]]], list[int]]:
+    """The rows of a CSV batch grouped by RFQ id, and the rows without an id."""
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        handle = path.open(encoding="utf-8", newline="")
-    except OSError as exc:
-        raise InputError([Problem(source, "", None, f"cannot read: {exc.strerror}")]) from None
-    with handle:
-        reader = csv.DictReader(handle)
-        if not reader.fieldnames or "id" not in reader.fieldnames:
-            raise InputError([Problem(source, "header", reader.fieldnames,
+        header = [cell.strip() for cell in next(reader, [])]
+        if "id" not in header:
+            raise InputError([Problem(source, "header", header or None,
                                       "the CSV needs a header row with an 'id' column")])
+        repeated = sorted({cell for cell in header if header.count(cell) > 1})
+        if repeated or "" in header:
+            raise InputError([Problem(source, "header", repeated or header,
+                                      "every column needs its own, non-empty name")])
         groups: dict[str, list[tuple[int, dict[str, str]]]] = {}
-        for row_number, row in enumerate(reader, start=2):
-            if None in row:
+        bad_rows: list[int] = []
+        for cells in reader:
+            row_number = reader.line_num
+            if not any(cell.strip() for cell in cells):
+                continue
+            if len(cells) > len(header):
                 raise InputError([Problem(source, f"row {row_number}", None,
                                           "more cells than header columns")])
-            rfq_id = (row.get("id") or "").strip()
+            long = [c for c, cell in zip(header, cells, strict=False)
+                    if len(cell) > MAX_CSV_CELL_CHARS]
+            if long:
+                raise InputError([Problem(source, f"row {row_number}.{long[0]}", None,
+                                          f"cell longer than {MAX_CSV_CELL_CHARS:,} characters")])
+            row = dict(zip(header, [*cells, *[""] * (len(header) - len(cells))], strict=True))
+            rfq_id = row["id"].strip()
             if not rfq_id:
-                yield (f"row-{row_number}", InputError([Problem(source, f"row {row_number}.id",
-                                                                None, "required field missing")]))
+                bad_rows.append(row_number)
                 continue
             groups.setdefault(rfq_id, []).append((row_number, row))
-    for rfq_id, rows in groups.items():
-        yield rfq_id, _rfq_from_rows(rfq_id, rows, source, catalog)
+    except csv.Error as exc:
+        raise InputError([Problem(source, f"row {reader.line_num}", None,
+                                  f"CSV error: {exc}")]) from None
+    return groups, bad_rows
 
 
 def _rfq_from_rows(rfq_id: str, rows: list[tuple[int, dict[str, str]]], source: str,

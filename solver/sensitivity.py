@@ -117,16 +117,41 @@ def default_parameters(ev: Evaluator, base: Outcome) -> list[Parameter]:
                                 max(high, param.value)))
     horizon = rfq.horizon_years
     params.append(Parameter("rfq.horizon_years", "horizon (years)", horizon,
-                            max(1.0, horizon - 2), horizon + 2))
+                            max(1.0, horizon - 2),
+                            max(horizon, min(horizon + 2, schema_max(Rfq, "horizon_years")))))
     if any(s.kind in ("inference", "batch_inference") for s in rfq.workloads):
-        params.append(Parameter("demand", "demand growth (×)", 1.0, *DEMAND_RANGE,
+        params.append(Parameter("demand", "demand growth (×)", 1.0, DEMAND_RANGE[0],
+                                max(1.0, min(DEMAND_RANGE[1], _demand_headroom(rfq))),
                                 multiplier=True))
     for spec in rfq.workloads:
         if spec.kind != "inference":
+            room = schema_max(type(spec), "deadline_hours") / spec.deadline_hours
             params.append(Parameter(f"workloads.{spec.name}.deadline_hours",
                                     f"{spec.name} deadline (×)", spec.deadline_hours,
-                                    *DEADLINE_RANGE, multiplier=True))
+                                    DEADLINE_RANGE[0], max(1.0, min(DEADLINE_RANGE[1], room)),
+                                    multiplier=True))
     return params
+
+
+def schema_max(model_cls: Any, field: str) -> float:
+    """The largest value the schema allows for a field (``le``/``lt``), else infinity."""
+    for item in model_cls.model_fields[field].metadata:
+        for attr in ("le", "lt"):
+            if getattr(item, attr, None) is not None:
+                return float(getattr(item, attr))
+    return math.inf
+
+
+def _demand_headroom(rfq: Rfq) -> float:
+    """The largest demand factor that keeps every serving workload within the schema (a
+    valid RFQ's sweep never steps outside it)."""
+    room = math.inf
+    for spec in rfq.workloads:
+        for field in ("concurrency", "qps", "requests"):
+            value = getattr(spec, field, None)
+            if value:
+                room = min(room, (schema_max(type(spec), field) - 1) / value)
+    return room
 
 
 def _runner_up_gpus(ev: Evaluator, chosen: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from solver.console import EXIT_OK, err, out
 
@@ -75,7 +76,7 @@ class RichProgress:
         rate = self.done / max(time.perf_counter() - self.started, 1e-9)
         style = STATUS_STYLE.get(event.status, "")
         self.progress.update(self.task, advance=1, rate=f"{rate:.1f}/s",
-                             last=f"[{style}]{event.rfq_id}: {event.status}[/]")
+                             last=f"[{style}]{escape(event.rfq_id)}: {event.status}[/]")
         if self.task is not None and self.done > self.progress.tasks[0].total:
             self.progress.update(self.task, total=self.done)
 
@@ -84,7 +85,7 @@ def print_summary(summary: Any) -> None:
     """The end-of-run summary: counts by status, TCO, GPU and fabric mix, slowest RFQs."""
     from rich.table import Table
 
-    table = Table(title=f"batch run {summary.run_id} → {summary.db} (catalog "
+    table = Table(title=f"batch run {summary.run_id} → {escape(str(summary.db))} (catalog "
                         f"{summary.catalog_version})", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
@@ -106,7 +107,7 @@ def print_summary(summary: Any) -> None:
                                f"{summary.wall_seconds:.1f}s wall")
     out.print(table)
     for rfq, status, reason in summary.problems:
-        out.print(f"[{STATUS_STYLE[status]}]{status}[/] {rfq}: ", end="")
+        out.print(f"[{STATUS_STYLE[status]}]{status}[/] {escape(rfq)}: ", end="")
         out.print(reason, markup=False)
     bad = sum(summary.by_status.get(s, 0) for s in ("invalid", "error"))
     if bad > len(summary.problems):
@@ -140,20 +141,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Evaluate many RFQs, resumable: results go to --db as each finishes."""
         from solver.batch import run_batch
-        from solver.batch_export import check_export_path
-        from solver.batch_export import export as export_store
-        from solver.batch_store import ResultStore
         from solver.errors import InputError, Problem
 
         if executor not in ("local", "dask"):
             raise InputError([Problem("--executor", "", executor, "use local or dask")])
         if solver not in ("cbc", "highs", "cpsat"):
             raise InputError([Problem("--solver", "", solver, "use cbc, highs or cpsat")])
-        if export is not None:
-            check_export_path(export)
         kwargs: dict[str, Any] = {
             "catalog_dir": catalog, "workers": workers, "executor": executor,
-            "scheduler": scheduler, "solver": solver, "time_limit": time_limit}
+            "scheduler": scheduler, "solver": solver, "time_limit": time_limit,
+            "export": export}
         try:
             if err.is_terminal:
                 with RichProgress() as progress:
@@ -165,8 +162,6 @@ def register(app: typer.Typer) -> None:
                       "same command again to resume")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         print_summary(summary)
-        if export is not None:
-            with ResultStore(db) as store:
-                export_store(store, export, summary.run_id)
-            out.print(f"exported {summary.total} RFQs to {export}")
+        if summary.exported is not None:
+            out.print(f"exported {summary.exported} RFQs to {export}")
         raise typer.Exit(EXIT_OK)

@@ -86,9 +86,25 @@ def _verdict(data: dict) -> None:
     out.print(f"{fits}, {comfy}" + (f" — {data['reason']}" if data["reason"] else ""))
 
 
+def _check_context(cat: object, model: str, kind: str, workload_kwargs: dict,
+                   context_flag: str | None) -> None:
+    """Tokens per request (serving) or sequence length (training) within the model's context
+    window: beyond it the memory and speed figures are meaningless (no error before)."""
+    if model not in cat.model_ids():  # type: ignore[attr-defined]
+        return
+    limit = cat.model(model).max_context  # type: ignore[attr-defined]
+    if kind in ("inference", "batch_inference"):
+        tokens = workload_kwargs.get("input_tokens", 0) + workload_kwargs.get("output_tokens", 0)
+        flag = context_flag or "--input-tokens + --output-tokens"
+    else:
+        tokens, flag = workload_kwargs.get("seq_len", 0), context_flag or "--seq-len"
+    if tokens > limit:
+        raise _bad(flag, tokens, f"exceeds {model}'s context window of {limit} tokens")
+
+
 def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
                   precision: str, gpus_per_node: int | None, tp: int | None, pp: int | None,
-                  fabric: str, workload_kwargs: dict) -> dict:
+                  fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
     from solver.catalog import PRECISIONS, load_catalog
     from solver.layout import KINDS, Workload
     from solver.performance import best_layout
@@ -101,6 +117,7 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     if gpus % ((tp or 1) * (pp or 1)):
         raise _bad("--gpus", gpus, f"not divisible by tp x pp = {(tp or 1) * (pp or 1)}")
     cat = load_catalog(catalog)
+    _check_context(cat, model, kind, workload_kwargs, context_flag)
     workload = Workload(kind=kind, **workload_kwargs)
     est = best_layout(cat, model, gpu, gpus, workload, precision=precision,
                       gpus_per_node=gpus_per_node or min(gpus, 8), fabric=fabric, tp=tp, pp=pp)
@@ -127,7 +144,8 @@ def fit(
     conc = 1 if concurrency is None else _concurrency(concurrency)
     data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, None, None,
                          fabric, {"input_tokens": context, "output_tokens": 0,
-                                  "concurrency": conc, "seq_len": context})
+                                  "concurrency": conc, "seq_len": context},
+                         context_flag="--context")
     result = {k: data[k] for k in ("model", "gpu", "gpus", "tp", "pp", "dp", "precision",
                                    "kind", "fits", "comfortable", "reason", "memory")}
     if as_json:
