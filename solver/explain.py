@@ -162,6 +162,9 @@ def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
         if spec.kind == "pretrain" and model.params_b >= 70 and not has_sxm:
             out.append(f"{spec.name}: pretraining {model.params_b:g}B is SXM-class work, and "
                        f"vendor profile {vendor.id!r} builds no SXM/HGX systems")
+    from solver.realism import realism_warnings
+
+    out.extend(realism_warnings(catalog, rfq, plan))
     return out
 
 
