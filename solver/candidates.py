@@ -156,7 +156,11 @@ def precisions_for(spec: object, gpu: Gpu) -> list[str]:
     else:
         options = [p for p in SERVING_PRECISIONS
                    if p in ("bf16", "int4") or p in gpu.dense_tflops]
-    allowed = spec.allowed_precisions()  # type: ignore[attr-defined]
+    allowed_of = getattr(spec, "allowed_precisions", None)
+    if allowed_of is None:  # a bare spec (tests, tools): only a pinned precision narrows
+        pinned = getattr(spec, "precision", None)
+        return [p for p in options if pinned is None or p == pinned]
+    allowed = allowed_of()
     return [p for p in options if p in allowed]
 
 

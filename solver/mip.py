@@ -242,7 +242,7 @@ def _one_vendor_stack(model: LinearModel, table: CandidateTable, rfq: Rfq) -> No
     node type's count bounded by ``M_t v[s(t)]``. ``M_t`` = the nodes that every candidate on
     type t at its replica bound would fill, so the bound never cuts a useful plan."""
     stacks = sorted({node.stack for node in table.node_types.values()})
-    if rfq.constraints.mixed_vendors or len(stacks) < 2:
+    if len(stacks) < 2 or getattr(rfq.constraints, "mixed_vendors", False):
         return
     for stack in stacks:
         model.var(stack_var(stack), 0, 1)
