@@ -248,6 +248,10 @@ def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
     delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
     why = (f"departs from the guide's rule of thumb: {', '.join(sorted(used))} meets every "
            f"target for ${delta:,.0f} less at today's catalog prices; " + _why_lost(plan, alt))
+    consumer = sorted(g for g in used if g in catalog.gpus and not catalog.gpus[g].datacenter_use)
+    if consumer:
+        why += (f"; but {', '.join(consumer)} is a consumer card (not licensed for datacenter "
+                "use - see the warnings): the guide's box is the datacenter-grade choice")
     return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
             "delta_usd": delta, "cluster": alt["cluster"], "why": why}
 

@@ -313,3 +313,14 @@ def test_one_vendor_stack_unless_mixing_is_allowed(catalog):
     assert single["cost"]["tco_usd"] == pytest.approx(best, abs=0.5)
     assert mixed["cost"]["tco_usd"] < single["cost"]["tco_usd"]
 
+
+
+def test_guide_box_counterfactual_names_the_consumer_risk(catalog):
+    from solver.explain import counterfactuals
+
+    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
+    table = build_candidates(catalog, rfq)
+    plan = solve_rfq(rfq, catalog, table=table)
+    guide = next(c for c in counterfactuals(rfq, catalog, plan, table)
+                 if c["alternative"].startswith("the guide's box"))
+    assert guide["delta_usd"] > 0 and "rtx-5090 is a consumer card" in guide["why"]
