@@ -324,3 +324,16 @@ def test_guide_box_counterfactual_names_the_consumer_risk(catalog):
     guide = next(c for c in counterfactuals(rfq, catalog, plan, table)
                  if c["alternative"].startswith("the guide's box"))
     assert guide["delta_usd"] > 0 and "rtx-5090 is a consumer card" in guide["why"]
+
+
+def test_policies_in_the_csv_batch_form(catalog, tmp_path):
+    from solver.rfq import iter_csv_rfqs
+
+    file = tmp_path / "batch.csv"
+    file.write_text("id,constraints.datacenter_grade_only,constraints.mixed_vendors,name,kind,"
+                    "model,precisions,concurrency,input_tokens,output_tokens\n"
+                    "a,true,false,chat,inference,mixtral-8x7b,fp8;int4,8,500,100\n")
+    rfq = dict(iter_csv_rfqs(file, catalog))["a"]
+    assert rfq.constraints.datacenter_grade_only and not rfq.constraints.mixed_vendors
+    assert rfq.workloads[0].precisions == ["fp8", "int4"]
+    assert rfq.workloads[0].allowed_precisions() == ("fp8", "int4")
