@@ -114,6 +114,8 @@ class Server(_Entry):
     gpus: tuple[str, ...] | None = Field(
         default=None, description="GPU ids this chassis takes (None: any of its form factors)")
     price_type: PriceType = "quote"
+    price_as_of: str | None = Field(
+        default=None, description="date of the price basis (None: the entry's as_of)")
 
     def takes(self, gpu: Gpu) -> bool:
         """Whether this chassis physically takes this GPU (form factor, list, width, cooling)."""
@@ -377,6 +379,8 @@ def _apply_prices(raw: dict[str, Any], path: Path) -> None:
                     src = row.get("source") or f"user price overlay {path.name}"
                     if kind != "fabrics":
                         entry["price_type"] = "quote"
+                    if kind == "servers":
+                        entry["price_as_of"] = stamp
                     if kind == "gpus":
                         entry["price_as_of"], entry["price_source"] = stamp, src
                     break

@@ -49,8 +49,8 @@ def stale_price_warnings(catalog: Catalog, plan: dict[str, Any],
         if gpu is not None:
             items.append(("GPU", gpu.id, gpu.price_usd, gpu.price_as_of, gpu.price_type))
         if server is not None:
-            items.append(("server", server.id, server.price_usd, server.as_of,
-                          server.price_type))
+            items.append(("server", server.id, server.price_usd,
+                          server.price_as_of or server.as_of, server.price_type))
         for what, entry_id, price, as_of, kind in items:
             if entry_id in seen:
                 continue

@@ -238,6 +238,14 @@ def test_price_overlay_is_a_quote(tmp_path):
     cat = load_catalog(str(tmp_path))
     assert cat.gpus["rtx-5090"].price_type == "quote"
     assert cat.servers["pcie-4gpu"].price_type == "quote"
+    assert cat.servers["pcie-4gpu"].price_as_of == "2026-11"
+
+
+def test_server_price_date_is_its_quote_date(catalog):
+    plan = {"cluster": {"nodes": [{"gpu": "h100-sxm", "server": "hgx-8gpu"}]}}
+    warnings = stale_price_warnings(catalog, plan, dt.date(2026, 12, 2))
+    assert any(w.startswith("stale price: server hgx-8gpu") and "dated 2024-08" in w
+               for w in warnings)  # derived from an Aug-2024 node quote, not read in 2026
 
 
 # --- precisions a buyer allows ---------------------------------------------------------
