@@ -167,6 +167,25 @@ def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
     opex.append(_opex("rack-space", "Colocation rack space", rack_units, "U",
                       params.rack_unit_usd_per_year, c.rack_unit_usd_per_year.source,
                       "operations_usd"))
+    if params.software_licence_usd_per_gpu_year:
+        licensed = sum(entry["count"] * entry["gpus_per_node"] for entry in nodes
+                       if catalog.gpus[entry["gpu"]].vendor == "nvidia"
+                       and catalog.gpus[entry["gpu"]].datacenter_use)
+        if licensed:
+            opex.append(_opex("software-licence", "Software licence per datacenter NVIDIA "
+                              "GPU-year (e.g. NVIDIA AI Enterprise)", licensed, "GPU",
+                              params.software_licence_usd_per_gpu_year,
+                              c.software_licence_usd_per_gpu_year.source, "operations_usd"))
+    if params.support_contract_fraction_per_year:
+        hardware = sum(entry["count"] * (entry["gpus_per_node"]
+                                         * catalog.gpus[entry["gpu"]].price_usd
+                                         + catalog.servers[entry["server"]].price_usd)
+                       for entry in nodes)
+        opex.append(_opex("support-contract", "Support contract: "
+                          f"{params.support_contract_fraction_per_year:.0%} of the GPUs' and "
+                          "servers' price per year", hardware, "USD of hardware",
+                          params.support_contract_fraction_per_year,
+                          c.support_contract_fraction_per_year.source, "operations_usd"))
     extra_nodes = sum(g["nodes_spanned"] - 1 for g in groups.values())
     if extra_nodes:
         opex.append(_opex("multinode-overhead", "Multi-node engineering overhead: each coupled "

@@ -36,6 +36,7 @@ class NodeType:
     gpus: int
     cost: NodeCost
     fabric_nics: int = 1  # fabric NICs fitted when the node joins a fabric (ports it takes)
+    stack: str = "cuda"
 
     @property
     def key(self) -> str:
@@ -85,7 +86,8 @@ def allowed_entries(catalog: Catalog, rfq: Rfq) -> tuple[list[Gpu], list[Server]
     """GPUs, servers and fabrics that the RFQ's vendor profile and constraints allow."""
     vendor = catalog.vendors[rfq.constraints.vendor or "open"]
     gpus = [g for g in catalog.gpus.values() if vendor.allows("gpus", g.id)
-            and (rfq.constraints.gpus is None or g.id in rfq.constraints.gpus)]
+            and (rfq.constraints.gpus is None or g.id in rfq.constraints.gpus)
+            and (g.datacenter_use or not rfq.constraints.datacenter_grade_only)]
     servers = [s for s in catalog.servers.values() if vendor.allows("servers", s.id)]
     fabrics = [f for f in catalog.fabrics.values() if f.id != "none"
                and vendor.allows("fabrics", f.id)
@@ -97,21 +99,24 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
     """Every (server, GPU, GPUs populated) that can be bought, minus dominated ones.
 
     Populated counts are powers of two up to the server's slots (so that replica and job
-    sizes, also powers of two, pack exactly, see :mod:`solver.mip`). A node type is dropped
-    when another server holds the same GPUs for no more money, power and rack space, and the
-    same fabric NICs per node (more NICs: more bandwidth across nodes, but more NIC cost).
+    sizes, also powers of two, pack exactly, see :mod:`solver.mip`). A server is only offered
+    GPUs it physically takes (form factor, its GPU list, card width in slots, liquid cooling:
+    :meth:`Server.takes`) at counts whose power at TDP fits its ``max_power_w``. A node type
+    is dropped when another server holds the same GPUs for no more money, power and rack
+    space, and the same fabric NICs per node (more NICs: more bandwidth across nodes, but
+    more NIC cost).
     """
     gpus, servers, _ = allowed_entries(catalog, rfq)
     types: dict[str, NodeType] = {}
     for gpu in gpus:
         options = []
         for server in servers:
-            if gpu.form_factor not in server.form_factors:
+            if not server.takes(gpu):
                 continue
             counts = [n for n in POWERS_OF_TWO if n <= server.gpu_slots]
             if gpu.form_factor in ("sxm", "oam"):
                 counts = [server.gpu_slots]  # baseboards come fully populated
-            options.extend((server, n) for n in counts)
+            options.extend((server, n) for n in counts if server.power_fits(gpu, n))
         for server, count in options:
             dominated = any(
                 other is not server and n == count
@@ -124,7 +129,7 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
                 for other, n in options)
             if not dominated:
                 node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count),
-                                server.fabric_nics_per_node)
+                                fabric_nics=server.fabric_nics_per_node, stack=gpu.stack)
                 types[node.key] = node
     return types
 
@@ -145,9 +150,10 @@ def physics_workload(spec: object) -> Workload:
 
 
 def precisions_for(spec: object, gpu: Gpu) -> list[str]:
-    """Precisions the solver may choose for this workload on this GPU."""
+    """Precisions the solver may choose for this workload on this GPU: what the GPU runs,
+    narrowed to what the buyer allows (``allowed_precisions``: serving defaults to bf16 and
+    fp8 - int8 and 4-bit weights only when the RFQ lists them; QLoRA keeps its int4 base)."""
     kind = spec.kind  # type: ignore[attr-defined]
-    pinned = spec.precision  # type: ignore[attr-defined]
     if kind == "qlora":
         options = ["int4"]
     elif kind in TRAINING_KINDS:
@@ -155,9 +161,12 @@ def precisions_for(spec: object, gpu: Gpu) -> list[str]:
     else:
         options = [p for p in SERVING_PRECISIONS
                    if p in ("bf16", "int4") or p in gpu.dense_tflops]
-    if pinned is not None:
-        options = [p for p in options if p == pinned]
-    return options
+    allowed_of = getattr(spec, "allowed_precisions", None)
+    if allowed_of is None:  # a bare spec (tests, tools): only a pinned precision narrows
+        pinned = getattr(spec, "precision", None)
+        return [p for p in options if pinned is None or p == pinned]
+    allowed = allowed_of()
+    return [p for p in options if p in allowed]
 
 
 def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> float:

@@ -35,6 +35,8 @@ from solver.inputs import guard, non_finite, parse_yaml, read_text, reject_bool
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
 FormFactor = Literal["pcie", "sxm", "oam", "superchip"]
+PriceType = Literal["msrp", "street", "quote", "derived"]
+VENDOR_STACKS = {"nvidia": "cuda", "amd": "rocm"}
 
 
 class _Entry(BaseModel):
@@ -72,6 +74,26 @@ class Gpu(_Entry):
     price_usd: float = Field(gt=0)
     price_as_of: str
     price_source: str = ""
+    price_type: PriceType = Field(
+        default="quote", description="msrp | street | quote | derived (how price_usd was read)")
+    vendor: Literal["nvidia", "amd"] = Field(
+        default="nvidia", description="accelerator vendor; its software stack is VENDOR_STACKS")
+    datacenter_use: bool = Field(
+        default=True, description="licensed and supported for datacenter deployment")
+    datacenter_use_source: str = ""
+    ecc: bool = Field(default=True, description="ECC on device memory available")
+    p2p: bool = Field(
+        default=True, description="GPU-to-GPU peer-to-peer on stock drivers (False: TP/PP "
+        "traffic is staged through host memory, see efficiency.yaml host_staged_p2p)")
+    width_slots: float | None = Field(
+        default=None, gt=0, le=8,
+        description="PCIe card width in expansion slots (None for SXM/OAM modules)")
+    liquid_cooled: bool = Field(default=False, description="needs direct liquid cooling")
+
+    @property
+    def stack(self) -> str:
+        """The accelerator software stack (cuda, rocm) a node of this GPU runs."""
+        return VENDOR_STACKS[self.vendor]
 
     @model_validator(mode="after")
     def _positive_throughput(self) -> Gpu:
@@ -96,6 +118,34 @@ class Server(_Entry):
     fabric_nics_per_node: int = Field(
         ge=1, description="fabric NICs fitted when the node joins a fabric"
     )
+    max_width_slots: float | None = Field(
+        default=None, gt=0, description="widest PCIe card each GPU slot takes at full "
+        "population (None: no limit, e.g. SXM/OAM baseboards)")
+    max_power_w: float | None = Field(
+        default=None, gt=0, description="node power limit, W: PSU capacity with N+1 "
+        "redundancy or the vendor's system maximum (GPUs at TDP + base_power_w must fit)")
+    liquid_cooled: bool = Field(default=False, description="direct liquid cooling fitted")
+    gpus: tuple[str, ...] | None = Field(
+        default=None, description="GPU ids this chassis takes (None: any of its form factors)")
+    price_type: PriceType = "quote"
+    price_as_of: str | None = Field(
+        default=None, description="date of the price basis (None: the entry's as_of)")
+
+    def takes(self, gpu: Gpu) -> bool:
+        """Whether this chassis physically takes this GPU (form factor, list, width, cooling)."""
+        if gpu.form_factor not in self.form_factors:
+            return False
+        if self.gpus is not None and gpu.id not in self.gpus:
+            return False
+        if (self.max_width_slots is not None and gpu.width_slots is not None
+                and gpu.width_slots > self.max_width_slots):
+            return False
+        return self.liquid_cooled or not gpu.liquid_cooled
+
+    def power_fits(self, gpu: Gpu, count: int) -> bool:
+        """Whether ``count`` GPUs at TDP plus the base power fit the node's power limit."""
+        return self.max_power_w is None or count * gpu.tdp_w + self.base_power_w \
+            <= self.max_power_w
 
     @model_validator(mode="after")
     def _baseboard_power_of_two(self) -> Server:
@@ -215,6 +265,12 @@ class CostModel(BaseModel):
     vram_reserve_fraction: Param
     scaling_efficiency_floor: Param
     usable_memory_fraction: Param
+    price_stale_after_days: Param = Field(
+        description="a chosen GPU/server price older than this many days is flagged")
+    software_licence_usd_per_gpu_year: Param = Field(
+        description="per-GPU-year software licence on NVIDIA datacenter GPUs (0 = off)")
+    support_contract_fraction_per_year: Param = Field(
+        description="hardware support contract per year as a fraction of node capex (0 = off)")
 
     # (lowest, highest, lowest allowed itself) for each parameter's value
     RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
@@ -232,6 +288,9 @@ class CostModel(BaseModel):
         "checkpoint_write_seconds": (0.0, 1e6, False), "dataset_bytes_per_token": (0.0, 64.0, True),
         "weights_vram_fraction_max": (0.0, 1.0, False), "vram_reserve_fraction": (0.0, 1.0, True),
         "scaling_efficiency_floor": (0.0, 1.0, False), "usable_memory_fraction": (0.0, 1.0, False),
+        "price_stale_after_days": (0.0, 36500.0, False),
+        "software_licence_usd_per_gpu_year": (0.0, 1e6, True),
+        "support_contract_fraction_per_year": (0.0, 1.0, True),
     }
 
     @model_validator(mode="after")
@@ -283,6 +342,10 @@ class Catalog(BaseModel):
                     missing = [i for i in allowed if i not in table]
                     if missing:
                         raise ValueError(f"vendor {vendor.id}: unknown {kind} {missing}")
+        for server in self.servers.values():
+            missing = [g for g in server.gpus or () if g not in self.gpus]
+            if missing:
+                raise ValueError(f"server {server.id}: unknown gpus {missing}")
         if "none" not in self.fabrics:
             raise ValueError("fabric 'none' must exist")
         return self
@@ -304,8 +367,8 @@ class Catalog(BaseModel):
         return ids
 
     def servers_for(self, gpu: Gpu) -> list[Server]:
-        """Servers whose slots take this GPU's form factor."""
-        return [s for s in self.servers.values() if gpu.form_factor in s.form_factors]
+        """Servers that physically take this GPU (form factor, GPU list, slot width, cooling)."""
+        return [s for s in self.servers.values() if s.takes(gpu)]
 
 
 FILES = {
@@ -422,8 +485,11 @@ def _apply_prices(raw: dict[str, Any], path: Path) -> None:
                                       "no GPU, server or fabric with this id")])
         entry = tables[kind][entry_id]
         entry["nic_price_usd" if kind == "fabrics" else "price_usd"] = price
+        stamp = (row.get("as_of") or "").strip() or "user quote"
+        if kind != "fabrics":
+            entry["price_type"] = "quote"
+            entry["price_as_of"] = stamp
         if kind == "gpus":
-            entry["price_as_of"] = (row.get("as_of") or "").strip() or "user quote"
             entry["price_source"] = ((row.get("source") or "").strip()
                                      or f"user price overlay {path.name}")
 

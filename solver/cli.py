@@ -81,21 +81,27 @@ def catalog_list(catalog: CatalogOpt = None) -> None:
     cat = load_catalog(catalog)
     gpus = Table(title=f"GPUs (catalog {cat.version})")
     for column in ("id", "memory GB", "BW GB/s", "bf16 TFLOPS", "fp8", "fp4", "TDP W",
-                   "form", "link GB/s", "price USD"):
+                   "form", "link GB/s", "price USD", "price (type, as of)", "datacenter",
+                   "P2P"):
         gpus.add_column(column)
     for gpu in cat.gpus.values():
         tf = gpu.dense_tflops
         gpus.add_row(gpu.id, f"{gpu.memory_gb:g}", f"{gpu.mem_bw_gbs:g}", f"{tf['bf16']:g}",
                      f"{tf.get('fp8', '-')}", f"{tf.get('fp4', '-')}", f"{gpu.tdp_w:g}",
                      gpu.form_factor, f"{gpu.intra_node_gbs:g} {gpu.intra_node_link}",
-                     f"{gpu.price_usd:,.0f}")
+                     f"{gpu.price_usd:,.0f}", f"{gpu.price_type}, {gpu.price_as_of}",
+                     "yes" if gpu.datacenter_use else "NO (licence)",
+                     "yes" if gpu.p2p else "no (host-staged)")
     out.print(gpus)
     servers = Table(title="Servers")
-    for column in ("id", "slots", "form factors", "price USD (no GPUs)", "base W", "U"):
+    for column in ("id", "slots", "form factors", "price USD (no GPUs)", "base W", "max W",
+                   "max card slots", "U"):
         servers.add_column(column)
     for s in cat.servers.values():
         servers.add_row(s.id, str(s.gpu_slots), ",".join(s.form_factors), f"{s.price_usd:,.0f}",
-                        f"{s.base_power_w:g}", str(s.rack_units))
+                        f"{s.base_power_w:g}", f"{s.max_power_w:g}" if s.max_power_w else "-",
+                        f"{s.max_width_slots:g}" if s.max_width_slots else "-",
+                        str(s.rack_units))
     out.print(servers)
     fabrics = Table(title="Fabrics")
     for column in ("id", "GB/s per NIC", "latency us", "NIC USD", "port USD"):

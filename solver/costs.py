@@ -42,6 +42,8 @@ class CostParams:
     checkpoint_bytes_per_param: float = 0.0
     checkpoint_write_seconds: float = 300.0
     dataset_bytes_per_token: float = 0.0
+    software_licence_usd_per_gpu_year: float = 0.0
+    support_contract_fraction_per_year: float = 0.0
 
     @classmethod
     def from_catalog(cls, catalog: Catalog, horizon_years: float | None = None) -> CostParams:
@@ -67,6 +69,8 @@ class CostParams:
             checkpoint_bytes_per_param=c.checkpoint_bytes_per_param.value,
             checkpoint_write_seconds=c.checkpoint_write_seconds.value,
             dataset_bytes_per_token=c.dataset_bytes_per_token.value,
+            software_licence_usd_per_gpu_year=c.software_licence_usd_per_gpu_year.value,
+            support_contract_fraction_per_year=c.support_contract_fraction_per_year.value,
         )
 
     @property
@@ -86,6 +90,8 @@ class NodeCost:
     operations_usd: float
     power_kw: float
     rack_units: int
+    licence_usd: float = 0.0
+    support_usd: float = 0.0
 
     @property
     def capex_usd(self) -> float:
@@ -97,12 +103,23 @@ class NodeCost:
 
 
 def node_cost(params: CostParams, server: Server, gpu: Gpu, gpus: int) -> NodeCost:
-    """Cost of one node holding ``gpus`` GPUs; ``power_kw`` is full load before PUE."""
+    """Cost of one node holding ``gpus`` GPUs; ``power_kw`` is full load before PUE.
+
+    ``operations_usd`` includes the optional software licence (per GPU-year, NVIDIA
+    datacenter GPUs only: GeForce is not eligible, ROCm needs none) and the optional support
+    contract (a fraction of the node's capex per year); both are 0 unless costs.yaml sets
+    them, and both are also reported on their own (``licence_usd``, ``support_usd``).
+    """
     power_kw = (gpus * gpu.tdp_w + server.base_power_w) / 1000.0
     energy_kwh = power_kw * params.load_factor * params.pue * HOURS_PER_YEAR * params.horizon_years
+    capex = gpus * gpu.price_usd + server.price_usd
+    licensed = gpu.vendor == "nvidia" and gpu.datacenter_use
+    licence = (gpus * params.software_licence_usd_per_gpu_year * params.horizon_years
+               if licensed else 0.0)
+    support = capex * params.support_contract_fraction_per_year * params.horizon_years
     operations = params.horizon_years * (
         params.operations_usd_per_node_year + params.node_engineering_usd_per_year
-        + server.rack_units * params.rack_unit_usd_per_year)
+        + server.rack_units * params.rack_unit_usd_per_year) + licence + support
     return NodeCost(
         gpus_usd=gpus * gpu.price_usd,
         server_usd=server.price_usd,
@@ -110,6 +127,8 @@ def node_cost(params: CostParams, server: Server, gpu: Gpu, gpus: int) -> NodeCo
         operations_usd=operations,
         power_kw=power_kw,
         rack_units=server.rack_units,
+        licence_usd=licence,
+        support_usd=support,
     )
 
 

@@ -271,6 +271,9 @@ def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
         if spec.kind == "pretrain" and model.params_b >= 70 and not has_sxm:
             out.append(f"{spec.name}: pretraining {model.params_b:g}B is SXM-class work, and "
                        f"vendor profile {vendor.id!r} builds no SXM/HGX systems")
+    from solver.realism import realism_warnings
+
+    out.extend(realism_warnings(catalog, rfq, plan))
     return out
 
 
@@ -356,6 +359,10 @@ def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
     why = (f"departs from the guide's rule of thumb: the guide's box {money_delta(delta)} than "
            f"{', '.join(sorted(used))}, which meets every target, at the catalog's prices; "
            + _why_lost(plan, alt)).replace("costs the same than", "costs the same as")
+    consumer = sorted(g for g in used if g in catalog.gpus and not catalog.gpus[g].datacenter_use)
+    if consumer:
+        why += (f"; but {', '.join(consumer)} is a consumer card (not licensed for datacenter "
+                "use - see the warnings): the guide's box is the datacenter-grade choice")
     return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
             "delta_usd": delta, "cluster": alt["cluster"], "why": why}
 

@@ -5,6 +5,11 @@ practical NCCL bus bandwidth, and ``intra_node_latency_us``). A group that spans
 bounded by the fabric: ``Fabric.effective_gbs`` x the node type's own server's
 ``fabric_nics_per_node``
 (never more than the intra-node link) with the fabric's latency added per hop.
+
+A GPU without peer-to-peer on its stock driver (``Gpu.p2p`` false: GeForce) stages every
+transfer through pinned host memory: its intra-node link keeps ``host_staged_bw_factor`` of
+the P2P bus bandwidth and adds ``host_staged_extra_latency_us`` per hop (efficiency.yaml
+``links``, a measured pair of RTX 5090s).
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ def _link(catalog_key: str, gpu_id: str, fabric_id: str, gpus_per_node: int,
 
     catalog = _CATALOGS[catalog_key]
     gpu = catalog.gpus[gpu_id]
+    in_node_gbs, in_node_us = in_node_link(catalog, gpu)
     if group <= gpus_per_node:
-        return Link(gpu.intra_node_gbs, gpu.intra_node_latency_us, False)
+        return Link(in_node_gbs, in_node_us, False)
     fabric = catalog.fabrics[fabric_id]
     if fabric.effective_gbs <= 0:
         return Link(0.0, 0.0, True)
@@ -48,8 +54,27 @@ def _link(catalog_key: str, gpu_id: str, fabric_id: str, gpus_per_node: int,
         nics = server.fabric_nics_per_node
     else:  # no catalog server (superchip racks such as NVL72): one fabric NIC per GPU
         nics = gpus_per_node if gpu.form_factor == "superchip" else 1
-    busbw = min(gpu.intra_node_gbs, fabric.effective_gbs * nics)
-    return Link(busbw, fabric.latency_us + gpu.intra_node_latency_us, True)
+    busbw = min(in_node_gbs, fabric.effective_gbs * nics)
+    return Link(busbw, fabric.latency_us + in_node_us, True)
+
+
+def in_node_link(catalog: Catalog, gpu: Gpu) -> tuple[float, float]:
+    """Bus bandwidth (GB/s) and per-hop latency (µs) between GPUs of one node: the P2P
+    link, or the host-staged copy when the GPU has no peer-to-peer."""
+    if gpu.p2p:
+        return gpu.intra_node_gbs, gpu.intra_node_latency_us
+    from solver.perf_factors import factors
+
+    links = factors(catalog).links
+    if links is None:
+        from solver.errors import InputError, Problem
+
+        raise InputError([Problem("efficiency.yaml", "links", None,
+                                  f"GPU {gpu.id} has p2p: false, which needs the factors "
+                                  "links.host_staged_bw_factor and "
+                                  "links.host_staged_extra_latency_us")])
+    return (gpu.intra_node_gbs * links.host_staged_bw_factor.value,
+            gpu.intra_node_latency_us + links.host_staged_extra_latency_us.value)
 
 
 def group_link(catalog: Catalog, gpu: Gpu, fabric_id: str, gpus_per_node: int,

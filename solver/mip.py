@@ -53,6 +53,8 @@ Constraints (one block each in :func:`build_model`)
                 with ceil(P/H) leaves, ceil(H L / R) spines and H L links — exactly what
                 the bill of materials recounts from the plan (solver/bom.py). Big-M's come
                 from P's upper bound (replica bounds; nodes ≤ what the candidates can fill).
+    one stack   N[t] ≤ M_t v[s(t)],  Σ_s v[s] ≤ 1   (v[s] ∈ {0,1}; s = CUDA or ROCm; dropped
+                when constraints.mixed_vendors; M_t = nodes that all of t's candidates fill)
     limits      Σ N ≤ max_nodes, Σ k_t N[t] ≤ max_gpus, Σ P_t N[t] ≤ max_power_kw,
                 Σ U_t N[t] ≤ max_rack_units, objective ≤ budget
 
@@ -259,6 +261,9 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         coeffs[node_var(key)] = -float(node.gpus)
         model.add(f"packing[{key}]", coeffs, "<=", 0.0)
 
+    # --- one accelerator software stack (CUDA or ROCm) per cluster, unless allowed ------
+    _one_vendor_stack(model, table, rfq)
+
     # --- fabric: a spanning layout needs its fabric; one fabric at most -----------------
     spanning = [c for cands in table.candidates.values() for c in cands if c.spanning]
     for cand in spanning:
@@ -295,3 +300,26 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
     for constraint in extra or []:
         model.constraints.append(constraint)
     return model
+
+
+def stack_var(stack: str) -> str:
+    return f"v[{stack}]"
+
+
+def _one_vendor_stack(model: LinearModel, table: CandidateTable, rfq: Rfq) -> None:
+    """One accelerator software stack per cluster (CUDA or ROCm), unless the RFQ sets
+    ``constraints.mixed_vendors``: a binary ``v[s]`` per stack, ``Σ_s v[s] ≤ 1``, and every
+    node type's count bounded by ``M_t v[s(t)]``. ``M_t`` = the nodes that every candidate on
+    type t at its replica bound would fill, so the bound never cuts a useful plan."""
+    stacks = sorted({node.stack for node in table.node_types.values()})
+    if len(stacks) < 2 or getattr(rfq.constraints, "mixed_vendors", False):
+        return
+    for stack in stacks:
+        model.var(stack_var(stack), 0, 1)
+    model.add("one_vendor_stack", {stack_var(s): 1.0 for s in stacks}, "<=", 1.0)
+    for key, node in table.node_types.items():
+        gpus = sum(float(c.gpus) * (model.variables[cand_var(c)].high or 1)
+                   for cands in table.candidates.values() for c in cands if c.node_type == key)
+        bound = float(max(1, math.ceil(gpus / node.gpus)))
+        model.add(f"vendor_stack[{key}]", {node_var(key): 1.0,
+                                           stack_var(node.stack): -bound}, "<=", 0.0)

@@ -151,6 +151,16 @@ class TrainingFactors(_Frozen):
                                     "behind compute")
 
 
+class LinkFactors(_Frozen):
+    """Intra-node links without GPU peer-to-peer (``Gpu.p2p`` false, e.g. GeForce): NCCL
+    stages every TP/PP transfer through pinned host memory."""
+
+    host_staged_bw_factor: Factor = Field(description="host-staged GPU-to-GPU bandwidth as a "
+                                          "fraction of the same link with P2P")
+    host_staged_extra_latency_us: Factor = Field(description="latency a host-staged copy adds "
+                                                 "to the P2P link latency, µs")
+
+
 class EfficiencyFactors(_Frozen):
     """The whole of ``catalog/efficiency.yaml``."""
 
@@ -160,6 +170,7 @@ class EfficiencyFactors(_Frozen):
     precisions: PrecisionBytes
     serving: ServingFactors
     training: TrainingFactors
+    links: LinkFactors | None = None
 
     @model_validator(mode="after")
     def _labels_resolve(self) -> EfficiencyFactors:

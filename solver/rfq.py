@@ -74,6 +74,11 @@ class Constraints(_Strict):
     max_gpus: int | None = Field(default=None, ge=1, le=100_000)
     max_power_kw: float | None = Field(default=None, gt=0, le=1_000_000)
     max_rack_units: int | None = Field(default=None, ge=1, le=1_000_000)
+    datacenter_grade_only: bool = Field(
+        default=False, description="exclude GPUs not licensed for datacenter use (GeForce)")
+    mixed_vendors: bool = Field(
+        default=False, description="allow more than one accelerator software stack (CUDA, "
+        "ROCm) in one cluster")
 
     @field_validator("vendor")
     @classmethod
@@ -96,10 +101,39 @@ class Constraints(_Strict):
         return _check_ids(value, list(catalog.fabrics), "fabric") if catalog else value
 
 
+SERVING_DEFAULT_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8")
+
+
 class _WorkloadBase(_Strict):
     name: str = Field(pattern=ID_PATTERN, min_length=1, max_length=64)
     model: str
     precision: Precision | None = None
+    precisions: list[Precision] | None = Field(
+        default=None, min_length=1,
+        description="precisions the buyer allows (serving default: bf16, fp8; 4-bit and int8 "
+        "only when listed here or pinned by `precision`)")
+
+    @model_validator(mode="after")
+    def _precision_in_allowed(self) -> _WorkloadBase:
+        if self.precisions is not None:
+            if len(set(self.precisions)) != len(self.precisions):
+                raise ValueError("precisions lists a precision twice")
+            if self.precision is not None and self.precision not in self.precisions:
+                raise ValueError(f"precision {self.precision!r} is not in precisions "
+                                 f"{self.precisions}")
+        return self
+
+    def allowed_precisions(self) -> tuple[str, ...]:
+        """What the buyer allows: ``precisions``, else the pinned ``precision``, else the
+        kind's default (serving: bf16 and fp8; training: TRAINING_PRECISIONS)."""
+        if self.precisions is not None:
+            return tuple(self.precisions)
+        if self.precision is not None:
+            return (self.precision,)
+        kind = getattr(self, "kind", "inference")
+        if kind in TRAINING_PRECISIONS:
+            return tuple(p for p in ("bf16", "fp8", "int4") if p in TRAINING_PRECISIONS[kind])
+        return SERVING_DEFAULT_PRECISIONS
 
     @field_validator("model")
     @classmethod
@@ -162,6 +196,11 @@ class TrainingWorkload(_WorkloadBase):
     @model_validator(mode="after")
     def _training(self, info: ValidationInfo) -> TrainingWorkload:
         allowed = TRAINING_PRECISIONS[self.kind]
+        bad = [p for p in self.precisions or () if p not in allowed]
+        if bad:
+            raise ValueError(
+                f"precisions {bad} are not valid for {self.kind}: use "
+                f"{' or '.join(sorted(allowed))}")
         if self.precision is not None and self.precision not in allowed:
             raise ValueError(
                 f"precision {self.precision!r} is not valid for {self.kind}: use "
@@ -406,6 +445,9 @@ def _rfq_from_rows(rfq_id: str, rows: list[tuple[int, dict[str, str]]], source: 
             if value is not None:
                 if column in ("name", "model"):
                     value = (raw or "").strip()
+                elif column == "precisions":
+                    value = [part.strip() for part in str(value).replace("|", ";").split(";")
+                             if part.strip()]
                 _set(workload, column, value)
         workloads.append(workload)
     data["workloads"] = workloads

@@ -45,7 +45,7 @@ def test_every_entry_has_source_and_date():
 
 
 def test_numbers_have_units_in_names(catalog):
-    unit_suffixes = ("_gb", "_gbs", "_w", "_usd", "_us", "_tflops", "_b", "_kw")
+    unit_suffixes = ("_gb", "_gbs", "_w", "_usd", "_us", "_tflops", "_b", "_kw", "_slots")
     for gpu in catalog.gpus.values():
         for field, value in gpu.model_dump().items():
             if isinstance(value, float) and field != "pcie_gen":
@@ -68,7 +68,9 @@ def test_guide_capacity_of_one_node(catalog):
 def test_sxm_gpus_only_in_hgx(catalog):
     for gpu in catalog.gpus.values():
         servers = {s.id for s in catalog.servers_for(gpu)}
-        if gpu.form_factor == "sxm":
+        if gpu.id == "b300-sxm":  # Blackwell Ultra: its own HGX B300 board (PCIe Gen6, CX-8)
+            assert servers == {"hgx-b300-8gpu"}
+        elif gpu.form_factor == "sxm":
             assert servers == {"hgx-8gpu"}, gpu.id
         elif gpu.form_factor == "pcie":
             assert "hgx-8gpu" not in servers and servers, gpu.id

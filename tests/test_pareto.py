@@ -24,9 +24,11 @@ def _rfq(catalog: Any, workload: dict[str, Any], **constraints: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def chat(catalog: Any) -> Any:
+    # the buyer allows every precision: the frontier trades cost, latency and quantisation
     return _rfq(catalog, {"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
                           "concurrency": 64, "input_tokens": 1000, "output_tokens": 200,
-                          "tpot_ms": 30}, max_nodes=1)
+                          "tpot_ms": 30,
+                          "precisions": ["bf16", "fp8", "int8", "int4", "fp4"]}, max_nodes=1)
 
 
 @pytest.fixture(scope="module")

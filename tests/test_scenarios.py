@@ -27,6 +27,9 @@ def _check_chat_70b(plan, catalog):  # guide: 70B chat at 32-64 concurrent -> on
     assert not plan["cluster"]["coupled"]
     assert plan["workloads"][0]["precision"] == "fp8"
     assert plan["decision_path"][0]["step"] == 1 and plan["decision_path"][0]["answer"]
+    for gpu in {n["gpu"] for n in plan["cluster"]["nodes"]}:  # a consumer card is explained
+        if not catalog.gpus[gpu].datacenter_use:
+            assert any(w.startswith(f"consumer card {gpu}") for w in plan["warnings"])
 
 
 def _check_full_finetune(plan, catalog):  # guide: 70B full FT -> 2-4 coupled nodes
@@ -104,7 +107,8 @@ def _check_small_models(plan, catalog):
 
 def _check_deepseek(plan, catalog):  # the 671B MoE fits one PCIe box only at 4-bit
     assert plan["cluster"]["total_nodes"] == 1
-    assert plan["workloads"][0]["precision"] in ("int4", "fp4")
+    assert plan["workloads"][0]["precision"] in ("int4", "fp4")  # the RFQ allows 4-bit
+    assert any(w.startswith("r1: served at") and "precisions" in w for w in plan["warnings"])
 
 
 EXPECTED = {
