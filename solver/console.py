@@ -12,6 +12,8 @@ from solver.errors import InputError
 EXIT_OK = 0
 EXIT_INVALID = 2
 EXIT_INFEASIBLE = 3
+EXIT_TIMEOUT = 4
+"""The time limit ran out before any plan was found (not an answer about the RFQ)."""
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

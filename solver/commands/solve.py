@@ -8,12 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.console import EXIT_INFEASIBLE, out
+from solver.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out
 from solver.errors import InputError, Problem
 
 SolverOpt = Annotated[str, typer.Option("--solver", help="MIP backend: cbc, highs or cpsat.")]
 TimeLimitOpt = Annotated[float | None, typer.Option(
-    "--time-limit", min=0.01, help="Seconds; returns the best plan found (status feasible).")]
+    "--time-limit", min=0.01,
+    help="Seconds for the whole run: the best plan found in time (status feasible, with its "
+         "gap), or exit 4 when none was found.")]
 CatalogOpt = Annotated[str | None, typer.Option(
     "--catalog", help="A catalog directory or price overlay on top of the built-in.")]
 
@@ -34,12 +36,13 @@ def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = 
 
 
 def check_solver(name: str) -> None:
-    from solver.backends import BACKENDS, installed_backends
+    """Only the requested backend is checked (no solver library is imported here)."""
+    from solver.backends import BACKENDS
 
     if name not in BACKENDS:
         raise InputError([Problem("--solver", "", name,
                                   f"unknown solver; choose one of {', '.join(BACKENDS)}")])
-    if name not in installed_backends():
+    if not BACKENDS[name].available():
         raise InputError([Problem("--solver", "", name, "this solver is not installed")])
 
 
@@ -87,12 +90,20 @@ def print_plan(plan: dict[str, Any]) -> None:
         out.print(f"[yellow]warning:[/] {warning}", markup=True)
     info = plan.get("infeasibility")
     if info:
-        out.print("[red]No plan meets this RFQ.[/]")
+        out.print("[red]No plan found within the time limit.[/]" if status == "timeout"
+                  else "[red]No plan meets this RFQ.[/]")
         for reason in info["reasons"]:
             out.print(f"  - {reason}", markup=False)
         if info.get("closest"):
             out.print(f"  closest feasible: {json.dumps(info['closest'])}", markup=False)
         out.print(f"  to fix: {info['to_fix']}", markup=False)
+
+
+def exit_code(plan: dict[str, Any]) -> int:
+    """0 a plan; 4 the time limit ran out before any plan; 3 infeasible (or solver error)."""
+    if plan["status"] == "timeout":
+        return EXIT_TIMEOUT
+    return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
 
 
 def _fmt(value: Any) -> str:
@@ -124,7 +135,7 @@ def register(app: typer.Typer) -> None:
             print(json.dumps(plan, indent=2))
         else:
             print_plan(plan)
-        return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
+        return exit_code(plan)
 
     @app.command()
     def explain(
