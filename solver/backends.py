@@ -455,6 +455,9 @@ BACKENDS: dict[str, Backend] = {
     "highs": HighsBackend(),
     "cpsat": CpSatBackend(),
 }
+DEFAULT_SOLVER = "highs"
+"""The default ``--solver``: HiGHS in-process was the fastest on every size of
+bench/scale_bench.py and avoids CBC's file + child process (docs/performance.md)."""
 #: backends for comparison only (bench/scale_bench.py); not offered on the command line
 EXTRA_BACKENDS: dict[str, Backend] = {"highs-pulp": PulpBackend("highs-pulp")}
 

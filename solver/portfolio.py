@@ -43,17 +43,16 @@ def workload_pool(rfqs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def portfolio_rfq(n: int, seed: int, *, limits: bool = True,
                   rfqs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A portfolio RFQ of ``n`` workloads (seeded). ``limits=False`` drops every node,
-    GPU, power, rack-unit and budget limit (the scale benchmark wants a plan every time);
+    """A portfolio RFQ of ``n`` workloads (seeded). ``limits=False`` puts it on the open
+    catalog without node, GPU, power, rack-unit or budget limits (the scale benchmark);
     otherwise the constraints of one random scenario apply (infeasible outcomes included)."""
     rng = random.Random(seed)
     rfqs = rfqs if rfqs is not None else scenario_rfqs()
     pool = workload_pool(rfqs)
     frame = copy.deepcopy(rng.choice(rfqs))
     constraints = dict(frame.get("constraints") or {})
-    if not limits:
-        for key in ("max_nodes", "max_gpus", "max_power_kw", "max_rack_units"):
-            constraints.pop(key, None)
+    if not limits:  # the whole open catalog, no limits: a plan exists whenever each fits
+        constraints = {"vendor": "open"}
         frame.pop("budget_usd", None)
     workloads = []
     for index in range(n):

@@ -19,7 +19,7 @@ import time
 from dataclasses import fields
 from typing import Any
 
-from solver.backends import Solution, TimeLimitReached, get_backend
+from solver.backends import DEFAULT_SOLVER, Solution, TimeLimitReached, get_backend
 from solver.candidates import CandidateTable, build_candidates
 from solver.catalog import Catalog
 from solver.layout import TRAINING_KINDS
@@ -36,7 +36,7 @@ LIMIT_LABELS = {
 }
 
 
-def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = "cbc",
+def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
             time_limit: float | None = None, limits: Limits | None = None,
             objective: str | None = None, extra: list | None = None) -> Solution:
     """Build and solve the MIP for a candidate table."""
@@ -46,7 +46,7 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = "cbc",
     return get_backend(solver).solve(model, time_limit)
 
 
-def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = "cbc",
+def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
               time_limit: float | None = None, table: CandidateTable | None = None,
               explain: bool = True) -> dict[str, Any]:
     """The cheapest plan for an RFQ, as the plan dict of contract.md.

@@ -35,8 +35,9 @@ def test_every_backend_finds_the_same_optimum(catalog, name):
 
 def test_time_limit_returns_a_plan(catalog):
     rfq = load_rfq(SCENARIOS / "portfolio-lab.yaml", catalog)
-    plan = solve_rfq(rfq, catalog, time_limit=0.5)
+    plan = solve_rfq(rfq, catalog, time_limit=10.0)  # bounds candidates + MIP together
     assert plan["status"] in ("optimal", "feasible")
+    assert plan["gap"] >= 0
     assert plan["cost"]["tco_usd"] > 0
 
 

@@ -8,10 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
+from solver.backends import DEFAULT_SOLVER
 from solver.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out
 from solver.errors import InputError, Problem
 
-SolverOpt = Annotated[str, typer.Option("--solver", help="MIP backend: cbc, highs or cpsat.")]
+SolverOpt = Annotated[str, typer.Option(
+    "--solver", help="MIP backend: highs (default), cbc or cpsat.")]
 TimeLimitOpt = Annotated[float | None, typer.Option(
     "--time-limit", min=0.01,
     help="Seconds for the whole run: the best plan found in time (status feasible, with its "
@@ -117,7 +119,7 @@ def register(app: typer.Typer) -> None:
     def solve(
         rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
         json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
-        solver: SolverOpt = "cbc",
+        solver: SolverOpt = DEFAULT_SOLVER,
         time_limit: TimeLimitOpt = None,
         catalog: CatalogOpt = None,
         set_: Annotated[list[str] | None, typer.Option(
@@ -140,7 +142,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def explain(
         rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
-        solver: SolverOpt = "cbc",
+        solver: SolverOpt = DEFAULT_SOLVER,
         catalog: CatalogOpt = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
     ) -> int:
