@@ -99,6 +99,8 @@ def execute(task: SolveTask, catalog: Catalog, solve_fn: SolveFn, solver: str,
     try:
         plan = solve_fn(task.rfq, catalog, solver=solver, time_limit=time_limit)
         status = plan.get("status")
+        if status == "timeout":  # no plan within --time-limit: recorded as an error
+            status = "error"
         if status not in PLAN_STATUSES:
             raise ValueError(f"solver returned unknown status {status!r}")
         plan_json = json.dumps(plan, separators=(",", ":"), allow_nan=False, default=str)

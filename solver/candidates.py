@@ -13,8 +13,10 @@ training workload is the whole job (the MIP chooses exactly one).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
+from solver.backends import TimeLimitReached
 from solver.catalog import Catalog, Fabric, Gpu, Server
 from solver.costs import CostParams, NodeCost, coupled_node_network_usd, node_cost
 from solver.layout import TRAINING_KINDS, Estimate, Layout, Workload
@@ -320,8 +322,10 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
 
 
 def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
-                     params: CostParams | None = None) -> CandidateTable:
-    """The whole candidate table for an RFQ."""
+                     params: CostParams | None = None,
+                     deadline: float | None = None) -> CandidateTable:
+    """The whole candidate table for an RFQ. ``deadline`` (a ``time.perf_counter()``
+    instant) raises :class:`~solver.backends.TimeLimitReached` once passed."""
     params = params or CostParams.from_catalog(catalog, rfq.horizon_years)
     types = node_types(catalog, rfq, params)
     _, _, fabrics = allowed_entries(catalog, rfq)
@@ -341,6 +345,8 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
                     found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
         candidates[spec.name] = _drop_dominated(found)
         rejected[spec.name] = why
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeLimitReached(f"candidates not built within the time limit ({spec.name})")
     storage = {spec.name: training_storage(catalog, params, spec) for spec in rfq.workloads
                if spec.kind in TRAINING_KINDS}
     return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected,

@@ -13,6 +13,8 @@ EXIT_OK = 0
 EXIT_INVALID = 2
 EXIT_INFEASIBLE = 3
 PROBLEMS_SHOWN = 50
+EXIT_TIMEOUT = 4
+"""The time limit ran out before any plan was found (not an answer about the RFQ)."""
 
 out = Console(highlight=False)  # a terminal: Rich wraps long lines at word boundaries
 err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -57,6 +57,9 @@ Constraints (one block each in :func:`build_model`)
                 when constraints.mixed_vendors; M_t = nodes that all of t's candidates fill)
     limits      Σ N ≤ max_nodes, Σ k_t N[t] ≤ max_gpus, Σ P_t N[t] ≤ max_power_kw,
                 Σ U_t N[t] ≤ max_rack_units, objective ≤ budget
+    bounds      every integer variable gets a finite upper bound derived from the rows
+                above (solver/bounds.py): x[c] ≤ replicas that alone meet demand,
+                N[t] ≤ ⌈Σ_c g_c x̄_c / k_t⌉ and the limits, K ≤ Σ n_c x̄_c
 
 Why the packing constraint is exact (not a relaxation): every node size k_t and every
 in-node group size g_c is a power of two with g_c ≤ k_t, and a spanning group uses
@@ -74,6 +77,7 @@ import math
 from dataclasses import dataclass
 
 from solver.backends import LinearModel
+from solver.bounds import tighten_bounds
 from solver.candidates import Candidate, CandidateTable
 from solver.network import add_switch_network, leaf_var, spine_var, uplink_var
 from solver.rfq import Rfq
@@ -299,6 +303,8 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         model.add("budget", dict(model.objective), "<=", limits.budget_usd)
     for constraint in extra or []:
         model.constraints.append(constraint)
+    # --- bounds: every integer variable gets a finite upper bound (solver/bounds.py) ----
+    tighten_bounds(model)
     return model
 
 

@@ -401,7 +401,14 @@ def _training_prediction(catalog: Catalog, layout: Layout, w: Workload,
 
 
 # --------------------------------------------------------------------------- public API
-@functools.lru_cache(maxsize=65536)
+ESTIMATE_CACHE_SIZE = 1 << 19
+"""Estimates kept (LRU). A 100-workload portfolio on the open catalog evaluates ~66 k
+layouts (issue 18: 65,925 misses overflowed the former 65,536); 524,288 holds the largest
+RFQ the schema allows several times over, so repeated solves (sensitivity, Pareto, batch
+workers) stay warm. An entry is a few hundred bytes of frozen dataclasses."""
+
+
+@functools.lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
 def _estimate_cached(key: str, version: str, layout: Layout, workload: Workload) -> Estimate:
     from solver.memory import _CATALOGS
 

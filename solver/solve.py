@@ -6,15 +6,20 @@ nearest feasible relaxation, found by re-solving with each limit lifted in turn 
 that would suffice, the nodes/GPUs/power/rack units needed) or, when a workload has no
 layout at all, by relaxing that workload (best TPOT/TTFT achievable, the deadline that
 could be met, the GPUs the model would fit).
+
+``time_limit`` bounds the whole run (candidates + MIP + the relaxation re-solves): the best
+plan found in time comes back ``feasible`` with its gap; when none was found the status is
+``timeout`` ("no plan found within the time limit", exit 4), never ``infeasible``.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import fields
 from typing import Any
 
-from solver.backends import Solution, get_backend
+from solver.backends import DEFAULT_SOLVER, Solution, TimeLimitReached, get_backend
 from solver.candidates import CandidateTable, build_candidates
 from solver.catalog import Catalog
 from solver.layout import TRAINING_KINDS
@@ -31,7 +36,7 @@ LIMIT_LABELS = {
 }
 
 
-def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = "cbc",
+def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
             time_limit: float | None = None, limits: Limits | None = None,
             objective: str | None = None, extra: list | None = None) -> Solution:
     """Build and solve the MIP for a candidate table."""
@@ -41,16 +46,26 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = "cbc",
     return get_backend(solver).solve(model, time_limit)
 
 
-def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = "cbc",
+def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
               time_limit: float | None = None, table: CandidateTable | None = None,
               explain: bool = True) -> dict[str, Any]:
-    """The cheapest plan for an RFQ, as the plan dict of contract.md."""
-    table = table or build_candidates(catalog, rfq)
-    solution = run_mip(table, rfq, solver=solver, time_limit=time_limit)
+    """The cheapest plan for an RFQ, as the plan dict of contract.md.
+
+    ``time_limit`` (seconds) bounds the whole run, candidates included (module docstring)."""
+    started = time.perf_counter()
+    deadline = None if time_limit is None else started + time_limit
+    if table is None:
+        try:
+            table = build_candidates(catalog, rfq, deadline=deadline)
+        except TimeLimitReached:
+            return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started)
+    solution = run_mip(table, rfq, solver=solver, time_limit=_left(deadline))
     if solution.status in ("optimal", "feasible"):
         plan = assemble(catalog, rfq, table, solution)
+    elif solution.status == "timeout":
+        return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started)
     else:
-        plan = infeasible_plan(catalog, rfq, table, solution, solver)
+        plan = infeasible_plan(catalog, rfq, table, solution, solver, deadline)
     if explain:
         from solver.explain import annotate
 
@@ -58,9 +73,33 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = "cbc",
     return plan
 
 
+def _left(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (at least a sliver, so the MIP reports a timeout
+    rather than never starting); None without a deadline."""
+    if deadline is None:
+        return None
+    return max(MIN_MIP_SECONDS, deadline - time.perf_counter())
+
+
+MIN_MIP_SECONDS = 0.01
+"""The least time handed to a backend when the deadline has (almost) passed."""
+
+
+def timeout_plan(rfq: Rfq, solver: str, time_limit: float | None,
+                 seconds: float) -> dict[str, Any]:
+    """No plan within the time limit: status ``timeout`` (exit 4), not an infeasibility."""
+    plan = _empty_plan(rfq, Solution("timeout", {}, None, 0.0, seconds, solver))
+    plan["infeasibility"] = {
+        "reasons": [f"no plan found within the time limit ({time_limit:g} s)"],
+        "closest": {},
+        "to_fix": "raise --time-limit (or drop it), or try another --solver"}
+    return plan
+
+
 def _empty_plan(rfq: Rfq, solution: Solution) -> dict[str, Any]:
     return {
-        "rfq": rfq.id, "status": "infeasible" if solution.status == "infeasible" else "error",
+        "rfq": rfq.id,
+        "status": solution.status if solution.status in ("infeasible", "timeout") else "error",
         "solver": solution.backend, "gap": 0.0, "solve_seconds": round(solution.seconds, 3),
         "objective": rfq.objective,
         "cluster": {"nodes": [], "total_nodes": 0, "total_gpus": 0, "fabric": "none",
@@ -72,8 +111,9 @@ def _empty_plan(rfq: Rfq, solution: Solution) -> dict[str, Any]:
 
 
 def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution,
-                    solver: str) -> dict[str, Any]:
-    """An infeasible answer: what binds and the nearest feasible relaxation."""
+                    solver: str, deadline: float | None = None) -> dict[str, Any]:
+    """An infeasible answer: what binds and the nearest feasible relaxation (the relaxed
+    re-solves share ``deadline``; one that runs out is left out of the answer)."""
     plan = _empty_plan(rfq, solution)
     if solution.status == "error":
         plan["infeasibility"] = {"reasons": [f"solver error: {solution.message}"],
@@ -103,7 +143,8 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
         for name in active:
             relaxed = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
                                 for f in fields(Limits)})
-            trial = run_mip(table, rfq, solver=solver, limits=relaxed)
+            trial = run_mip(table, rfq, solver=solver, limits=relaxed,
+                            time_limit=_left(deadline))
             if trial.status in ("optimal", "feasible"):
                 label, path, metric = LIMIT_LABELS[name]
                 trial_plan = assemble(catalog, rfq, table, trial)
@@ -116,7 +157,8 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                 buys[path] = trial_plan["cluster"]
                 fixes.append(f"raise {path} to {_num(needed)}")
         if not closest and active:
-            trial = run_mip(table, rfq, solver=solver, limits=Limits())
+            trial = run_mip(table, rfq, solver=solver, limits=Limits(),
+                            time_limit=_left(deadline))
             if trial.status in ("optimal", "feasible"):
                 trial_plan = assemble(catalog, rfq, table, trial)
                 reasons.append("the limits " + ", ".join(active) + " bind together")

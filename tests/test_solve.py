@@ -35,8 +35,9 @@ def test_every_backend_finds_the_same_optimum(catalog, name):
 
 def test_time_limit_returns_a_plan(catalog):
     rfq = load_rfq(SCENARIOS / "portfolio-lab.yaml", catalog)
-    plan = solve_rfq(rfq, catalog, time_limit=0.5)
+    plan = solve_rfq(rfq, catalog, time_limit=10.0)  # bounds candidates + MIP together
     assert plan["status"] in ("optimal", "feasible")
+    assert plan["gap"] >= 0
     assert plan["cost"]["tco_usd"] > 0
 
 
@@ -47,7 +48,9 @@ def test_latency_is_reported_at_each_replicas_share_of_the_load(catalog):
          "concurrency": 600, "input_tokens": 2000, "output_tokens": 400, "tpot_ms": 30}]},
         catalog)
     table = build_candidates(catalog, rfq)
-    plan = solve_rfq(rfq, catalog, table=table, explain=False)
+    # several layouts tie at the optimum here (pp 1/2/4 on one 8-GPU box); CBC returns one
+    # layout type, HiGHS a mix of equal cost: this test is about the load share, so pin CBC
+    plan = solve_rfq(rfq, catalog, table=table, explain=False, solver="cbc")
     entry = plan["workloads"][0]
     assert "layouts" not in entry  # one layout type, several replicas
     replicas = entry["dp"]

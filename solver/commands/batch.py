@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
         scheduler: Annotated[str | None, typer.Option(
             "--scheduler", help="Dask scheduler address tcp://HOST:PORT (default: start "
                                 "a LocalCluster).")] = None,
-        solver: Annotated[str, typer.Option("--solver", help="cbc, highs or cpsat.")] = "cbc",
+        solver: Annotated[str, typer.Option("--solver", help="highs (default), cbc or cpsat.")] = "highs",
         time_limit: Annotated[float | None, typer.Option(
             "--time-limit", min=0.0, help="Solver time limit per RFQ, seconds.")] = None,
         catalog: Annotated[str | None, typer.Option(

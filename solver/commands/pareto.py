@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from solver.backends import DEFAULT_SOLVER
 from solver.commands.solve import CatalogOpt, SolverOpt, check_solver, load
 from solver.console import EXIT_INFEASIBLE, out
 
@@ -90,7 +91,7 @@ def register(app: typer.Typer) -> None:
         metric: Annotated[str | None, typer.Option(
             "--metric", help="WORKLOAD:METRIC — tpot_ms, ttft_ms, hours_to_complete, "
                              "headroom or failure_domains (default: first workload's).")] = None,
-        solver: SolverOpt = "cbc",
+        solver: SolverOpt = DEFAULT_SOLVER,
         catalog: CatalogOpt = None,
         set_: SetOpt = None,
         overrides: OverridesOpt = None,
@@ -125,7 +126,7 @@ def register(app: typer.Typer) -> None:
         plot: Annotated[Path | None, typer.Option(
             "--plot", help="Write a tornado chart: .html (plotly) or .png (matplotlib).")
         ] = None,
-        solver: SolverOpt = "cbc",
+        solver: SolverOpt = DEFAULT_SOLVER,
         catalog: CatalogOpt = None,
         set_: SetOpt = None,
         overrides: OverridesOpt = None,

@@ -8,12 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.console import EXIT_INFEASIBLE, out
+from solver.backends import DEFAULT_SOLVER
+from solver.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out
 from solver.errors import InputError, Problem
 
-SolverOpt = Annotated[str, typer.Option("--solver", help="MIP backend: cbc, highs or cpsat.")]
+SolverOpt = Annotated[str, typer.Option(
+    "--solver", help="MIP backend: highs (default), cbc or cpsat.")]
 TimeLimitOpt = Annotated[float | None, typer.Option(
-    "--time-limit", min=0.01, help="Seconds; returns the best plan found (status feasible).")]
+    "--time-limit", min=0.01,
+    help="Seconds for the whole run: the best plan found in time (status feasible, with its "
+         "gap), or exit 4 when none was found.")]
 CatalogOpt = Annotated[str | None, typer.Option(
     "--catalog", help="A catalog directory or price overlay on top of the built-in.")]
 
@@ -50,12 +54,13 @@ def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
 
 
 def check_solver(name: str) -> None:
-    from solver.backends import BACKENDS, installed_backends
+    """Only the requested backend is checked (no solver library is imported here)."""
+    from solver.backends import BACKENDS
 
     if name not in BACKENDS:
         raise InputError([Problem("--solver", "", name,
                                   f"unknown solver; choose one of {', '.join(BACKENDS)}")])
-    if name not in installed_backends():
+    if not BACKENDS[name].available():
         raise InputError([Problem("--solver", "", name, "this solver is not installed")])
 
 
@@ -155,7 +160,8 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
         con.print(warning, markup=False)
     info = plan.get("infeasibility")
     if info:
-        con.print("[red]No plan meets this RFQ.[/]")
+        con.print("[red]No plan found within the time limit.[/]" if status == "timeout"
+                  else "[red]No plan meets this RFQ.[/]")
         for reason in info["reasons"]:
             con.print(f"  - {reason}", markup=False)
         words = relaxations(info, plan.get("objective", "tco"),
@@ -237,6 +243,13 @@ def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
         out.print(f"  {term}: {meaning}", markup=False)
 
 
+def exit_code(plan: dict[str, Any]) -> int:
+    """0 a plan; 4 the time limit ran out before any plan; 3 infeasible (or solver error)."""
+    if plan["status"] == "timeout":
+        return EXIT_TIMEOUT
+    return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -252,7 +265,7 @@ def register(app: typer.Typer) -> None:
     def solve(
         rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
         json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
-        solver: SolverOpt = "cbc",
+        solver: SolverOpt = DEFAULT_SOLVER,
         time_limit: TimeLimitOpt = None,
         catalog: CatalogOpt = None,
         set_: Annotated[list[str] | None, typer.Option(
@@ -272,12 +285,12 @@ def register(app: typer.Typer) -> None:
             from solver.wording import assumptions
 
             print_plan(plan, assumptions(cat, parsed, plan), parsed)
-        return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
+        return exit_code(plan)
 
     @app.command()
     def explain(
         rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
-        solver: SolverOpt = "cbc",
+        solver: SolverOpt = DEFAULT_SOLVER,
         catalog: CatalogOpt = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
     ) -> int:

@@ -1,0 +1,100 @@
+"""Scaling benchmark (issue 18.5): portfolio RFQs of 1, 10, 50, 100 workloads, each backend.
+
+Run once, by hand (not in CI): ``python bench/scale_bench.py [--sizes 1,10,50,100]
+[--repeats 3] [--limit 120] [--backends cbc,highs,cpsat]``. For each size a varied portfolio
+is drawn from the shipped scenarios' workloads (:func:`solver.portfolio.portfolio_rfq`, no
+limits, seeded); candidates are built once (cold, then warm), and each backend solves the
+same MIP in-process (median of ``--repeats``; one run for sizes ≥ 50). ``--limit`` caps one
+MIP solve (seconds); a run that hits it reports its status and gap. It also times whole
+``procure solve`` processes on a single-workload scenario against ``procure --version``.
+Prints Markdown tables (the figures in docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from solver.backends import BACKENDS, EXTRA_BACKENDS, installed_backends
+from solver.candidates import build_candidates
+from solver.catalog import load_catalog
+from solver.mip import build_model
+from solver.portfolio import portfolio_rfq
+from solver.rfq import validate_rfq
+
+ROOT = Path(__file__).resolve().parent.parent
+SINGLE = ROOT / "scenarios" / "chat-70b-one-node.yaml"
+
+
+def process_seconds(args: list[str], repeats: int) -> float:
+    """Median wall time of a whole ``procure`` process."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "solver.cli", *args], cwd=ROOT,
+                       capture_output=True, check=False)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1,10,50,100")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--limit", type=float, default=120.0)
+    parser.add_argument("--backends", default=",".join(installed_backends() + ["highs-pulp"]))
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+    catalog = load_catalog()
+    backends = {**BACKENDS, **EXTRA_BACKENDS}
+    names = [b for b in args.backends.split(",") if b in backends and backends[b].available()]
+
+    print("| workloads | variables | rows | candidates s (cold) | candidates s (warm) | "
+          + " | ".join(f"{b} MIP s" for b in names) + " | agree |")
+    print("|---" * (6 + len(names)) + "|")
+    for size in (int(s) for s in args.sizes.split(",")):
+        data = portfolio_rfq(size, args.seed + size, limits=False)
+        rfq = validate_rfq(data, catalog)
+        fits = build_candidates(catalog, rfq).candidates  # keep workloads that fit somewhere
+        data["workloads"] = [w for w in data["workloads"] if fits[w["name"]]]
+        rfq = validate_rfq(data, catalog)
+        start = time.perf_counter()
+        table = build_candidates(catalog, rfq)
+        cold = time.perf_counter() - start
+        start = time.perf_counter()
+        table = build_candidates(catalog, rfq)
+        warm = time.perf_counter() - start
+        model = build_model(table, rfq)
+        cells, objectives = [], set()
+        repeats = args.repeats if size < 50 else 1
+        for name in names:
+            times, last = [], None
+            for _ in range(repeats):
+                last = backends[name].solve(build_model(table, rfq), args.limit)
+                times.append(last.seconds)
+            cell = f"{statistics.median(times):.2f}"
+            if last.status != "optimal":
+                cell += f" ({last.status}" + (f", gap {last.gap:.2%}" if last.gap else "") + ")"
+            else:
+                objectives.add(round(last.objective, 2))
+            cells.append(cell)
+        print(f"| {len(rfq.workloads)} | {len(model.variables)} | {len(model.constraints)} | {cold:.2f} | "
+              f"{warm:.2f} | " + " | ".join(cells) + f" | {len(objectives) <= 1} |", flush=True)
+
+    print()
+    version = process_seconds(["--version"], 5)
+    print("| process | median s (5 runs) | × --version |")
+    print("|---|---|---|")
+    print(f"| procure --version | {version:.2f} | 1.0 |")
+    for name in installed_backends():
+        solve = process_seconds(["solve", str(SINGLE), "--json", "--solver", name], 5)
+        print(f"| procure solve (1 workload, {name}) | {solve:.2f} | {solve / version:.1f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

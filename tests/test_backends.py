@@ -1,0 +1,266 @@
+"""Solver correctness (issue 11 item 8, issue 18): finite bounds on every integer variable,
+per-backend status maps, every returned point re-checked, the backends agree on the
+shipped scenarios and on seeded random portfolios, and --time-limit never says infeasible."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from solver.backends import (
+    BACKENDS,
+    CpSatBackend,
+    HighsBackend,
+    LinearModel,
+    PulpBackend,
+    Solution,
+    check_solution,
+    installed_backends,
+    map_status,
+    verified,
+)
+from solver.bounds import tighten_bounds
+from solver.candidates import build_candidates
+from solver.mip import build_model
+from solver.portfolio import portfolio_rfq
+from solver.rfq import load_rfq, validate_rfq
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted(p for p in (ROOT / "scenarios").iterdir()
+                   if p.suffix in (".yaml", ".yml", ".json"))
+INSTALLED = installed_backends()
+_TABLES: dict[Path, tuple] = {}
+
+
+def _scenario(path: Path, catalog) -> tuple:
+    """(rfq, candidate table) of a scenario, built once per test session."""
+    if path not in _TABLES:
+        rfq = load_rfq(path, catalog)
+        _TABLES[path] = (rfq, build_candidates(catalog, rfq))
+    return _TABLES[path]
+
+
+# --- bounds -------------------------------------------------------------------------------
+def test_packing_gives_node_count_its_demand_bound():
+    """N ≤ ⌈Σ g x̄ / k⌉ (cost dominance), K = Σ n x ≤ Σ n x̄ (feasibility)."""
+    model = LinearModel()
+    model.var("x1", 0, 5)       # 2-GPU replicas, at most 5
+    model.var("x2", 0, 3)       # 4-GPU replicas, at most 3
+    model.var("N", 0, None)     # 8-GPU nodes
+    model.var("K", 0, None)
+    model.objective = {"N": 100.0, "K": 1.0}
+    model.add("demand", {"x1": 2.0, "x2": 4.0}, ">=", 22.0)  # needs every replica
+    model.add("packing", {"x1": 2.0, "x2": 4.0, "N": -8.0}, "<=", 0.0)
+    model.add("coupled", {"x2": 2.0, "K": -1.0}, "==", 0.0)
+    tighten_bounds(model)
+    assert model.variables["N"].high == 3.0   # ⌈(2·5 + 4·3) / 8⌉ = ⌈2.75⌉
+    assert model.variables["x1"].high == 5.0  # demand could use all five
+    assert model.variables["K"].high == 6.0   # 2 · 3
+
+
+def test_a_replica_nobody_needs_is_bounded_at_zero():
+    """Cost dominance: a zero-cost variable that helps no row is never needed above 0."""
+    model = LinearModel()
+    model.var("x", 0, 5)
+    model.var("N", 0, None)
+    model.objective = {"N": 100.0}
+    model.add("packing", {"x": 2.0, "N": -8.0}, "<=", 0.0)
+    tighten_bounds(model)
+    assert (model.variables["x"].high, model.variables["N"].high) == (0.0, 0.0)
+
+
+def test_limit_rows_bound_by_feasibility():
+    model = LinearModel()
+    model.var("a", 0, None)
+    model.var("b", 0, None)
+    model.objective = {"a": -1.0, "b": -2.0}  # negative cost: no dominance bound
+    model.add("gpus", {"a": 4.0, "b": 8.0}, "<=", 30.0)
+    tighten_bounds(model)
+    assert (model.variables["a"].high, model.variables["b"].high) == (7.0, 3.0)
+
+
+def test_bounds_never_cut_the_optimum():
+    """A covering variable is bounded where the row holds for every value of the others;
+    brute force over the bounded box finds the same optimum as over a wide box."""
+    import itertools
+
+    def build(free: bool) -> LinearModel:
+        m = LinearModel()
+        m.var("x", 0, 4)
+        m.var("y", 0, 3)
+        m.var("n", 0, None if free else 50)
+        m.objective = {"x": 3.0, "y": 5.0, "n": 7.0}
+        m.add("demand", {"x": 3.0, "y": 5.0}, ">=", 11.0)
+        m.add("pack", {"x": 3.0, "y": 4.0, "n": -5.0}, "<=", 0.0)
+        return m
+
+    def best(m: LinearModel) -> float:
+        ranges = [range(int(v.low), int(v.high) + 1) for v in m.variables.values()]
+        names = list(m.variables)
+        return min(sum(m.objective[n] * p[i] for i, n in enumerate(names))
+                   for p in itertools.product(*ranges)
+                   if not check_solution(m, dict(zip(names, map(float, p), strict=True))))
+
+    wide = build(False)
+    tight = build(True)
+    tighten_bounds(tight)
+    assert tight.variables["n"].high == 5.0  # ⌈(3·4 + 4·3) / 5⌉
+    assert best(tight) == best(wide)
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_every_integer_variable_is_bounded_on_the_scenarios(path, catalog):
+    rfq, table = _scenario(path, catalog)
+    model = build_model(table, rfq)
+    free = [n for n, v in model.variables.items() if v.high is None]
+    assert not free
+    # the objective stays far inside CP-SAT's int64 at 1/1000 USD
+    top = sum(abs(c) * model.variables[n].high for n, c in model.objective.items())
+    assert top * CpSatBackend.SCALE < 2**62
+
+
+# --- status maps and the re-check ------------------------------------------------------------
+def test_status_map_never_calls_a_timeout_infeasible():
+    table = PulpBackend.STATUS_MAP
+    assert map_status("cbc", table, ("Not Solved", 0), False, True) == "timeout"
+    assert map_status("cbc", table, ("Not Solved", 2), True, True) == "feasible"
+    assert map_status("cbc", table, ("Optimal", 1), True, False) == "optimal"
+    assert map_status("cbc", table, ("Infeasible", -1), False, False) == "infeasible"
+    assert map_status("cbc", table, ("Unbounded", -2), False, False) == "error"
+    assert map_status("highs", HighsBackend.STATUS_MAP, "kTimeLimit", False, True) == "timeout"
+    assert map_status("highs", HighsBackend.STATUS_MAP, "kTimeLimit", True, True) == "feasible"
+    assert map_status("cpsat", CpSatBackend.STATUS_MAP, "MODEL_INVALID", False, True) == "error"
+    assert map_status("cpsat", CpSatBackend.STATUS_MAP, "FEASIBLE", True, True) == "feasible"
+    # an unknown code, or a "solution" without a point, is an error
+    assert map_status("highs", HighsBackend.STATUS_MAP, "kSomethingNew", False, True) == "error"
+    assert map_status("cpsat", CpSatBackend.STATUS_MAP, "OPTIMAL", False, True) == "error"
+    # a timeout without a time limit cannot be: error
+    assert map_status("cbc", table, ("Not Solved", 0), False, False) == "error"
+
+
+def _small_model() -> LinearModel:
+    m = LinearModel()
+    m.var("x", 0, 10)
+    m.var("y", 0, 10)
+    m.objective = {"x": 2.0, "y": 3.0}
+    m.add("cover", {"x": 1.0, "y": 1.0}, ">=", 4.0)
+    return m
+
+
+def test_check_solution_finds_each_kind_of_violation():
+    m = _small_model()
+    assert check_solution(m, {"x": 4.0, "y": 0.0}) == []
+    assert "row cover" in check_solution(m, {"x": 1.0, "y": 2.0})[0]
+    assert "not integral" in check_solution(m, {"x": 3.5, "y": 1.0})[0]
+    assert "outside" in check_solution(m, {"x": 11.0, "y": 0.0})[0]
+    assert "no value" in check_solution(m, {"x": 4.0})[0]
+
+
+def test_a_point_that_violates_the_model_is_never_reported():
+    m = _small_model()
+    bad = verified(m, Solution("optimal", {"x": 1.0, "y": 1.0}, 5.0, 0.0, 0.0, "fake"))
+    assert bad.status == "error" and "violates" in bad.message and not bad.values
+    good = verified(m, Solution("optimal", {"x": 4.0000000001, "y": 0.0}, 0.0, 0.0, 0.0, "f"))
+    assert good.status == "optimal" and good.values == {"x": 4.0, "y": 0.0}
+    assert good.objective == 8.0  # recomputed from the point, not the solver's figure
+
+
+@pytest.mark.parametrize("backend", INSTALLED)
+def test_each_backend_solves_the_small_model(backend):
+    solution = BACKENDS[backend].solve(_small_model())
+    assert (solution.status, solution.objective) == ("optimal", 8.0)
+
+
+# --- agreement ------------------------------------------------------------------------------
+def _solve_all(table, rfq) -> dict[str, tuple[str, float | None]]:
+    out = {}
+    for name in INSTALLED:
+        solution = BACKENDS[name].solve(build_model(table, rfq))
+        out[name] = (solution.status, solution.objective)
+    return out
+
+
+def _agree(results: dict[str, tuple[str, float | None]]) -> bool:
+    statuses = {status for status, _ in results.values()}
+    if len(statuses) != 1:
+        return False
+    objectives = [obj for _, obj in results.values() if obj is not None]
+    return not objectives or max(objectives) - min(objectives) <= 1e-6 * max(
+        1.0, abs(min(objectives)))
+
+
+@pytest.mark.skipif(len(INSTALLED) < 2, reason="one backend installed")
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_backends_agree_on_every_scenario(path, catalog):
+    rfq, table = _scenario(path, catalog)
+    if any(not cands for cands in table.candidates.values()):
+        pytest.skip("a workload has no candidate: infeasible before the MIP")
+    results = _solve_all(table, rfq)
+    assert _agree(results), results
+    assert next(iter(results.values()))[0] in ("optimal", "infeasible")
+
+
+def _agreement_on_portfolios(catalog, seeds: range, size: int) -> None:
+    solved = 0
+    for seed in seeds:
+        rfq = validate_rfq(portfolio_rfq(size, seed), catalog)
+        table = build_candidates(catalog, rfq)
+        if any(not cands for cands in table.candidates.values()):
+            continue
+        results = _solve_all(table, rfq)
+        assert _agree(results), (seed, results)
+        solved += 1
+    assert solved >= len(seeds) // 2  # most generated portfolios reach the MIP
+
+
+@pytest.mark.skipif(len(INSTALLED) < 2, reason="one backend installed")
+def test_backends_agree_on_seeded_random_portfolios(catalog):
+    _agreement_on_portfolios(catalog, range(4), 2)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(INSTALLED) < 2, reason="one backend installed")
+def test_backends_agree_on_a_larger_random_sweep(catalog):
+    _agreement_on_portfolios(catalog, range(100, 140), 3)
+    _agreement_on_portfolios(catalog, range(200, 205), 12)
+
+
+def test_portfolios_are_seeded_and_varied():
+    assert portfolio_rfq(5, 1) == portfolio_rfq(5, 1)
+    assert portfolio_rfq(5, 1) != portfolio_rfq(5, 2)
+    names = [w["name"] for w in portfolio_rfq(30, 3)["workloads"]]
+    assert len(set(names)) == 30
+
+
+# --- the time limit bounds the whole run ----------------------------------------------------
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from solver.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_a_tiny_time_limit_is_never_infeasible(tmp_path, catalog):
+    rfq = portfolio_rfq(12, 7, limits=False)
+    path = tmp_path / "portfolio.json"
+    path.write_text(json.dumps(rfq))
+    for solver in ("highs",) if "highs" in INSTALLED else INSTALLED[:1]:
+        done = _cli("solve", str(path), "--json", "--solver", solver, "--time-limit", "0.01")
+        assert done.returncode in (0, 4), done.stderr
+        plan = json.loads(done.stdout)
+        if done.returncode == 4:
+            assert plan["status"] == "timeout"
+            assert "time limit" in plan["infeasibility"]["reasons"][0]
+        else:
+            assert plan["status"] in ("optimal", "feasible") and plan["gap"] >= 0
+
+
+def test_solve_rfq_timeout_before_the_mip(catalog):
+    """A deadline that passes while candidates are built: status timeout, no MIP."""
+    from solver.solve import solve_rfq
+
+    rfq = validate_rfq(portfolio_rfq(8, 3, limits=False), catalog)
+    plan = solve_rfq(rfq, catalog, solver=INSTALLED[0], time_limit=1e-9, explain=False)
+    assert plan["status"] == "timeout" and plan["cost"] is None
