@@ -81,7 +81,7 @@ def _example_data(path: str) -> Any:
 def load_example(name: str) -> dict[str, Any]:
     """Parse and validate one example; raises InputError when it is not valid."""
     path = examples()[name]
-    rfq = validate_rfq(_example_data(str(path)), catalog(), path.name)
+    rfq = validate_rfq(_example_data(str(path)), catalog(), path.name, base_dir=path.parent)
     return rfq_to_data(rfq)
 
 

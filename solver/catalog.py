@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -29,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from solver.architecture import Architecture
 from solver.errors import InputError, Problem, problems_from_pydantic, short
 from solver.inputs import guard, non_finite, parse_yaml, read_text, reject_bool
 
@@ -185,8 +187,17 @@ class Fabric(_Entry):
 
 
 class Model(_Entry):
-    """A model architecture (what memory and FLOPs follow from)."""
+    """A model architecture (what memory and FLOPs follow from).
 
+    An entry with ``config`` (a Hugging Face ``config.json``, relative to the catalog file
+    that names it) takes every architecture figure from that file; the summary fields below
+    are then derived from it (explicit values in the entry win, e.g. ``max_context``)."""
+
+    config: str | None = Field(default=None, description="Hugging Face config.json path "
+                               "(or 'inline' when models.yaml gives the config's fields)")
+    architecture: Architecture | None = None
+    default_precision: Precision | None = Field(
+        default=None, description="the checkpoint's own precision (its quantisation)")
     name: str
     params_b: float = Field(gt=0, description="total parameters, billions")
     active_params_b: float = Field(gt=0, description="parameters used per token (MoE < total)")
@@ -351,13 +362,32 @@ class Catalog(BaseModel):
         return self
 
     def model(self, model_id: str) -> Model:
-        """A model by id or alias."""
+        """A model by id or alias (case-insensitive; Hugging Face names are aliases), or
+        one registered from a config file (:func:`register_model`, :func:`model_from_file`).
+        """
         if model_id in self.models:
             return self.models[model_id]
         for model in self.models.values():
             if model_id in model.aliases:
                 return model
+        folded = model_id.casefold()
+        for model in self.models.values():
+            if folded == model.id.casefold() or any(folded == a.casefold()
+                                                    for a in model.aliases):
+                return model
+        if model_id in _REGISTERED:
+            return _REGISTERED[model_id]
+        if model_id.endswith(".json") and Path(model_id).is_absolute():
+            return model_from_file(model_id)  # a config registered in another process
         raise KeyError(model_id)
+
+    def has_model(self, model_id: str) -> bool:
+        """Whether :meth:`model` finds ``model_id``."""
+        try:
+            self.model(model_id)
+        except (KeyError, InputError):
+            return False
+        return True
 
     def model_ids(self) -> list[str]:
         """All model ids and aliases."""
@@ -500,6 +530,9 @@ def _load_raw(directory: Path) -> dict[str, Any]:
         path = directory / name
         if path.is_file():
             raw[key] = _check_shape(key, _read_yaml(path), path)
+    for entry in raw.get("models") or []:  # config paths are relative to their models.yaml
+        if isinstance(entry, dict) and isinstance(entry.get("config"), str):
+            entry["config"] = str((directory / entry["config"]).resolve())
     return raw
 
 
@@ -535,9 +568,90 @@ def _check_finite(raw: dict[str, Any], origin: str) -> None:
                           for where, value in bad])
 
 
+def _model_folder(raw: dict[str, Any], directory: Path) -> int:
+    """Add every Hugging Face config in an overlay's ``models/`` folder that no models.yaml
+    entry names (``models/<name>.config.json`` or ``models/<name>/config.json``; id = the
+    name in lower case). Returns how many were added."""
+    folder = directory / "models"
+    if not folder.is_dir():
+        return 0
+    models = raw.setdefault("models", [])
+    named = {e.get("config") for e in models
+             if isinstance(e, dict) and isinstance(e.get("config"), str)}
+    ids = {e.get("id") for e in models if isinstance(e, dict)}
+    added = 0
+    for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/config.json")):
+        resolved = str(path.resolve())
+        if resolved in named:
+            continue
+        name = (path.parent.name if path.name == "config.json"
+                else path.name.removesuffix(".json").removesuffix(".config"))
+        model_id = _slug(name)
+        if model_id in ids:
+            raise InputError([Problem(str(path), "", model_id, "a model with this id already "
+                                      "exists; name the file differently or add a models.yaml "
+                                      "entry with its own id and config")])
+        ids.add(model_id)
+        models.append({"id": model_id, "name": name, "config": resolved, "as_of": "user file",
+                       "source": f"{path} (Hugging Face config.json in the catalog overlay)"})
+        added += 1
+    return added
+
+
+# fields of a catalog Model that a parsed architecture determines
+def architecture_fields(arch: Architecture) -> dict[str, Any]:
+    """The summary fields of a :class:`Model` that follow from ``arch``."""
+    moe = arch.experts > 0
+    return {
+        "architecture": arch,
+        "params_b": round((arch.total_params() + arch.vision_params) / 1e9, 4),
+        "active_params_b": round(arch.active_params() / 1e9, 4),
+        "layers": arch.layers, "hidden_size": arch.hidden, "heads": arch.heads,
+        "kv_heads": arch.kv_heads,
+        "head_dim": arch.v_head_dim if arch.attention == "mla" else arch.head_dim,
+        "ffn_size": arch.expert_ffn if moe else arch.dense_ffn, "vocab_size": arch.vocab,
+        "attention": arch.attention, "kv_lora_rank": arch.kv_lora_rank or None,
+        "qk_rope_head_dim": arch.qk_rope_head_dim or None,
+        "experts": arch.experts or None, "experts_per_token": arch.experts_per_token or None,
+        "tied_embeddings": arch.tied_embeddings, "max_context": arch.max_context,
+        "default_precision": arch.default_precision,
+    }
+
+
+OVERRIDABLE = frozenset({"max_context", "default_precision"})
+
+
+def _expand_configs(entries: list[dict[str, Any]], origin: str) -> list[dict[str, Any]]:
+    """Fill the architecture fields of entries that name a ``config`` (only ``max_context``
+    and ``default_precision`` may be given beside it; the rest follow from the file)."""
+    from solver.hf_config import load_hf_config, parse_hf_config
+
+    out = []
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("config"), str | dict) \
+                and "architecture" not in entry:
+            if isinstance(entry["config"], dict):  # the config's fields inline in models.yaml
+                arch = parse_hf_config(entry["config"], f"{origin} models.{entry.get('id')}"
+                                                        ".config")
+                entry = {**entry, "config": "inline"}
+            else:
+                arch = load_hf_config(entry["config"])
+            derived = architecture_fields(arch)
+            clash = sorted(k for k in entry if k in derived and k not in OVERRIDABLE)
+            if clash:
+                raise InputError([Problem(origin, f"models.{entry.get('id')}.{clash[0]}",
+                                          entry[clash[0]], "follows from the config file "
+                                          f"{entry['config']}; remove it from the entry")])
+            entry = {**derived, **entry}
+        out.append(entry)
+    return out
+
+
 def _build(raw: dict[str, Any], origin: str) -> Catalog:
     _check_finite(raw, origin)
     check_unique_ids(raw, origin)
+    raw = dict(raw)
+    raw["models"] = _expand_configs(raw.get("models") or [], origin)
     data = dict(raw)
     for key in ENTRY_KINDS:
         data[key] = {entry["id"]: entry for entry in raw.get(key) or []}
@@ -609,13 +723,80 @@ def load_catalog(user_dir: str | None = None) -> Catalog:
         prices = directory / "prices.csv"
         if prices.is_file():
             _apply_prices(raw, prices)
-        if not overlay and not prices.is_file():
+        added = _model_folder(raw, directory)
+        if not overlay and not prices.is_file() and not added:
             raise InputError([Problem(user_dir, "", None,
                                       "no catalog files found (expected any of "
-                                      f"{', '.join(FILES.values())} or prices.csv)")])
+                                      f"{', '.join(FILES.values())}, prices.csv or "
+                                      "models/*.config.json)")])
         origin = str(directory)
         with guard(origin, "build the catalog"):
             catalog = _build(raw, origin)
             check_catalog(catalog)
         return catalog
     return _build(raw, origin)
+
+
+# --------------------------------------------------------------------------- models from files
+_REGISTERED: dict[str, Model] = {}
+
+
+def register_model(model: Model) -> str:
+    """Make ``model`` findable by :meth:`Catalog.model` under its id in this process (models
+    given as a config file or an inline architecture). Returns the id."""
+    _REGISTERED[model.id] = model
+    return model.id
+
+
+def model_from_architecture(arch: Architecture, model_id: str, source: str,
+                            name: str | None = None) -> Model:
+    """A catalog :class:`Model` for a parsed architecture."""
+    fields = architecture_fields(arch)
+    note = "; ".join(arch.notes)
+    try:
+        return Model(id=_slug(model_id), name=name or model_id, source=source,
+                     as_of="user file", note=note, **fields)
+    except ValidationError as exc:
+        raise InputError(problems_from_pydantic(exc, source)) from None
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9.\-]+", "-", text.casefold()).strip("-.")
+    return slug or "model"
+
+
+@functools.lru_cache(maxsize=64)
+def _model_from_file(path: str, mtime_ns: int) -> Model:
+    from solver.hf_config import load_hf_config
+
+    arch = load_hf_config(path)
+    return model_from_architecture(arch, path, f"{path} (Hugging Face config.json)",
+                                   name=Path(path).name)
+
+
+def model_from_file(path: str | Path, base: str | Path | None = None) -> Model:
+    """The model of a Hugging Face ``config.json`` (``path`` relative to ``base``), registered
+    under its absolute path so that layouts and plans can name it."""
+    p = Path(path)
+    if not p.is_absolute():
+        p = Path(base or ".") / p
+    p = p.resolve()
+    if not p.is_file():
+        raise InputError([Problem(str(path), "", None,
+                                  f"model config file not found (looked at {p})")])
+    model = _model_from_file(str(p), p.stat().st_mtime_ns)
+    model = model.model_copy(update={"id": str(p)})
+    _REGISTERED[str(p)] = model
+    return model
+
+
+def resolve_model(catalog: Catalog, ref: str, base: str | Path | None = None) -> str:
+    """The id under which :meth:`Catalog.model` finds ``ref``: a catalog id or alias
+    (case-insensitive) as is, or a path to a ``config.json`` (relative to ``base``, the RFQ
+    file's folder or the working directory), parsed and registered under its absolute path.
+    Raises :class:`InputError` for a bad file; ``KeyError`` for an unknown id."""
+    if catalog.has_model(ref) and not ref.endswith(".json"):
+        return catalog.model(ref).id
+    if ref.endswith(".json"):
+        return model_from_file(ref, base).id
+    raise KeyError(ref)

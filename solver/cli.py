@@ -111,11 +111,19 @@ def catalog_list(catalog: CatalogOpt = None) -> None:
                         f"{f.nic_price_usd:,.0f}", f"{f.switch_port_price_usd:,.0f}")
     out.print(fabrics)
     models = Table(title="Models")
-    for column in ("id", "params B", "active B", "layers", "attention", "aliases"):
+    for column in ("id", "params B", "active B", "layers", "attention", "checkpoint", "aliases",
+                   "source"):
         models.add_column(column)
     for m in cat.models.values():
-        models.add_row(m.id, f"{m.params_b:g}", f"{m.active_params_b:g}", str(m.layers),
-                       m.attention, ", ".join(m.aliases))
+        attention = m.attention
+        arch = m.architecture
+        if arch is not None and arch.sliding_layers:
+            attention += f" + {arch.sliding_layers} sliding {arch.sliding_window}"
+        if arch is not None and arch.linear_layers:
+            attention += f" + {arch.linear_layers} linear"
+        models.add_row(m.id, f"{m.params_b:.4g}", f"{m.active_params_b:.4g}", str(m.layers),
+                       attention, m.default_precision or "bf16", ", ".join(m.aliases),
+                       m.source.split(";")[0])
     out.print(models)
     out.print("Vendor profiles: " + ", ".join(cat.vendors))
 
@@ -138,8 +146,8 @@ def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
             out.print(yaml.safe_dump(table[entry_id].model_dump(mode="json"), sort_keys=False),
                       markup=False)
             return
-    if entry_id in cat.model_ids():
-        out.print(f"[bold]model {entry_id}[/]")
+    if cat.has_model(entry_id) and not entry_id.endswith(".json"):
+        out.print(f"[bold]model {cat.model(entry_id).id}[/]")
         out.print(yaml.safe_dump(cat.model(entry_id).model_dump(mode="json"), sort_keys=False),
                   markup=False)
         return

@@ -5,7 +5,9 @@ All sizes are vendor GB (1e9 bytes) on the fullest GPU of the layout.
 Serving (``inference``, ``batch_inference``)
     weights (precision bytes + quantisation scales; embeddings/LM head in 16 bit; MoE: all
     experts resident) split over TP and PP; KV cache = concurrency x (input + output)
-    tokens x KV elements per token per GPU x KV bytes x (1 + paging overhead) — engines that
+    tokens x KV elements per token per GPU x KV bytes x (1 + paging overhead) (MLA: the
+    latent + RoPE key per layer; sliding-window layers at most their window of tokens;
+    linear-attention layers a fixed state per request instead) — engines that
     guarantee no eviction reserve the whole sequence (concurrency is the layout's total,
     shared by its dp replicas; ``max_concurrency`` is per replica); workspace for one step's token budget;
     CUDA context/graphs and NCCL buffers as the runtime reserve. ``concurrency=None`` sizes
@@ -87,8 +89,22 @@ def kv_bytes_per_element(eff: EfficiencyFactors, precision: str) -> float:
 
 def serving_weights_gb(eff: EfficiencyFactors, geo: Geometry, precision: str,
                        tp: int, pp: int) -> float:
-    """Serving weights on the fullest GPU, GB."""
-    body = geo.stage_layer_params(pp) * weight_bytes_per_param(eff, precision)
+    """Serving weights on the fullest GPU, GB.
+
+    Served at the width of the model's own quantised checkpoint (4-bit for an MXFP4/INT4
+    checkpoint, 8-bit for FP8), the checkpoint is taken as shipped: its own scale bytes, and
+    when it quantises only the routed experts (gpt-oss, Kimi) the rest of each layer stays
+    16-bit. Otherwise every body weight is at ``precision`` with the catalog's scales."""
+    bits = 8.0 * eff.precisions.weight_bytes[precision].value
+    if geo.checkpoint_bits and abs(bits - geo.checkpoint_bits) < 0.5:
+        quantised = eff.precisions.weight_bytes[precision].value + geo.checkpoint_scale_bytes
+        experts = geo.stage_expert_params(pp)
+        rest = geo.stage_layer_params(pp) - experts
+        rest_bytes = eff.precisions.embedding_bytes.value if geo.checkpoint_experts_only \
+            else quantised
+        body = experts * quantised + rest * rest_bytes
+    else:
+        body = geo.stage_layer_params(pp) * weight_bytes_per_param(eff, precision)
     emb_bytes = max(eff.precisions.embedding_bytes.value,
                     eff.precisions.weight_bytes[precision].value)
     emb = geo.stage_embedding_params(pp) * emb_bytes
@@ -116,11 +132,15 @@ def _serving(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
                  * serving.workspace_bytes_per_token_hidden.value / tp / GB)
     reserve = serving.runtime_reserve_gb.value + (
         serving.nccl_buffer_gb.value if tp * pp > 1 else 0.0)
-    kv_token = (geo.kv_elements_per_token_gpu(tp, pp)
-                * kv_bytes_per_element(eff, layout.precision)
-                * (1.0 + serving.kv_paging_overhead.value))
     seq_tokens = max(workload.input_tokens + workload.output_tokens, 1)
-    per_request_gb = kv_token * seq_tokens / GB
+    # sliding-window layers cache at most their window; linear-attention layers hold a fixed
+    # recurrent state per request instead of a per-token KV cache
+    per_request_bytes = (geo.kv_elements_per_sequence_gpu(tp, pp, seq_tokens)
+                         * kv_bytes_per_element(eff, layout.precision)
+                         * (1.0 + serving.kv_paging_overhead.value)
+                         + geo.state_bytes_per_sequence_gpu(tp, pp))
+    kv_token = per_request_bytes / seq_tokens  # average over the sequence
+    per_request_gb = per_request_bytes / GB
     free = usable - weights - workspace - reserve
     max_conc = int(free // per_request_gb) if free > 0 and per_request_gb > 0 else 0
     # workload.concurrency is the layout's total; each of the dp replicas holds its share

@@ -33,6 +33,12 @@ def scenario_rfqs(directory: Path = SCENARIOS) -> list[dict[str, Any]]:
         elif path.suffix in (".yaml", ".yml"):
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
             out.append(yaml.load(path.read_text(), Loader=loader))  # noqa: S506 - safe
+        else:
+            continue
+        for work in out[-1].get("workloads") or []:  # config.json paths: relative to the RFQ
+            model = work.get("model")
+            if isinstance(model, str) and model.endswith(".json"):
+                work["model"] = str((path.parent / model).resolve())
     return out
 
 

@@ -25,8 +25,9 @@ from pydantic import (
     model_validator,
 )
 
-from solver.catalog import Catalog
+from solver.catalog import Catalog, model_from_architecture, model_from_file, register_model
 from solver.errors import InputError, Problem, nearest, problems_from_pydantic
+from solver.hf_config import parse_hf_config
 from solver.inputs import guard, parse, read_text, reject_bool
 
 ID_PATTERN = r"^[A-Za-z0-9._-]+$"
@@ -106,7 +107,10 @@ SERVING_DEFAULT_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8")
 
 class _WorkloadBase(_Strict):
     name: str = Field(pattern=ID_PATTERN, min_length=1, max_length=64)
-    model: str
+    model: str = Field(description="a catalog model id or alias, or a path to a Hugging Face "
+                       "config.json (relative to the RFQ file)")
+    architecture: dict[str, Any] | None = Field(
+        default=None, description="an inline Hugging Face config (then model names it)")
     precision: Precision | None = None
     precisions: list[Precision] | None = Field(
         default=None, min_length=1,
@@ -135,13 +139,57 @@ class _WorkloadBase(_Strict):
             return tuple(p for p in ("bf16", "fp8", "int4") if p in TRAINING_PRECISIONS[kind])
         return SERVING_DEFAULT_PRECISIONS
 
+    @model_validator(mode="before")
+    @classmethod
+    def _inline_architecture(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("architecture") is not None:
+            arch = data["architecture"]
+            if not isinstance(arch, dict):
+                raise ValueError("architecture must be a mapping of Hugging Face config fields")
+            data = dict(data)
+            name = str(data.get("model") or f"{data.get('name', 'workload')}-model")
+            data["model"] = _register_inline(name, arch)
+        return data
+
     @field_validator("model")
     @classmethod
     def _model(cls, value: str, info: ValidationInfo) -> str:
         catalog = _catalog(info)
-        if catalog is not None and value not in catalog.model_ids():
+        if catalog is None:
+            return value
+        if value.endswith(".json"):
+            base = (info.context or {}).get("base_dir")
+            try:
+                return model_from_file(value, base).id
+            except InputError as exc:
+                raise ValueError(_config_reason(exc)) from None
+        if not catalog.has_model(value):
             _check_ids([value], catalog.model_ids(), "model")
         return value
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Unpickled in a worker process: make an inline architecture findable there too."""
+        super().__setstate__(state)
+        if self.architecture is not None:
+            _register_inline(self.model, self.architecture)
+
+
+def _config_reason(exc: InputError) -> str:
+    return "; ".join(f"{p.file}: {p.field or 'file'}"
+                     + (f" = {p.value!r}" if p.value is not None else "") + f": {p.reason}"
+                     for p in exc.problems)
+
+
+def _register_inline(name: str, arch: dict[str, Any]) -> str:
+    """Parse an inline ``architecture:`` block and register it as model ``name``."""
+    try:
+        parsed = parse_hf_config(arch, "architecture")
+    except InputError as exc:
+        raise ValueError("; ".join(f"architecture.{p.field}"
+                                   + (f" = {p.value!r}" if p.value is not None else "")
+                                   + f": {p.reason}" for p in exc.problems)) from None
+    model = model_from_architecture(parsed, name, "inline architecture in the RFQ")
+    return register_model(model)
 
 
 class _ServingBase(_WorkloadBase):
@@ -151,7 +199,7 @@ class _ServingBase(_WorkloadBase):
     @model_validator(mode="after")
     def _context(self, info: ValidationInfo) -> _ServingBase:
         catalog = _catalog(info)
-        if catalog is not None and self.model in catalog.model_ids():
+        if catalog is not None and catalog.has_model(self.model):
             limit = catalog.model(self.model).max_context
             if self.input_tokens + self.output_tokens > limit:
                 raise ValueError(
@@ -207,7 +255,7 @@ class TrainingWorkload(_WorkloadBase):
                 f"{' or '.join(sorted(allowed))} (4-bit weights are not usable on the training "
                 "gradient path; only QLoRA's frozen base is 4-bit)")
         catalog = _catalog(info)
-        if catalog is not None and self.model in catalog.model_ids():
+        if catalog is not None and catalog.has_model(self.model):
             limit = catalog.model(self.model).max_context
             if self.seq_len > limit:
                 raise ValueError(f"seq_len {self.seq_len} exceeds {self.model}'s context window "
@@ -242,8 +290,13 @@ class Rfq(_Strict):
         return workloads
 
 
-def validate_rfq(data: Any, catalog: Catalog, source: str = "<rfq>") -> Rfq:
-    """Validate already-parsed RFQ data against the schema and the catalog."""
+def validate_rfq(data: Any, catalog: Catalog, source: str = "<rfq>",
+                 base_dir: str | Path | None = None) -> Rfq:
+    """Validate already-parsed RFQ data against the schema and the catalog. Model config
+    paths are relative to ``base_dir`` (default: the folder of ``source`` when that is a
+    file, else the working directory)."""
+    if base_dir is None:
+        base_dir = Path(source).parent if Path(source).is_file() else Path.cwd()
     if not isinstance(data, dict):
         raise InputError([Problem(source, "", type(data).__name__,
                                   "an RFQ must be a mapping of keys (id, workloads, ...)")])
@@ -251,7 +304,7 @@ def validate_rfq(data: Any, catalog: Catalog, source: str = "<rfq>") -> Rfq:
     _check_bools(data, source)
     with guard(source, "validate"):
         try:
-            return Rfq.model_validate(data, context={"catalog": catalog})
+            return Rfq.model_validate(data, context={"catalog": catalog, "base_dir": base_dir})
         except ValidationError as exc:
             raise InputError(problems_from_pydantic(exc, source, tags=WORKLOAD_KINDS)) from None
 

@@ -118,7 +118,7 @@ def test_price_overlay_changes_the_bill(tmp_path):
 
 
 def test_validate_many(tmp_path):
-    result = procure("validate", *[str(p) for p in sorted(SCENARIOS.iterdir())])
+    result = procure("validate", *[str(p) for p in sorted(SCENARIOS.iterdir()) if p.is_file()])
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("ok") >= 12
 

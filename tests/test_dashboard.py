@@ -100,6 +100,16 @@ def test_scenario_loads_an_example_into_the_form_and_offers_yaml():
     assert any(d.label.startswith("Download the active RFQ") for d in at.get("download_button"))
 
 
+def test_scenario_loads_an_example_whose_model_is_a_config_file():
+    at = page("scenario").run()
+    at.selectbox(key="scenario_example").select("own-model-from-config")
+    at.button[0].click().run()  # "Load example"
+    assert not at.exception
+    model = next(s.value for s in at.selectbox if str(s.key).endswith(".model"))
+    assert model.endswith("acme-support-32b/config.json")
+    assert not at.error
+
+
 def test_scenario_form_shows_errors_at_the_field_and_blocks_use():
     at = page("scenario").run()
     at.text_input(key="form.id").input("bad id!").run()

@@ -19,5 +19,8 @@ def test_catalog_ships_as_package_data():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert config["package-dir"]["solver.procure_catalog"] == "catalog"
     patterns = config["package-data"]["solver.procure_catalog"]
-    for data_file in (ROOT / "catalog").iterdir():
-        assert any(data_file.match(pattern) for pattern in patterns), data_file.name
+    catalog = ROOT / "catalog"
+    for data_file in (p for p in catalog.rglob("*") if p.is_file()):
+        relative = data_file.relative_to(catalog).as_posix()
+        assert any(Path(relative).match(pattern) and relative.count("/") == pattern.count("/")
+                   for pattern in patterns), relative

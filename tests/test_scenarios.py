@@ -111,6 +111,19 @@ def _check_deepseek(plan, catalog):  # the 671B MoE fits one PCIe box only at 4-
     assert any(w.startswith("r1: served at") and "precisions" in w for w in plan["warnings"])
 
 
+def _check_own_model(plan, catalog):  # a customer's fine-tune, planned from its config.json
+    model = plan["workloads"][0]["model"]
+    assert model == str((SCENARIOS / "models" / "acme-support-32b" / "config.json").resolve())
+    assert plan["cluster"]["total_nodes"] == 1
+    # the fine-tune keeps Qwen3-32B's architecture: the same plan as the catalog model's
+    rfq = load_rfq(SCENARIOS / "own-model-from-config.yaml", catalog)
+    same = rfq.model_copy(update={"workloads": [
+        rfq.workloads[0].model_copy(update={"model": "Qwen/Qwen3-32B"})]})
+    reference = solve_rfq(same, catalog)
+    assert reference["cluster"]["nodes"] == plan["cluster"]["nodes"]
+    assert reference["cost"]["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"])
+
+
 EXPECTED = {
     "chat-70b-one-node.yaml": _check_chat_70b,
     "finetune-70b-full-cluster.yaml": _check_full_finetune,
@@ -125,6 +138,7 @@ EXPECTED = {
     "capex-open-h100.yaml": _check_capex_open,
     "small-models-lab.json": _check_small_models,
     "moe-deepseek-serving.yaml": _check_deepseek,
+    "own-model-from-config.yaml": _check_own_model,
 }
 
 

@@ -280,7 +280,11 @@ def _workload_box(index: int, wid: int, errors: dict[str, list[str]]) -> None:
         head = st.columns([3, 3, 3, 2, 2], vertical_alignment="bottom")
         head[0].text_input("name", key=f"{P}w{wid}.name")
         head[1].selectbox("kind", KINDS, key=f"{P}w{wid}.kind")
-        head[2].selectbox("model", sorted(cat.model_ids()), key=f"{P}w{wid}.model")
+        models = sorted(cat.model_ids())
+        current = st.session_state.get(f"{P}w{wid}.model")
+        if current and current not in models:  # a config file or an inline architecture
+            models.append(current)
+        head[2].selectbox("model", models, key=f"{P}w{wid}.model")
         head[3].selectbox("precision", PRECISIONS, key=f"{P}w{wid}.precision",
                           help="auto: the solver picks any precision valid for kind and GPU")
         head[4].button("Remove", key=f"remove-{wid}", icon=":material/delete:",

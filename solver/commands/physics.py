@@ -103,32 +103,73 @@ def _check_context(cat: object, model: str, kind: str, workload_kwargs: dict,
 
 
 def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
-                  precision: str, gpus_per_node: int | None, tp: int | None, pp: int | None,
+                  precision: str | None,
+                  gpus_per_node: int | None, tp: int | None, pp: int | None,
                   fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
     from solver.catalog import PRECISIONS, load_catalog
     from solver.layout import KINDS, Workload
     from solver.performance import best_layout
 
     _check_choice("--kind", kind, KINDS)
-    _check_choice("--precision", precision, PRECISIONS)
+    if precision is not None:
+        _check_choice("--precision", precision, PRECISIONS)
     for name, value in (("--gpus", gpus), ("--gpus-per-node", gpus_per_node), ("--tp", tp),
                         ("--pp", pp)):
         _positive(name, value)
     if gpus % ((tp or 1) * (pp or 1)):
         raise _bad("--gpus", gpus, f"not divisible by tp x pp = {(tp or 1) * (pp or 1)}")
     cat = load_catalog(catalog)
+    model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
     _check_context(cat, model, kind, workload_kwargs, context_flag)
     workload = Workload(kind=kind, **workload_kwargs)
     est = best_layout(cat, model, gpu, gpus, workload, precision=precision,
                       gpus_per_node=gpus_per_node or min(gpus, 8), fabric=fabric, tp=tp, pp=pp)
-    return estimate_json(est)
+    data = estimate_json(est)
+    data["notes"] = notes + data["notes"]
+    return data
+
+
+def _model_and_precision(cat, model: str, precision: str | None, kind: str,  # noqa: ANN001
+                         gpu: str) -> tuple[str, str, list[str]]:
+    """The model id (a catalog id/alias, or a config.json path relative to the working
+    directory) and the precision: ``--precision``, else for serving the checkpoint's own
+    quantisation (said in a note), else bf16."""
+    from solver.catalog import resolve_model
+    from solver.layout import SERVING_KINDS
+    from solver.performance import check_ids
+
+    try:
+        model = resolve_model(cat, model, Path.cwd())
+    except KeyError:
+        check_ids(cat, model, gpu if gpu in cat.gpus else next(iter(cat.gpus)))
+    notes: list[str] = []
+    entry = cat.model(model)
+    if entry.architecture is not None and model not in cat.models:  # a user's file: say
+        notes.extend(entry.architecture.notes)  # what was assumed or read from it
+    if precision is not None:
+        return model, precision, notes
+    default = entry.default_precision
+    if kind not in SERVING_KINDS or default is None:
+        return model, "bf16", notes
+    chosen = default
+    card = cat.gpus.get(gpu)
+    if card is not None and default not in card.dense_tflops and default in ("fp4", "fp8"):
+        chosen = "int4" if default == "fp4" else "int8"
+        notes.append(f"{gpu} has no {default} tensor cores: the {default} checkpoint runs "
+                     f"weight-only, modelled as {chosen}")
+    notes.append(f"precision {chosen}: the checkpoint's own quantisation ({default}); "
+                 "pass --precision to change it")
+    return model, chosen, notes
 
 
 def fit(
-    model: Annotated[str, typer.Option("--model", help="Model id or alias.")],
+    model: Annotated[str, typer.Option(
+        "--model", help="Model id or alias, or a Hugging Face config.json path.")],
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id.")],
     gpus: Annotated[int, typer.Option("--gpus", help="Number of GPUs.")],
-    precision: Annotated[str, typer.Option("--precision", help="bf16|fp8|int8|int4|fp4")] = "bf16",
+    precision: Annotated[str | None, typer.Option(
+        "--precision", help="bf16|fp8|int8|int4|fp4 (default: serving the checkpoint's own "
+        "quantisation, else bf16)")] = None,
     kind: Annotated[str, typer.Option("--kind", help="Workload kind.")] = "inference",
     concurrency: Annotated[str | None, typer.Option(
         "--concurrency", help="Concurrent requests (default 1; 'max': as many as fit).")] = None,
@@ -146,25 +187,30 @@ def fit(
                          fabric, {"input_tokens": context, "output_tokens": 0,
                                   "concurrency": conc, "seq_len": context},
                          context_flag="--context")
-    result = {k: data[k] for k in ("model", "gpu", "gpus", "tp", "pp", "dp", "precision",
+    result = {k: data[k] for k in ("model", "gpu", "gpus", "tp", "pp", "dp", "precision", "notes",
                                    "kind", "fits", "comfortable", "reason", "memory")}
     if as_json:
         out.print_json(json.dumps(result))
         return
-    _memory_table(f"{data['model']} on {gpus} x {gpu} ({precision}, {kind}, tp{data['tp']} "
-                  f"pp{data['pp']} dp{data['dp']})", data["memory"])
+    _memory_table(f"{data['model']} on {gpus} x {gpu} ({data['precision']}, {kind}, "
+                  f"tp{data['tp']} pp{data['pp']} dp{data['dp']})", data["memory"])
     _verdict(data)
+    for note in data["notes"]:
+        out.print(f"note: {note}")
 
 
 def estimate(
-    model: Annotated[str, typer.Option("--model", help="Model id or alias.")],
+    model: Annotated[str, typer.Option(
+        "--model", help="Model id or alias, or a Hugging Face config.json path.")],
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id.")],
     gpus: Annotated[int, typer.Option("--gpus", help="Number of GPUs.")],
     kind: Annotated[str, typer.Option("--kind", help="Workload kind.")],
     gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
     tp: Annotated[int | None, typer.Option("--tp", help="Tensor parallel (default: best).")] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="Pipeline parallel (default: best).")] = None,
-    precision: Annotated[str, typer.Option("--precision")] = "bf16",
+    precision: Annotated[str | None, typer.Option(
+        "--precision", help="bf16|fp8|int8|int4|fp4 (default: serving the checkpoint's own "
+        "quantisation, else bf16)")] = None,
     input_tokens: Annotated[int, typer.Option("--input-tokens")] = 2000,
     output_tokens: Annotated[int, typer.Option("--output-tokens")] = 400,
     concurrency: Annotated[str | None, typer.Option(
@@ -194,8 +240,9 @@ def estimate(
         return
     from rich.table import Table
 
-    _memory_table(f"{data['model']} on {gpus} x {gpu} ({precision}, {kind}, tp{data['tp']} "
-                  f"pp{data['pp']} dp{data['dp']}, fabric {data['fabric']})", data["memory"])
+    _memory_table(f"{data['model']} on {gpus} x {gpu} ({data['precision']}, {kind}, "
+                  f"tp{data['tp']} pp{data['pp']} dp{data['dp']}, fabric {data['fabric']})",
+                  data["memory"])
     table = Table(title="predicted")
     table.add_column("metric")
     table.add_column("value", justify="right")
