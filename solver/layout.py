@@ -53,7 +53,11 @@ class Workload:
     """What a layout is asked to do (the physics-facing view of an RFQ workload).
 
     Token lengths in tokens; SLOs in milliseconds (None = no SLO); ``concurrency`` None
-    means throughput mode (the largest batch that fits memory).
+    means throughput mode (the largest batch that fits memory). Serving under load:
+    ``concurrency`` is a closed loop (that many requests always in flight, a new one sent
+    when one finishes), ``qps`` an open loop (Poisson arrivals at that rate, all replicas
+    together); ``engine`` names the serving engine's factor set (catalog efficiency.yaml)
+    and ``percentile`` the percentile (50, 90, 95, 99) the SLOs are checked at.
     """
 
     kind: Kind
@@ -65,6 +69,9 @@ class Workload:
     seq_len: int = 4096
     micro_batch: int = 1
     global_batch_tokens: int | None = None
+    qps: float | None = None
+    engine: str = "vllm"
+    percentile: int = 90
 
 
 @dataclass(frozen=True)
@@ -89,8 +96,11 @@ class Prediction:
     """Predicted performance of one layout.
 
     Inference: ``tokens_per_s`` is output tokens/s of this layout at the evaluated
-    concurrency, ``qps_capacity`` requests/s it sustains within the SLOs, and
-    ``max_concurrency`` the largest concurrency that meets SLOs and fits memory.
+    load, ``qps_capacity`` requests/s (Poisson arrivals) it sustains with the SLOs met at
+    the workload's percentile, and ``max_concurrency`` the largest closed-loop concurrency
+    that meets them and fits memory. ``ttft_ms`` / ``tpot_ms`` are the typical (median)
+    values at the evaluated load, ``*_p90`` / ``*_p99`` the percentiles and ``*_slo`` the
+    value at the workload's SLO percentile (what the SLO is checked against).
     Training: ``tokens_per_s`` is training tokens/s of the whole job.
     """
 
@@ -104,6 +114,12 @@ class Prediction:
     scaling_efficiency: float | None = None
     step_time_s: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    ttft_ms_p90: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_p90: float | None = None
+    tpot_ms_p99: float | None = None
+    ttft_ms_slo: float | None = None
+    tpot_ms_slo: float | None = None
 
 
 @dataclass(frozen=True)
