@@ -201,6 +201,17 @@ def _per_gpu_source(row: dict[str, str]) -> bool:
             and any(src in row.get("source", "") for src in PER_GPU_SOURCES))
 
 
+def serving_engine(row: dict[str, str]) -> str:
+    """The engine factor set a serving row was measured on (efficiency.yaml
+    ``serving.engines``): TensorRT(-LLM), vLLM, SGLang; anything else (llama.cpp, kernel
+    benchmarks) is the bare ``roofline``."""
+    text = f"{row.get('software', '')} {row.get('source', '')}".lower()
+    for key, engine in (("tensorrt", "trtllm"), ("vllm", "vllm"), ("sglang", "sglang")):
+        if key in text:
+            return engine
+    return "roofline"
+
+
 def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: str,
                   model_id: str, gpu_id: str, precision: str, total: int, gpn: int,
                   fabric: str, tp: int | None, pp: int | None,
@@ -236,13 +247,13 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
             if found:
                 ttft, tpot = float(found.group(1)), float(found.group(2))
             workload = Workload("inference", input_tokens=isl, output_tokens=osl,
-                                ttft_ms=ttft, tpot_ms=tpot)
+                                ttft_ms=ttft, tpot_ms=tpot, engine=serving_engine(row))
         else:
             concurrency = None
             if batch is not None:
                 concurrency = batch
             workload = Workload("batch_inference", input_tokens=isl, output_tokens=osl,
-                                concurrency=concurrency)
+                                concurrency=concurrency, engine=serving_engine(row))
         if tp and instances:
             total_layout = tp * (pp or 1) * instances
             if total_layout != total:

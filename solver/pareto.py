@@ -8,9 +8,10 @@ better
     **ε-constraint walk over the SLO.** Start at the RFQ's SLO (or none). Build the candidate
     table *at that SLO level* L (every layout at the largest concurrency that meets L — what
     ``procure solve`` would consider if the RFQ asked for L), solve the MIP, and measure the
-    plan's metric m: the worst TPOT (TTFT) of its replicas at the load they actually carry
-    (demand spread in proportion to capacity, utilisation u = demand ÷ capacity, each replica
-    at ⌈u·capacity⌉ concurrent requests). Then tighten to L' = m·(1 − ε) and repeat until no
+    plan's metric m: the worst TPOT (TTFT) *at the workload's SLO percentile* of its
+    replicas at the load they actually carry (demand spread in proportion to capacity,
+    utilisation u = demand ÷ capacity, each replica at ⌈u·capacity⌉ concurrent requests, or
+    at u·capacity requests/s for a request-rate demand). Then tighten to L' = m·(1 − ε) and repeat until no
     plan meets L'. Faster operating points (smaller batch, wider TP, other precisions) appear
     as L falls, because the physics re-sizes every layout for the tighter SLO.
     *Why this is exact (up to ε in the metric):* the plan found at L still meets every level
@@ -141,9 +142,17 @@ def at_load_latency(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, in
     util = min(1.0, util)
     worst = 0.0
     for cand, _ in picks:
-        load = max(1, math.ceil(util * cand.concurrency_capacity - 1e-9))
-        est = estimate(catalog, cand.layout, replace(cand.estimate.workload, concurrency=load))
-        value = getattr(est.predicted, metric)
+        if demand.concurrency:  # closed loop: each replica at its share of the users
+            load = max(1, math.ceil(util * cand.concurrency_capacity - 1e-9))
+            work = replace(cand.estimate.workload, concurrency=load)
+        else:  # open loop: each replica at its share of the request rate
+            work = replace(cand.estimate.workload, concurrency=None,
+                           qps=max(util * cand.qps_capacity, 1e-9))
+        est = estimate(catalog, cand.layout, work)
+        # the SLO is checked at the workload's percentile: so is the frontier's metric
+        value = getattr(est.predicted, f"{metric}_slo", None)
+        if value is None:
+            value = getattr(est.predicted, metric)
         if value is None:
             value = getattr(cand.estimate.predicted, metric) or math.inf
         worst = max(worst, float(value))

@@ -86,8 +86,36 @@ class PrecisionBytes(_Frozen):
         "whose decode kernels dequantise on the fly")
 
 
+class EngineFactors(_Frozen):
+    """One serving engine (vLLM, SGLang, TensorRT-LLM): how its kernels, scheduler and
+    waiting turn the step physics into TTFT/TPOT (solver/serving.py, fitted on
+    serving_latency.csv with whole configurations held out)."""
+
+    label: str = ""
+    tpot_kernel_scale: Factor = Field(description="multiplier on the decode step's kernel "
+                                      "time (k_d)")
+    tpot_prefill_interference: Factor = Field(description="share of the steady-state "
+                                              "prefill a decode step sees (i)")
+    tpot_overhead_ms: Factor = Field(description="engine time per decode step beyond the "
+                                     "kernels: scheduling, sampling, detokenising, ms (o_d)")
+    tpot_per_request_us: Factor = Field(description="engine CPU time per live request per "
+                                        "decode step, µs (r)")
+    ttft_kernel_scale: Factor = Field(description="multiplier on a prompt's own prefill "
+                                      "time (k_p)")
+    ttft_decode_steps: Factor = Field(description="decode steps run between a prompt's "
+                                      "prefill chunks, per chunk (d)")
+    ttft_wave_fraction: Factor = Field(description="median wait behind the other live "
+                                       "requests' prefill, as a fraction of all of it (w)")
+    ttft_overhead_ms: Factor = Field(description="fixed time to first token beyond the "
+                                     "kernels: tokenising, scheduling, ms (o_p)")
+
+
 class ServingFactors(_Frozen):
     """Continuous-batching engine factors."""
+
+    default_engine: str = Field(default="vllm", description="engine when the RFQ names none")
+    engines: dict[str, EngineFactors] = Field(default_factory=dict, description="per-engine "
+                                              "factor sets (solver/serving.py)")
 
     token_budget: Factor = Field(description="max tokens per engine step (prefill chunk + "
                                  "decode), tokens")

