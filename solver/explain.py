@@ -8,11 +8,12 @@ instead of 8-GPU boxes) and says what each would cost and why it lost.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from solver.candidates import CandidateTable
 from solver.catalog import Catalog
-from solver.layout import TRAINING_KINDS, Layout, Workload
+from solver.layout import TRAINING_KINDS, Layout
 from solver.wording import money_delta, plural
 
 __all__ = ["GLOSSARY", "annotate", "counterfactuals", "decision_path", "money_delta",
@@ -43,9 +44,7 @@ def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, s
         return False, f"reference GPU {REFERENCE_GPU} not in catalog"
     workload = physics_workload(spec)
     if spec.kind == "inference" and spec.concurrency:
-        workload = Workload(kind="inference", input_tokens=spec.input_tokens,
-                            output_tokens=spec.output_tokens, concurrency=spec.concurrency,
-                            ttft_ms=spec.ttft_ms, tpot_ms=spec.tpot_ms)
+        workload = replace(workload, concurrency=spec.concurrency)
     layout = Layout(model=model.id, gpu=gpu.id, precision=precision, tp=REFERENCE_GPUS,
                     gpus_per_node=REFERENCE_GPUS)
     training = spec.kind in TRAINING_KINDS
