@@ -37,8 +37,7 @@ Variables
     z[f] ∈ {0,1}          fabric f bought (Σ_f z[f] ≤ 1; "coupled" = Σ_f z[f])
     x[c] ∈ Z≥0            replicas of serving candidate c;  x[c] ∈ {0,1} for a job candidate
     K ∈ Z≥0               coupled nodes (nodes of jobs or replicas that span nodes)
-    a[c] ∈ {0,1}, Y^conc_w, Y^qps_w ≥ 0   (only for ``redundancy: n+1``) candidate c used;
-                          the capacity of w that one node down can take away
+    a[c] ∈ {0,1}          (only for ``redundancy: n+1``) candidate c is used
     L[e], S[e], U[e] ∈ Z≥0, y[e] ∈ {0,1}   leaf and spine switches, leaf-to-spine links and
                           "two tiers" of network e (solver/network.py), driven by its ports
                           P_fe = fe Σ_t N[t],  P_f = Σ_{c spanning on f} e_t(c) n_c x[c]
@@ -50,17 +49,19 @@ Objective
 
 Constraints (one block each in :func:`build_model`)
     demand      Σ_{c∈C_w} m_c x[c] ≥ D^conc_w,  Σ_{c∈C_w} q_c x[c] ≥ D^qps_w     (w ∈ W_s)
-    n+1         for w with ``redundancy: n+1`` the demand rows become
-                Σ_{c∈C_w} m_c x[c] - Y^conc_w ≥ D^conc_w (and the same for QPS), with
-                x[c] ≤ x̄_c a[c],  Y^conc_w ≥ r_c m_c a[c],  Y^qps_w ≥ r_c q_c a[c]
-                so the demand is still met with any one node down. Why Y bounds the loss of
-                any node of the placement below: a spanning replica has its nodes to itself
-                (it loses r_c m_c = m_c); an in-node node of type t holds replicas of w's
-                candidates with Σ g_c (replicas) ≤ k_t, so it carries at most
+    n+1         for w with ``redundancy: n+1``, besides the demand rows, for every c ∈ C_w
+                Σ_{c'∈C_w} m_c' x[c'] - r_c m_c a[c] ≥ D^conc_w  (and the same for QPS),
+                x[c] ≤ x̄_c a[c]
+                i.e. Σ m x - max_{c used} r_c m_c ≥ D: the demand is still met with any one
+                node down. Why max_{c used} r_c m_c bounds the loss of any node of the
+                placement below: a spanning replica has its nodes to itself (it loses
+                r_c m_c = m_c); an in-node node of type t holds replicas of w's candidates
+                with Σ g_c (replicas) ≤ k_t, so it carries at most
                 k_t max_c (m_c / g_c) = max_c r_c m_c over the candidates used on it —
                 mixing candidates on one node never loses more than the densest one.
                 (Conservative when a workload fills only part of a node: the solver then
-                keeps a node's worth of the densest layout spare.)
+                keeps a node's worth of the densest layout spare.) No continuous variable,
+                so CP-SAT takes it too.
     one job     Σ_{c∈C_w} x[c] = 1                                                (w ∈ W_j)
     packing     Σ_{c: t(c)=t} g_c x[c] ≤ k_t N[t]                                 (t ∈ T)
     fabric      x[c] ≤ M_c z[f(c)] for spanning c;  Σ_f z[f] ≤ 1
@@ -367,15 +368,11 @@ def used_var(cand: Candidate) -> str:
     return f"a[{cand.name}]"
 
 
-def spare_var(metric: str, workload: str) -> str:
-    """Capacity (``conc`` or ``qps``) of a workload that one node down can take away."""
-    return f"Y_{metric}[{workload}]"
-
-
 def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
                     cands: list[Candidate], spec: object) -> None:
     """Demand rows of one serving workload (capacity bought >= demand / utilisation); with
-    ``redundancy: n+1`` minus the capacity one node down can take (module docstring)."""
+    ``redundancy: n+1`` also one row per candidate c: the capacity left after losing the
+    most of c one node can hold, when c is used (module docstring)."""
     demand = planned_demand(spec)
     spare = needs_n_plus_1(spec)
     if spare:
@@ -384,22 +381,19 @@ def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
             bound = model.variables[cand_var(cand)].high or 1
             model.add(f"used[{cand.name}]", {cand_var(cand): 1.0,
                                              used_var(cand): -float(bound)}, "<=", 0.0)
-    for metric, need, capacity in (("conc", demand.concurrency, "concurrency_capacity"),
-                                   ("qps", demand.qps, "qps_capacity")):
+    for label, need, capacity in (("concurrency", demand.concurrency, "concurrency_capacity"),
+                                  ("qps", demand.qps, "qps_capacity")):
         if not need:
             continue
         coeffs = {cand_var(c): getattr(c, capacity) for c in cands}
-        if spare:
-            loss = spare_var(metric, name)
-            model.var(loss, 0, None, integer=False)
-            coeffs[loss] = -1.0
-            for cand in cands:
-                per_node = replicas_per_node(cand, table.node_types[cand.node_type].gpus)
-                model.add(f"node_loss_{metric}[{cand.name}]",
-                          {loss: 1.0, used_var(cand): -per_node * getattr(cand, capacity)},
-                          ">=", 0.0)
-        label = "concurrency" if metric == "conc" else "qps"
         model.add(f"demand_{label}[{name}]", coeffs, ">=", need)
+        if not spare:
+            continue
+        for cand in cands:
+            per_node = replicas_per_node(cand, table.node_types[cand.node_type].gpus)
+            model.add(f"n_plus_1_{label}[{cand.name}]",
+                      {**coeffs, used_var(cand): -per_node * getattr(cand, capacity)},
+                      ">=", need)
 
 
 def stack_var(stack: str) -> str:
