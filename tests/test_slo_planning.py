@@ -142,8 +142,8 @@ def test_explain_prices_the_n_plus_1_insurance(catalog):
     assert "n+1" in insurance[0]["why"]
 
 
-# a synthetic instance: several candidates of one workload on shared node types (in-node
-# replicas of different sizes mix on one node; a spanning one takes whole nodes)
+# a synthetic instance: several candidates of one workload on two node types (in-node
+# replicas of different sizes mix on one node, which the n+1 bound must cover)
 PARAMS = CostParams(horizon_years=3, electricity_usd_per_kwh=0.12, pue=1.4, load_factor=0.7,
                     operations_usd_per_node_year=8000, node_engineering_usd_per_year=15000,
                     multinode_overhead_factor=4.5, shared_storage_usd=25000,
