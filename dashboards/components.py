@@ -189,8 +189,8 @@ def _margin_rows(name: str, margins: dict[str, Any]) -> list[dict[str, str]]:
     for metric, m in margins.items():
         basis = "median" if m.get("basis") == "median" else f"p{m.get('percentile')}"
         rows.append({"workload": name,
-                     "metric": f"{metric.removesuffix('_ms').upper()} ms {basis}",
-                     "predicted": _fmt(m.get("predicted_ms")),
+                     "metric": f"{metric.removesuffix('_ms').upper()} ms",
+                     "predicted": f"{_fmt(m.get('predicted_ms'))} at {basis}",
                      "target": "≤ " + _fmt(m.get("target_ms")),
                      "verdict": ("✓ meets" if m.get("met") else "✗ misses")
                      + (f" (margin {m['margin']:.0%})" if m.get("margin") is not None
