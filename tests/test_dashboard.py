@@ -338,7 +338,7 @@ def test_price_overlay_reaches_the_plan(tmp_path):
     load_example(at, "chat-70b-one-node")
     at.run()
     tco = at.metric[0].value
-    at.session_state["price_overlay"] = {"rtx-5090": 5000.0}
+    at.session_state["price_overlay"] = {"rtx-5090": 5000.0, "rtx-pro-6000": 5000.0}
     at.run()
     assert not at.exception
     assert at.metric[0].value != tco

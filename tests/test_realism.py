@@ -178,8 +178,16 @@ def test_dgx_b200_class_power(catalog):
 
 # --- consumer cards: excluded on request, explained when chosen ------------------------
 
-def test_datacenter_grade_only_excludes_consumer_cards(catalog):
+def _chat_at_full_utilization(catalog):
+    """The guide's 70B chat case planned without headroom (target_utilization 1): the
+    cheapest box is then a consumer card, which is what these tests are about."""
     rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
+    return rfq.model_copy(update={"workloads": [
+        w.model_copy(update={"target_utilization": 1.0}) for w in rfq.workloads]})
+
+
+def test_datacenter_grade_only_excludes_consumer_cards(catalog):
+    rfq = _chat_at_full_utilization(catalog)
     plan = solve_rfq(rfq, catalog)
     assert {n["gpu"] for n in plan["cluster"]["nodes"]} == {"rtx-5090"}
     warning = next(w for w in plan["warnings"] if w.startswith("consumer card rtx-5090"))
@@ -351,7 +359,7 @@ def test_one_vendor_stack_unless_mixing_is_allowed(catalog):
 def test_guide_box_counterfactual_names_the_consumer_risk(catalog):
     from solver.explain import counterfactuals
 
-    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
+    rfq = _chat_at_full_utilization(catalog)
     table = build_candidates(catalog, rfq)
     plan = solve_rfq(rfq, catalog, table=table)
     guide = next(c for c in counterfactuals(rfq, catalog, plan, table)
