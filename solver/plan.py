@@ -70,6 +70,11 @@ def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
     return est
 
 
+PERCENTILE_KEYS = ("ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99")
+"""Latency percentiles of an online workload's main layout at its load (None until the
+physics gives them; ``ttft_ms`` / ``tpot_ms`` stay the median)."""
+
+
 def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estimate
                        ) -> dict[str, Any]:
     """Per-request latency at this workload's actual load, capacity for all replicas."""
@@ -90,6 +95,8 @@ def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estima
         "mfu": _round(pred.mfu, 3),
         "max_concurrency": (int(cand.concurrency_capacity * replicas)
                             if spec.kind not in TRAINING_KINDS else None),
+        **({key: _round(getattr(pred, key), 2) for key in PERCENTILE_KEYS}
+           if spec.kind == "inference" else {}),
     }
 
 
