@@ -133,7 +133,12 @@ def planned_demand(spec: object) -> Demand:
     (headroom so replicas are not run at the edge of their SLOs)."""
     demand = demand_of(spec)
     util = target_utilization(spec)
-    return Demand(demand.concurrency / util, demand.qps / util)
+    if util == 1.0:
+        return demand
+    # 12 significant digits: 48 / 0.8 is 60, not 60.00000000000001 (which would cost CP-SAT,
+    # whose rows are scaled to integers conservatively, a replica more than HiGHS)
+    return Demand(float(f"{demand.concurrency / util:.12g}"),
+                  float(f"{demand.qps / util:.12g}"))
 
 
 def needs_n_plus_1(spec: object) -> bool:
@@ -203,7 +208,7 @@ def replica_bound(cand: Candidate, demand: Demand, spare: Demand | None = None) 
     needed = 1
     if demand.concurrency and cand.concurrency_capacity:
         needed = max(needed, math.ceil((demand.concurrency + spare.concurrency)
-                                       / cand.concurrency_capacity - 1e-9))
+                                       / cand.concurrency_capacity))
     if demand.qps and cand.qps_capacity:
         needed = max(needed, math.ceil((demand.qps + spare.qps) / cand.qps_capacity - 1e-9))
     return needed
