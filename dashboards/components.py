@@ -143,9 +143,12 @@ def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
         spec, pred = specs.get(w["name"], {}), w["predicted"]
         checks: list[tuple[str, Any, Any, bool]] = []  # metric, predicted, target, lower-better
         if w["kind"] == "inference":
-            checks += [("TTFT ms", pred.get("ttft_ms"), spec.get("ttft_ms"), True),
-                       ("TPOT ms", pred.get("tpot_ms"), spec.get("tpot_ms"), True),
-                       ("concurrency held", pred.get("max_concurrency"),
+            margins = w.get("margins")
+            if margins is None:  # a plan from before SLO margins: the typical latency
+                checks += [("TTFT ms", pred.get("ttft_ms"), spec.get("ttft_ms"), True),
+                           ("TPOT ms", pred.get("tpot_ms"), spec.get("tpot_ms"), True)]
+            rows += _margin_rows(w["name"], margins or {})
+            checks += [("concurrency held", pred.get("max_concurrency"),
                         spec.get("concurrency"), False),
                        ("QPS capacity", pred.get("qps_capacity"), spec.get("qps"), False),
                        ("output tokens/s", pred.get("tokens_per_s"), None, False)]
@@ -171,7 +174,28 @@ def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
                          "target": ("≤ " if lower else "≥ ") + _fmt(target)
                          if target is not None else "-",
                          "verdict": verdict})
+        if w["kind"] == "inference" and w.get("utilization") is not None:
+            goal = w.get("target_utilization", 1.0)
+            rows.append({"workload": w["name"], "metric": "utilization",
+                         "predicted": f"{w['utilization']:.0%}", "target": f"≤ {goal:.0%}",
+                         "verdict": "✓ meets" if w["utilization"] <= goal + 1e-6
+                         else "✗ misses"})
     return pd.DataFrame(rows)
+
+
+def _margin_rows(name: str, margins: dict[str, Any]) -> list[dict[str, str]]:
+    """The plan's SLO margins: latency at the SLO percentile against the target."""
+    rows = []
+    for metric, m in margins.items():
+        basis = "median" if m.get("basis") == "median" else f"p{m.get('percentile')}"
+        rows.append({"workload": name,
+                     "metric": f"{metric.removesuffix('_ms').upper()} ms",
+                     "predicted": f"{_fmt(m.get('predicted_ms'))} at {basis}",
+                     "target": "≤ " + _fmt(m.get("target_ms")),
+                     "verdict": ("✓ meets" if m.get("met") else "✗ misses")
+                     + (f" (margin {m['margin']:.0%})" if m.get("margin") is not None
+                        else "")})
+    return rows
 
 
 def decision_path(plan: dict[str, Any]) -> None:

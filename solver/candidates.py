@@ -137,17 +137,23 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
 
 
 def physics_workload(spec: object) -> Workload:
-    """The physics-facing view of one RFQ workload (capacity mode for serving)."""
+    """The physics-facing view of one RFQ workload (capacity mode for serving).
+
+    Serving passes the engine (whose factors the physics uses) and, for online inference,
+    the percentile the SLOs are checked at; batch inference has no latency SLO (percentile
+    50). A bare spec without these fields (tests, tools) gets vLLM at p90."""
     kind = spec.kind  # type: ignore[attr-defined]
+    engine = getattr(spec, "engine", None) or "vllm"
     if kind == "inference":
         return Workload(kind=kind, input_tokens=spec.input_tokens,  # type: ignore[attr-defined]
                         output_tokens=spec.output_tokens,  # type: ignore[attr-defined]
                         concurrency=None, ttft_ms=spec.ttft_ms,  # type: ignore[attr-defined]
-                        tpot_ms=spec.tpot_ms)  # type: ignore[attr-defined]
+                        tpot_ms=spec.tpot_ms, engine=engine,  # type: ignore[attr-defined]
+                        percentile=int(getattr(spec, "slo_percentile", None) or 90))
     if kind == "batch_inference":
         return Workload(kind=kind, input_tokens=spec.input_tokens,  # type: ignore[attr-defined]
                         output_tokens=spec.output_tokens,  # type: ignore[attr-defined]
-                        concurrency=None)
+                        concurrency=None, engine=engine, percentile=50)
     return Workload(kind=kind, seq_len=spec.seq_len)  # type: ignore[attr-defined]
 
 

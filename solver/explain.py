@@ -3,16 +3,18 @@
 :func:`decision_path` walks steps 1–5 of the guide for one workload ("first yes ends it");
 :func:`annotate` adds the path and the warnings to a plan; :func:`counterfactuals` re-solves
 the RFQ under the alternatives a buyer asks about (one node only, no fabric, 4-GPU boxes
-instead of 8-GPU boxes) and says what each would cost and why it lost.
+instead of 8-GPU boxes, and without n+1 redundancy where asked: what the insurance costs)
+and says what each would cost and why it lost.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from solver.candidates import CandidateTable
 from solver.catalog import Catalog
-from solver.layout import TRAINING_KINDS, Layout, Workload
+from solver.layout import TRAINING_KINDS, Layout
 from solver.wording import money_delta, plural
 
 __all__ = ["GLOSSARY", "annotate", "counterfactuals", "decision_path", "money_delta",
@@ -43,9 +45,7 @@ def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, s
         return False, f"reference GPU {REFERENCE_GPU} not in catalog"
     workload = physics_workload(spec)
     if spec.kind == "inference" and spec.concurrency:
-        workload = Workload(kind="inference", input_tokens=spec.input_tokens,
-                            output_tokens=spec.output_tokens, concurrency=spec.concurrency,
-                            ttft_ms=spec.ttft_ms, tpot_ms=spec.tpot_ms)
+        workload = replace(workload, concurrency=spec.concurrency)
     layout = Layout(model=model.id, gpu=gpu.id, precision=precision, tp=REFERENCE_GPUS,
                     gpus_per_node=REFERENCE_GPUS)
     training = spec.kind in TRAINING_KINDS
@@ -316,13 +316,19 @@ def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: Can
     guide = _guide_box(rfq, catalog, plan, solver)
     if guide:
         out.append(guide)
+    insurance = _without_n_plus_1(rfq, catalog, plan, table, solver)
+    if insurance:
+        out.append(insurance)
     for label, extra, lim in options:
         if not extra and lim.max_nodes == limits.max_nodes:
             continue
         solution = run_mip(table, rfq, solver=solver, limits=lim, extra=extra)
         if solution.status not in ("optimal", "feasible"):
+            why = _why_infeasible(label)
+            if "single-node" in label and insurance:
+                why = "redundancy n+1 needs a node to spare, so at least two nodes"
             out.append({"alternative": label, "feasible": False, "tco_usd": None,
-                        "delta_usd": None, "why": _why_infeasible(label)})
+                        "delta_usd": None, "why": why})
             continue
         alt = assemble(catalog, rfq, table, solution)
         tco = alt["cost"]["tco_usd"]
@@ -363,6 +369,36 @@ def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
     if consumer:
         why += (f"; but {', '.join(consumer)} is a consumer card (not licensed for datacenter "
                 "use - see the warnings): the guide's box is the datacenter-grade choice")
+    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
+            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+
+
+def _without_n_plus_1(rfq: Any, catalog: Catalog, plan: dict[str, Any],
+                      table: CandidateTable, solver: str) -> dict[str, Any] | None:
+    """What ``redundancy: n+1`` costs: the same RFQ re-solved with no spare node (None when
+    no workload asks for n+1). The candidates do not depend on redundancy, so the table is
+    reused."""
+    from solver.mip import needs_n_plus_1
+    from solver.plan import assemble
+    from solver.solve import run_mip
+
+    names = [w.name for w in rfq.workloads if needs_n_plus_1(w)]
+    if not names:
+        return None
+    label = "the same RFQ without n+1 redundancy"
+    plain = rfq.model_copy(update={"workloads": [
+        w.model_copy(update={"redundancy": "none"}) if w.name in names else w
+        for w in rfq.workloads]})
+    solution = run_mip(table, plain, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return {"alternative": label, "feasible": False, "tco_usd": None, "delta_usd": None,
+                "why": "no plan without n+1 either"}
+    alt = assemble(catalog, plain, table, solution)
+    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
+    a, b = alt["cluster"]["total_nodes"], plan["cluster"]["total_nodes"]
+    why = (f"n+1 for {', '.join(names)} costs ${-delta:,.0f} over the horizon"
+           + (f" ({plural(b, 'node')} instead of {a})" if a != b else "")
+           + ": the insurance that any one node can fail with the demand still met")
     return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
             "delta_usd": delta, "cluster": alt["cluster"], "why": why}
 

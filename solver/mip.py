@@ -25,13 +25,19 @@ Parameters
                 A group spanning n_c nodes pays (n_c - 1) O; independent replicas and
                 in-node groups pay nothing (domain.md: "each additional node of a coupled
                 cluster costs 4-5x the first" is per coupled job, not per estate)
-    D^conc_w, D^qps_w   serving demand (concurrency, requests/s; batch: requests / deadline)
+    D^conc_w, D^qps_w   serving capacity to buy: the stated demand (concurrency, requests/s;
+                batch: requests / deadline) divided by the workload's target utilisation
+                u_w (inference: ``target_utilization``, default 0.8; batch: 1), so that the
+                replicas run at u_w of what they can sustain within their SLOs
+    r_c         replicas of candidate c lost when one node goes down: k_t(c) / g_c for an
+                in-node candidate (its most replicas on one node), 1 for a spanning one
 
 Variables
     N[t] ∈ Z≥0            nodes of type t bought
     z[f] ∈ {0,1}          fabric f bought (Σ_f z[f] ≤ 1; "coupled" = Σ_f z[f])
     x[c] ∈ Z≥0            replicas of serving candidate c;  x[c] ∈ {0,1} for a job candidate
     K ∈ Z≥0               coupled nodes (nodes of jobs or replicas that span nodes)
+    a[c] ∈ {0,1}          (only for ``redundancy: n+1``) candidate c is used
     L[e], S[e], U[e] ∈ Z≥0, y[e] ∈ {0,1}   leaf and spine switches, leaf-to-spine links and
                           "two tiers" of network e (solver/network.py), driven by its ports
                           P_fe = fe Σ_t N[t],  P_f = Σ_{c spanning on f} e_t(c) n_c x[c]
@@ -43,6 +49,19 @@ Objective
 
 Constraints (one block each in :func:`build_model`)
     demand      Σ_{c∈C_w} m_c x[c] ≥ D^conc_w,  Σ_{c∈C_w} q_c x[c] ≥ D^qps_w     (w ∈ W_s)
+    n+1         for w with ``redundancy: n+1``, besides the demand rows, for every c ∈ C_w
+                Σ_{c'∈C_w} m_c' x[c'] - r_c m_c a[c] ≥ D^conc_w  (and the same for QPS),
+                x[c] ≤ x̄_c a[c]
+                i.e. Σ m x - max_{c used} r_c m_c ≥ D: the demand is still met with any one
+                node down. Why max_{c used} r_c m_c bounds the loss of any node of the
+                placement below: a spanning replica has its nodes to itself (it loses
+                r_c m_c = m_c); an in-node node of type t holds replicas of w's candidates
+                with Σ g_c (replicas) ≤ k_t, so it carries at most
+                k_t max_c (m_c / g_c) = max_c r_c m_c over the candidates used on it —
+                mixing candidates on one node never loses more than the densest one.
+                (Conservative when a workload fills only part of a node: the solver then
+                keeps a node's worth of the densest layout spare.) No continuous variable,
+                so CP-SAT takes it too.
     one job     Σ_{c∈C_w} x[c] = 1                                                (w ∈ W_j)
     packing     Σ_{c: t(c)=t} g_c x[c] ≤ k_t N[t]                                 (t ∈ T)
     fabric      x[c] ≤ M_c z[f(c)] for spanning c;  Σ_f z[f] ≤ 1
@@ -58,7 +77,8 @@ Constraints (one block each in :func:`build_model`)
     limits      Σ N ≤ max_nodes, Σ k_t N[t] ≤ max_gpus, Σ P_t N[t] ≤ max_power_kw,
                 Σ U_t N[t] ≤ max_rack_units, objective ≤ budget
     bounds      every integer variable gets a finite upper bound derived from the rows
-                above (solver/bounds.py): x[c] ≤ replicas that alone meet demand,
+                above (solver/bounds.py): x[c] ≤ replicas that alone meet demand (plus,
+                for n+1, the largest one-node loss max_c' r_c' m_c' / m_c),
                 N[t] ≤ ⌈Σ_c g_c x̄_c / k_t⌉ and the limits, K ≤ Σ n_c x̄_c
 
 Why the packing constraint is exact (not a relaxation): every node size k_t and every
@@ -92,12 +112,56 @@ class Demand:
 
 
 def demand_of(spec: object) -> Demand:
-    """Serving demand of an RFQ workload (batch: requests spread over the deadline)."""
+    """Stated serving demand of an RFQ workload (batch: requests spread over the deadline)."""
     if spec.kind == "inference":  # type: ignore[attr-defined]
         return Demand(float(spec.concurrency or 0), float(spec.qps or 0.0))  # type: ignore[attr-defined]
     if spec.kind == "batch_inference":  # type: ignore[attr-defined]
         return Demand(0.0, spec.requests / (spec.deadline_hours * 3600.0))  # type: ignore[attr-defined]
     return Demand()
+
+
+def target_utilization(spec: object) -> float:
+    """The share of bought capacity an online workload is planned to use (RFQ
+    ``target_utilization``); 1 for batch inference, training and bare specs (tests)."""
+    if getattr(spec, "kind", None) != "inference":
+        return 1.0
+    return float(getattr(spec, "target_utilization", None) or 1.0)
+
+
+def planned_demand(spec: object) -> Demand:
+    """The capacity to buy for a serving workload: stated demand / target utilisation
+    (headroom so replicas are not run at the edge of their SLOs)."""
+    demand = demand_of(spec)
+    util = target_utilization(spec)
+    if util == 1.0:
+        return demand
+    # 12 significant digits: 48 / 0.8 is 60, not 60.00000000000001 (which would cost CP-SAT,
+    # whose rows are scaled to integers conservatively, a replica more than HiGHS)
+    return Demand(float(f"{demand.concurrency / util:.12g}"),
+                  float(f"{demand.qps / util:.12g}"))
+
+
+def needs_n_plus_1(spec: object) -> bool:
+    """Whether an online workload asks for ``redundancy: n+1`` (any one node down)."""
+    return getattr(spec, "kind", None) == "inference" and \
+        getattr(spec, "redundancy", "none") == "n+1"
+
+
+def replicas_per_node(cand: Candidate, node_gpus: int) -> int:
+    """Most replicas of a candidate one node can hold, i.e. lose when it goes down:
+    ``node GPUs / replica GPUs`` in-node (both powers of two), 1 for a spanning replica."""
+    return 1 if cand.spanning else max(1, node_gpus // cand.gpus)
+
+
+def node_loss(table: CandidateTable, cands: list[Candidate]) -> Demand:
+    """The largest capacity one node can carry of any of these candidates (the n+1 spare
+    that covers every choice among them): max_c r_c m_c and max_c r_c q_c."""
+    conc = qps = 0.0
+    for cand in cands:
+        per_node = replicas_per_node(cand, table.node_types[cand.node_type].gpus)
+        conc = max(conc, per_node * cand.concurrency_capacity)
+        qps = max(qps, per_node * cand.qps_capacity)
+    return Demand(conc, qps)
 
 
 def node_var(key: str) -> str:
@@ -137,13 +201,16 @@ class Limits:
         return cls(c.max_nodes, c.max_gpus, c.max_power_kw, c.max_rack_units, rfq.budget_usd)
 
 
-def replica_bound(cand: Candidate, demand: Demand) -> int:
-    """An upper bound on useful replicas of one serving candidate."""
+def replica_bound(cand: Candidate, demand: Demand, spare: Demand | None = None) -> int:
+    """An upper bound on useful replicas of one serving candidate: enough to meet the
+    demand alone, plus (n+1) the largest one-node loss ``spare`` on top."""
+    spare = spare or Demand()
     needed = 1
     if demand.concurrency and cand.concurrency_capacity:
-        needed = max(needed, math.ceil(demand.concurrency / cand.concurrency_capacity))
+        needed = max(needed, math.ceil((demand.concurrency + spare.concurrency)
+                                       / cand.concurrency_capacity))
     if demand.qps and cand.qps_capacity:
-        needed = max(needed, math.ceil(demand.qps / cand.qps_capacity - 1e-9))
+        needed = max(needed, math.ceil((demand.qps + spare.qps) / cand.qps_capacity - 1e-9))
     return needed
 
 
@@ -230,9 +297,10 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         model.var(fabric_var(fabric), 0, 1)
     model.var(COUPLED_NODES, 0, None)
     for name, cands in table.candidates.items():
-        demand = demand_of(specs[name])
+        demand = planned_demand(specs[name])
+        spare = node_loss(table, cands) if needs_n_plus_1(specs[name]) else None
         for cand in cands:
-            high = 1 if cand.is_job else replica_bound(cand, demand)
+            high = 1 if cand.is_job else replica_bound(cand, demand, spare)
             model.var(cand_var(cand), 0, high)
     _switched_networks(model, table)
 
@@ -247,14 +315,7 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
     for name, cands in table.candidates.items():
         spec = specs[name]
         if spec.kind in ("inference", "batch_inference"):
-            demand = demand_of(spec)
-            if demand.concurrency:
-                model.add(f"demand_concurrency[{name}]",
-                          {cand_var(c): c.concurrency_capacity for c in cands}, ">=",
-                          demand.concurrency)
-            if demand.qps:
-                model.add(f"demand_qps[{name}]", {cand_var(c): c.qps_capacity for c in cands},
-                          ">=", demand.qps)
+            _serving_demand(model, table, name, cands, spec)
         else:
             model.add(f"one_job[{name}]", {cand_var(c): 1.0 for c in cands}, "==", 1.0)
 
@@ -306,6 +367,38 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
     # --- bounds: every integer variable gets a finite upper bound (solver/bounds.py) ----
     tighten_bounds(model)
     return model
+
+
+def used_var(cand: Candidate) -> str:
+    return f"a[{cand.name}]"
+
+
+def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
+                    cands: list[Candidate], spec: object) -> None:
+    """Demand rows of one serving workload (capacity bought >= demand / utilisation); with
+    ``redundancy: n+1`` also one row per candidate c: the capacity left after losing the
+    most of c one node can hold, when c is used (module docstring)."""
+    demand = planned_demand(spec)
+    spare = needs_n_plus_1(spec)
+    if spare:
+        for cand in cands:
+            model.var(used_var(cand), 0, 1)
+            bound = model.variables[cand_var(cand)].high or 1
+            model.add(f"used[{cand.name}]", {cand_var(cand): 1.0,
+                                             used_var(cand): -float(bound)}, "<=", 0.0)
+    for label, need, capacity in (("concurrency", demand.concurrency, "concurrency_capacity"),
+                                  ("qps", demand.qps, "qps_capacity")):
+        if not need:
+            continue
+        coeffs = {cand_var(c): getattr(c, capacity) for c in cands}
+        model.add(f"demand_{label}[{name}]", coeffs, ">=", need)
+        if not spare:
+            continue
+        for cand in cands:
+            per_node = replicas_per_node(cand, table.node_types[cand.node_type].gpus)
+            model.add(f"n_plus_1_{label}[{cand.name}]",
+                      {**coeffs, used_var(cand): -per_node * getattr(cand, capacity)},
+                      ">=", need)
 
 
 def stack_var(stack: str) -> str:

@@ -9,9 +9,10 @@ better
     table *at that SLO level* L (every layout at the largest concurrency that meets L — what
     ``procure solve`` would consider if the RFQ asked for L), solve the MIP, and measure the
     plan's metric m: the worst TPOT (TTFT) *at the workload's SLO percentile* of its
-    replicas at the load they actually carry (demand spread in proportion to capacity,
-    utilisation u = demand ÷ capacity, each replica at ⌈u·capacity⌉ concurrent requests, or
-    at u·capacity requests/s for a request-rate demand). Then tighten to L' = m·(1 − ε) and repeat until no
+    replicas at the load they are planned for (demand ÷ ``target_utilization`` spread in
+    proportion to capacity, utilisation u = that planned demand ÷ capacity, each replica at
+    ⌈u·capacity⌉ concurrent requests, or at u·capacity requests/s for a request-rate
+    demand). Then tighten to L' = m·(1 − ε) and repeat until no
     plan meets L'. Faster operating points (smaller batch, wider TP, other precisions) appear
     as L falls, because the physics re-sizes every layout for the tighter SLO.
     *Why this is exact (up to ε in the metric):* the plan found at L still meets every level
@@ -49,7 +50,7 @@ from solver.candidates import Candidate, CandidateTable, build_candidates
 from solver.catalog import Catalog
 from solver.errors import InputError, Problem
 from solver.layout import TRAINING_KINDS
-from solver.mip import Limits, build_model, cand_var, demand_of, node_var
+from solver.mip import Limits, build_model, cand_var, demand_of, node_var, planned_demand
 from solver.plan import assemble, chosen, cost_breakdown
 from solver.rfq import Rfq
 from solver.scenarios import rebuild_workload, with_candidates
@@ -131,10 +132,13 @@ def _feasible(solution: Solution) -> bool:
 # --- latency: ε-walk over the SLO, re-building the workload's candidates per level ------
 def at_load_latency(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]],
                     metric: str) -> float:
-    """Worst TPOT/TTFT (ms) over a plan's replicas at the load they carry."""
+    """Worst TPOT/TTFT (ms) over a plan's replicas at the load they are planned for: the
+    demand / ``target_utilization`` the MIP buys capacity for (mip.planned_demand). That
+    load, not the stated one, keeps the ε-walk exact: at a level L'' >= the metric, each
+    replica's capacity still covers its share of the *planned* demand."""
     from solver.performance import estimate
 
-    demand = demand_of(spec)
+    demand = planned_demand(spec)
     conc = sum(c.concurrency_capacity * n for c, n in picks)
     qps = sum(c.qps_capacity * n for c, n in picks)
     util = max(demand.concurrency / conc if demand.concurrency and conc else 0.0,

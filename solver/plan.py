@@ -11,7 +11,15 @@ from solver.bom import bill_of_materials
 from solver.candidates import Candidate, CandidateTable
 from solver.catalog import Catalog
 from solver.layout import TRAINING_KINDS, Estimate
-from solver.mip import cand_var, demand_of, fabric_var, node_var, objective_terms
+from solver.mip import (
+    cand_var,
+    demand_of,
+    fabric_var,
+    needs_n_plus_1,
+    node_var,
+    objective_terms,
+    target_utilization,
+)
 from solver.placement import place
 from solver.rfq import Rfq
 
@@ -62,6 +70,11 @@ def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
     return est
 
 
+PERCENTILE_KEYS = ("ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99")
+"""Latency percentiles of an online workload's main layout at its load (None until the
+physics gives them; ``ttft_ms`` / ``tpot_ms`` stay the median)."""
+
+
 def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estimate
                        ) -> dict[str, Any]:
     """Per-request latency at this workload's actual load, capacity for all replicas."""
@@ -82,7 +95,81 @@ def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estima
         "mfu": _round(pred.mfu, 3),
         "max_concurrency": (int(cand.concurrency_capacity * replicas)
                             if spec.kind not in TRAINING_KINDS else None),
+        **({key: _round(getattr(pred, key), 2) for key in PERCENTILE_KEYS}
+           if spec.kind == "inference" else {}),
     }
+
+
+def utilization(spec: Any, picks: list[tuple[Candidate, int]]) -> float | None:
+    """Stated demand / capacity bought for a serving workload: concurrency against the
+    replicas' concurrency, requests/s against their request rate; the larger when both are
+    stated (the binding one). None when nothing was bought."""
+    demand = demand_of(spec)
+    shares = []
+    conc = sum(c.concurrency_capacity * n for c, n in picks)
+    qps = sum(c.qps_capacity * n for c, n in picks)
+    if demand.concurrency and conc > 0:
+        shares.append(demand.concurrency / conc)
+    if demand.qps and qps > 0:
+        shares.append(demand.qps / qps)
+    return max(shares) if shares else None
+
+
+SLO_METRICS = (("ttft_ms", "ttft"), ("tpot_ms", "tpot"))
+
+
+def slo_margins(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
+                ) -> dict[str, dict[str, Any]]:
+    """Each latency SLO of an online workload against the prediction at its percentile.
+
+    For every SLO the RFQ states: ``target_ms``, ``predicted_ms`` (the worst layout used,
+    each at the load the plan puts on it, at ``percentile``; the physics' ``*_slo`` value,
+    or its median when it gives no percentile - ``basis`` says which), ``margin`` = 1 -
+    predicted / target and ``met``.
+    """
+    percentile = int(getattr(spec, "slo_percentile", 90))
+    capacity = sum(c.concurrency_capacity * n for c, n in picks)
+    loaded = [at_load(catalog, spec, cand, n, capacity).predicted for cand, n in picks]
+    out: dict[str, dict[str, Any]] = {}
+    for metric, slo in SLO_METRICS:
+        target = getattr(spec, metric, None)
+        if not target:
+            continue
+        values = [(getattr(p, f"{metric}_slo", None), getattr(p, metric)) for p in loaded]
+        at_percentile = all(v is not None for v, _ in values)
+        worst = max((v if at_percentile else m) or 0.0 for v, m in values)
+        out[metric] = {"slo": slo, "percentile": percentile, "target_ms": float(target),
+                       "predicted_ms": _round(worst, 2),
+                       "margin": _round(1.0 - worst / target, 4),
+                       "met": worst <= target * (1 + 1e-9),
+                       "basis": f"p{percentile}" if at_percentile else "median"}
+    return out
+
+
+def redundancy_check(plan: dict[str, Any], picks: dict[str, list[tuple[Candidate, int]]],
+                     specs: dict[str, Any]) -> None:
+    """For each ``redundancy: n+1`` workload, the capacity left with the worst single node
+    of the plan's own placement down (in place on its plan entry, key ``n_plus_1``)."""
+    for entry in plan["workloads"]:
+        spec = specs[entry["name"]]
+        if not needs_n_plus_1(spec):
+            continue
+        by_name = {c.name: c for c, _ in picks[entry["name"]]}
+        total = (sum(c.concurrency_capacity * n for c, n in picks[entry["name"]]),
+                 sum(c.qps_capacity * n for c, n in picks[entry["name"]]))
+        worst: tuple[float, float, str] | None = None
+        for node in plan["placement"]:
+            groups = {run["group"] for run in node["runs"] if run["workload"] == entry["name"]}
+            lost = [by_name[g.rsplit("#", 1)[0]] for g in groups]
+            left = (total[0] - sum(c.concurrency_capacity for c in lost),
+                    total[1] - sum(c.qps_capacity for c in lost), node["node"])
+            if worst is None or left[:2] < worst[:2]:
+                worst = left
+        if worst is None:
+            continue
+        entry["n_plus_1"] = {"worst_node": worst[2],
+                             "concurrency_one_node_down": _round(worst[0], 3),
+                             "qps_one_node_down": _round(worst[1], 3)}
 
 
 def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
@@ -108,6 +195,13 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
     if not is_job:
         entry["demand"] = {"concurrency": spec.concurrency if spec.kind == "inference" else None,
                            "qps": _round(demand.qps, 4)}
+        entry["utilization"] = _round(utilization(spec, picks), 3)
+    if spec.kind == "inference":
+        entry["target_utilization"] = target_utilization(spec)
+        entry["slo_percentile"] = getattr(spec, "slo_percentile", 90)
+        entry["engine"] = getattr(spec, "engine", "vllm")
+        entry["redundancy"] = getattr(spec, "redundancy", "none")
+        entry["margins"] = slo_margins(catalog, spec, picks)
     if len(picks) > 1:
         entry["layouts"] = [{"gpu": c.layout.gpu, "precision": c.layout.precision,
                              "tp": c.layout.tp, "pp": c.layout.pp, "replicas": n,
@@ -171,5 +265,6 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
         "warnings": [],
         "infeasibility": None,
     }
+    redundancy_check(plan, picks, specs)
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
     return plan

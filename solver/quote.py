@@ -24,6 +24,7 @@ from solver.wording import (
     plural,
     qty,
     relaxations,
+    serving_lines,
     short_source,
     target_rows,
     usd,
@@ -150,6 +151,7 @@ def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
             "layouts": layout_rows(entry),
             "targets": target_rows(entry, specs.get(entry["name"])),
             "utilization": entry.get("utilization"),
+            "notes": serving_lines(entry),
         })
     alts = []
     for alt in alternatives or []:

@@ -192,9 +192,16 @@ def _register_inline(name: str, arch: dict[str, Any]) -> str:
     return register_model(model)
 
 
+Engine = Literal["vllm", "sglang", "trtllm"]
+SloPercentile = Literal[50, 90, 95, 99]
+Redundancy = Literal["none", "n+1"]
+
+
 class _ServingBase(_WorkloadBase):
     input_tokens: int = Field(ge=1, le=2_000_000)
     output_tokens: int = Field(ge=1, le=200_000)
+    engine: Engine = Field(default="vllm", description="serving engine whose measured "
+                           "factors the physics uses: vllm, sglang or trtllm")
 
     @model_validator(mode="after")
     def _context(self, info: ValidationInfo) -> _ServingBase:
@@ -216,6 +223,13 @@ class InferenceWorkload(_ServingBase):
     qps: float | None = Field(default=None, gt=0, le=10_000_000)
     ttft_ms: float | None = Field(default=None, gt=0, le=3_600_000)
     tpot_ms: float | None = Field(default=None, gt=0, le=600_000)
+    slo_percentile: SloPercentile = Field(
+        default=90, description="percentile of requests the TTFT/TPOT targets hold for")
+    target_utilization: float = Field(
+        default=0.8, gt=0, le=1, description="planned load as a share of the capacity bought "
+        "(capacity bought = demand / target_utilization)")
+    redundancy: Redundancy = Field(
+        default="none", description="n+1: the demand is still met with any one node down")
 
     @model_validator(mode="after")
     def _demand(self) -> InferenceWorkload:

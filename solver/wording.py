@@ -85,7 +85,18 @@ def assumptions(catalog: Any, rfq: Any, plan: dict[str, Any] | None = None) -> d
         "operations_usd_per_node_year": costs.operations_usd_per_node_year.value,
         "cost_model_as_of": costs.electricity_usd_per_kwh.as_of,
         "prices": prices,
+        "serving": serving_assumptions(rfq),
     }
+
+
+def serving_assumptions(rfq: Any) -> list[dict[str, Any]]:
+    """What each online workload is planned for: engine, the percentile its SLOs hold at,
+    the utilisation the capacity is sized for, and redundancy (``none`` or ``n+1``)."""
+    return [{"workload": w.name, "engine": getattr(w, "engine", "vllm"),
+             "slo_percentile": getattr(w, "slo_percentile", 90),
+             "target_utilization": getattr(w, "target_utilization", 1.0),
+             "redundancy": getattr(w, "redundancy", "none")}
+            for w in getattr(rfq, "workloads", []) if getattr(w, "kind", None) == "inference"]
 
 
 def assumption_lines(a: dict[str, Any]) -> list[str]:
@@ -97,6 +108,10 @@ def assumption_lines(a: dict[str, Any]) -> list[str]:
              f"{usd(a['node_engineering_usd_per_year'])} per node-year",
              f"each extra coupled node costs {a['multinode_overhead_factor']:g}× the first "
              "in engineering time"]
+    for w in a.get("serving") or []:
+        lines.append(f"{w['workload']}: SLOs at p{w['slo_percentile']}, capacity for "
+                     f"{w['target_utilization']:.0%} utilization, redundancy "
+                     f"{w['redundancy']}, engine {w['engine']}")
     for p in a.get("prices") or []:
         lines.append(f"price {p['item']} ({p['kind']}) {usd(p['price_usd'])}, "
                      f"as of {p['as_of']}")
@@ -135,37 +150,46 @@ def _num(value: float | None, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+def _margin_rows(margins: Any) -> list[dict[str, str]]:
+    """One row per SLO of the plan's ``margins``: ``TTFT p90``, predicted at the
+    percentile, target, verdict with the margin. Reads ``target_ms``/``predicted_ms`` (the
+    plan) or ``target``/``predicted`` (older plans)."""
+    rows: list[dict[str, str]] = []
+    items = margins.items() if isinstance(margins, dict) else (
+        (m.get("metric", m.get("slo", "?")), m) for m in margins if isinstance(m, dict))
+    for metric, m in items:
+        if not isinstance(m, dict):
+            continue
+        target = m.get("target_ms", m.get("target"))
+        predicted = m.get("predicted_ms", m.get("predicted"))
+        margin = m.get("margin")
+        pct = m.get("percentile")
+        label = str(metric).replace("_ms", "").upper() + (f" p{pct}" if pct else "")
+        if m.get("basis") == "median":  # no percentile from the physics: its median
+            label = str(metric).replace("_ms", "").upper() + " median"
+        timed = "ms" in str(metric) or "target_ms" in m or "hours" in str(metric)
+        unit = " h" if "hours" in str(metric) else (" ms" if timed else "")
+        ok = m.get("met")
+        if ok is None and target is not None and predicted is not None:
+            ok = predicted <= target if timed else predicted >= target
+        rows.append({"metric": label,
+                     "predicted": _num(predicted) + unit,
+                     "target": ("≤ " if timed else "") + _num(target) + unit
+                     if target is not None else "-",
+                     "verdict": ("meets" if ok else "misses") + (
+                         f" (margin {margin:.0%})" if isinstance(margin, float)
+                         and abs(margin) <= 10 else "")})
+    return rows
+
+
 def target_rows(entry: dict[str, Any], spec: Any | None) -> list[dict[str, str]]:
     """Predicted against target for one workload: metric, predicted, target, verdict.
 
-    Uses the plan's ``margins`` (SLO target, predicted at the percentile, margin) when the
-    workload has them; otherwise compares the typical prediction with the RFQ's targets.
+    Latency SLOs come from the plan's ``margins`` (predicted at the SLO percentile, with
+    the margin) when the workload has them, else from the typical prediction; capacity rows
+    (concurrency, requests/s) and the planned utilisation follow.
     """
-    margins = entry.get("margins")
-    rows: list[dict[str, str]] = []
-    if margins:
-        items = margins.items() if isinstance(margins, dict) else (
-            (m.get("metric", "?"), m) for m in margins)
-        for metric, m in items:
-            if not isinstance(m, dict):
-                continue
-            target, predicted = m.get("target"), m.get("predicted")
-            margin = m.get("margin")
-            pct = m.get("percentile")
-            label = metric.replace("_ms", "").upper() + (f" p{pct}" if pct else "")
-            unit = " ms" if "ms" in metric else (" h" if "hours" in metric else "")
-            ok = m.get("met")
-            if ok is None and target is not None and predicted is not None:
-                ok = predicted <= target if ("ms" in metric or "hours" in metric) \
-                    else predicted >= target
-            rows.append({"metric": label,
-                         "predicted": _num(predicted) + unit,
-                         "target": _num(target) + unit if target is not None else "-",
-                         "verdict": ("meets" if ok else "misses") + (
-                             f" (margin {margin:.0%})" if isinstance(margin, float)
-                             and abs(margin) <= 10 else "")})
-        if rows:
-            return rows
+    rows = _margin_rows(entry.get("margins") or {})
     pred = entry.get("predicted") or {}
 
     def target(name: str) -> Any:
@@ -173,11 +197,12 @@ def target_rows(entry: dict[str, Any], spec: Any | None) -> list[dict[str, str]]
 
     checks: list[tuple[str, Any, Any, bool, str]] = []
     if entry["kind"] == "inference":
-        checks = [("TTFT", pred.get("ttft_ms"), target("ttft_ms"), True, " ms"),
-                  ("TPOT", pred.get("tpot_ms"), target("tpot_ms"), True, " ms"),
-                  ("concurrent requests", pred.get("max_concurrency"),
-                   target("concurrency"), False, ""),
-                  ("requests per second", pred.get("qps_capacity"), target("qps"), False, "")]
+        if not rows:
+            checks = [("TTFT", pred.get("ttft_ms"), target("ttft_ms"), True, " ms"),
+                      ("TPOT", pred.get("tpot_ms"), target("tpot_ms"), True, " ms")]
+        checks += [("concurrent requests", pred.get("max_concurrency"),
+                    target("concurrency"), False, ""),
+                   ("requests per second", pred.get("qps_capacity"), target("qps"), False, "")]
     else:
         checks = [("hours to finish", pred.get("hours_to_complete"), target("deadline_hours"),
                    True, " h")]
@@ -199,7 +224,38 @@ def target_rows(entry: dict[str, Any], spec: Any | None) -> list[dict[str, str]]
                                                          "scaling efficiency" else 1) + unit,
                      "target": ("≤ " if lower else "≥ ") + _num(goal) + unit
                      if goal is not None else "-", "verdict": verdict})
+    util = entry.get("utilization")
+    if entry["kind"] == "inference" and isinstance(util, int | float):
+        goal = entry.get("target_utilization")
+        rows.append({"metric": "utilization", "predicted": f"{util:.0%}",
+                     "target": f"≤ {goal:.0%}" if isinstance(goal, int | float) else "-",
+                     "verdict": "" if goal is None else
+                     ("meets" if util <= goal + 1e-6 else "misses")})
     return rows
+
+
+def serving_lines(entry: dict[str, Any]) -> list[str]:
+    """How an online workload is planned, in words (each line under 80 columns): engine,
+    SLO percentile, utilisation headroom, and what n+1 leaves with one node down."""
+    if entry.get("kind") != "inference":
+        return []
+    lines = [f"engine {entry.get('engine', 'vllm')} · SLOs at p{entry.get('slo_percentile', 90)}"
+             f" · capacity for ≤ {entry.get('target_utilization', 1.0):.0%} utilization"]
+    if entry.get("redundancy") == "n+1":
+        spare = entry.get("n_plus_1") or {}
+        demand = entry.get("demand") or {}
+        left = [f"{_count(spare[k])} {w}" for k, d, w in (
+            ("concurrency_one_node_down", "concurrency", "concurrent"),
+            ("qps_one_node_down", "qps", "req/s"))
+            if spare.get(k) is not None and demand.get(d)]
+        lines.append("n+1: any one node down still leaves "
+                     + (", ".join(left) if left else "the demand"))
+    return lines
+
+
+def _count(value: float) -> str:
+    """``140`` for whole numbers, ``11.98`` otherwise."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 
 LIMIT_WORDS = {

@@ -124,7 +124,18 @@ def _check_own_model(plan, catalog):  # a customer's fine-tune, planned from its
     assert reference["cost"]["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"])
 
 
+def _check_n_plus_1(plan, catalog):  # n+1: a node to spare, replicas without a fabric
+    assert plan["cluster"]["total_nodes"] >= 2
+    assert not plan["cluster"]["coupled"]
+    support = plan["workloads"][0]
+    assert support["redundancy"] == "n+1" and support["slo_percentile"] == 95
+    assert support["utilization"] <= 0.7 + 1e-9
+    assert support["n_plus_1"]["concurrency_one_node_down"] >= 32 / 0.7 - 1e-9
+    assert all(m["met"] and m["percentile"] == 95 for m in support["margins"].values())
+
+
 EXPECTED = {
+    "chat-n-plus-1.yaml": _check_n_plus_1,
     "chat-70b-one-node.yaml": _check_chat_70b,
     "finetune-70b-full-cluster.yaml": _check_full_finetune,
     "api-throughput-replicas.yaml": _check_api_replicas,

@@ -20,7 +20,11 @@ MEMORY_KEYS = ("weights_gb", "kv_cache_gb", "activations_gb", "optimizer_gb", "g
                "reserve_gb", "total_gb", "capacity_gb", "weights_fraction", "utilization")
 PREDICTED_KEYS = ("tokens_per_s", "tokens_per_s_per_gpu", "ttft_ms", "tpot_ms",
                   "qps_capacity", "max_concurrency", "mfu", "scaling_efficiency",
-                  "step_time_s")
+                  "step_time_s", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99",
+                  "ttft_ms_slo", "tpot_ms_slo")
+PERCENTILE_KEYS = frozenset(PREDICTED_KEYS[9:])
+ENGINES = ("vllm", "sglang", "trtllm")
+PERCENTILES = (50, 90, 95, 99)
 
 
 def _bad(field: str, value: object, reason: str) -> InputError:
@@ -49,6 +53,28 @@ def _concurrency(value: str | None) -> int | None:
     return number
 
 
+def _serving_load(kind: str, concurrency: str | None, qps: float | None, engine: str,
+                  percentile: int) -> dict:
+    """The serving-under-load options as Workload fields, checked: ``--qps`` (open loop,
+    Poisson arrivals) or ``--concurrency`` (closed loop), not both; ``--engine`` one of
+    ENGINES; ``--percentile`` one of PERCENTILES. Training kinds take neither qps nor a
+    percentile."""
+    _check_choice("--engine", engine, ENGINES)
+    if percentile not in PERCENTILES:
+        raise _bad("--percentile", percentile,
+                   f"must be one of {', '.join(map(str, PERCENTILES))}")
+    if qps is not None:
+        if kind not in ("inference", "batch_inference"):
+            raise _bad("--qps", qps, "applies to serving kinds (inference, batch_inference)")
+        if not qps > 0 or qps == float("inf"):
+            raise _bad("--qps", qps, "must be a finite number > 0 (requests per second)")
+        if concurrency is not None:
+            raise _bad("--qps", qps, "give --qps (open loop) or --concurrency (closed loop), "
+                       "not both")
+    return {"concurrency": _concurrency(concurrency), "qps": qps, "engine": engine,
+            "percentile": percentile}
+
+
 def _round(value: object) -> object:
     return round(value, 4) if isinstance(value, float) else value
 
@@ -64,6 +90,8 @@ def estimate_json(est) -> dict:  # noqa: ANN001 - solver.layout.Estimate
         "memory": {k: _round(mem[k]) for k in MEMORY_KEYS},
         "predicted": {k: _round(pred[k]) for k in PREDICTED_KEYS},
         "notes": list(est.predicted.notes),
+        "load": {"concurrency": est.workload.concurrency, "qps": est.workload.qps,
+                 "engine": est.workload.engine, "percentile": est.workload.percentile},
     }
 
 
@@ -219,6 +247,13 @@ def estimate(
     micro_batch: Annotated[int, typer.Option("--micro-batch")] = 1,
     ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="TTFT SLO, ms.")] = None,
     tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="TPOT SLO, ms.")] = None,
+    qps: Annotated[float | None, typer.Option(
+        "--qps", help="Requests per second, Poisson arrivals (open loop; instead of "
+        "--concurrency).")] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Serving engine: vllm, sglang or trtllm.")] = "vllm",
+    percentile: Annotated[int, typer.Option(
+        "--percentile", help="Percentile the SLOs are checked at: 50, 90, 95 or 99.")] = 90,
     fabric: Annotated[str, typer.Option("--fabric")] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     catalog: CatalogOpt = None,
@@ -232,9 +267,9 @@ def estimate(
             raise _bad(name, slo, "must be > 0")
     data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
                          fabric, {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                                  "concurrency": _concurrency(concurrency), "seq_len": seq_len,
-                                  "micro_batch": micro_batch, "ttft_ms": ttft_ms,
-                                  "tpot_ms": tpot_ms})
+                                  "seq_len": seq_len, "micro_batch": micro_batch,
+                                  "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
+                                  **_serving_load(kind, concurrency, qps, engine, percentile)})
     if as_json:
         out.print_json(json.dumps(data))
         return
@@ -247,12 +282,32 @@ def estimate(
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in data["predicted"].items():
-        if value is not None:
+        if value is not None and key not in PERCENTILE_KEYS:
             table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
     out.print(table)
+    _latency_table(data["predicted"], percentile)
     _verdict(data)
     for note in data["notes"]:
         out.print(f"note: {note}")
+
+
+def _latency_table(predicted: dict, percentile: int) -> None:
+    """TTFT and TPOT at p50 (the typical value), p90, p99 and the SLO percentile, when the
+    physics gives percentiles (nothing is printed otherwise)."""
+    from rich.table import Table
+
+    if all(predicted.get(k) is None for k in PERCENTILE_KEYS):
+        return
+    table = Table(title="latency percentiles (ms)")
+    columns = [("p50", ""), ("p90", "_p90"), ("p99", "_p99"), (f"p{percentile} (SLO)", "_slo")]
+    table.add_column("metric")
+    for label, _ in columns:
+        table.add_column(label, justify="right")
+    for metric in ("ttft_ms", "tpot_ms"):
+        cells = [predicted.get(metric + suffix) for _, suffix in columns]
+        table.add_row(metric.removesuffix("_ms").upper(),
+                      *("-" if v is None else f"{v:,.4g}" for v in cells))
+    out.print(table)
 
 
 def calibrate(

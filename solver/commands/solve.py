@@ -79,6 +79,7 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
         node_lines,
         plural,
         relaxations,
+        serving_lines,
         target_rows,
         usd,
         years,
@@ -132,6 +133,8 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
             con.print(f"  {dp_means}; memory per GPU {mem['total_gb']:,.1f} of "
                       f"{mem['capacity_gb']:,.0f} GB"
                       + (" (first layout)" if len(rows) > 1 else ""), markup=False)
+            for line in serving_lines(w):
+                con.print(f"  {line}", markup=False)
             targets = target_rows(w, specs.get(w["name"]))
             if targets:
                 checks = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
