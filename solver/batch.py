@@ -98,12 +98,20 @@ class BatchSummary:
 # --- discovery ------------------------------------------------------------------------
 
 
+def is_model_config(path: Path) -> bool:
+    """A Hugging Face model config an RFQ points at (``config.json``, ``*.config.json``),
+    not an RFQ: a folder search leaves it out."""
+    name = path.name.lower()
+    return name == "config.json" or name.endswith(".config.json")
+
+
 def find_sources(inputs: Sequence[str | Path]) -> list[Path]:
     """The RFQ files and CSV batches named by ``inputs`` (folders searched recursively).
 
     Raises :class:`InputError` (usage: exit 2) for a missing path, a file of another type,
-    or when nothing at all is found. Hidden files and folders are ignored; a file named
-    twice is used once.
+    or when nothing at all is found. Hidden files and folders are ignored, and so are the
+    Hugging Face model configs RFQs point at (``config.json``, ``*.config.json``) when a
+    folder is searched; a file named twice is used once.
     """
     found: list[Path] = []
     seen: set[Path] = set()
@@ -113,6 +121,7 @@ def find_sources(inputs: Sequence[str | Path]) -> list[Path]:
         if path.is_dir():
             candidates = sorted(p for p in path.rglob("*")
                                 if p.is_file() and p.suffix.lower() in RFQ_SUFFIXES
+                                and not is_model_config(p)
                                 and not any(part.startswith(".")
                                             for part in p.relative_to(path).parts))
         elif path.is_file():

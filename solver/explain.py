@@ -197,10 +197,12 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
     big = model.params_b >= 70
     layout_note = _fabric_note(catalog, entry)
     coupled = spanned > 1
+    # answered truthfully for pretraining too; pretraining then goes on to step 5
     if add(4, "Is it training that needs more than one coupled node (tensor/pipeline "
               "parallel across nodes)?",
-           training and coupled and spec.kind != "pretrain",
-           f"{model.params_b:g}B parameters; {eff_note}{layout_note}"):
+           training and coupled,
+           f"{model.params_b:g}B parameters; {eff_note}{layout_note}") \
+            and spec.kind != "pretrain":
         return steps
     pretrain_big = spec.kind == "pretrain" and big
     add(5, "Is it pretraining 70B+ from scratch?", pretrain_big,

@@ -154,8 +154,11 @@ def _serving(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
     if weights + workspace + reserve > usable:
         reason = (f"weights {weights:.1f} GB + runtime {workspace + reserve:.1f} GB exceed the "
                   f"usable {usable:.1f} GB per GPU")
+    elif not fits and max_conc < 1:
+        reason = (f"one request of {seq_tokens:,} tokens needs {per_request_gb:.1f} GB of KV "
+                  f"cache; only {free:.1f} GB free per GPU")
     elif not fits:
-        reason = (f"KV cache for {conc} concurrent x {seq_tokens} tokens needs {kv:.1f} GB; "
+        reason = (f"KV cache for {conc} concurrent x {seq_tokens:,} tokens needs {kv:.1f} GB; "
                   f"only {free:.1f} GB free per GPU (max concurrency {max_conc})")
     costs = catalog.costs
     comfortable = (fits and weights <= costs.weights_vram_fraction_max.value * cap

@@ -205,6 +205,24 @@ def _vendor_conflict(catalog: Catalog, rfq: Rfq) -> tuple[str, str] | None:
     return None
 
 
+def ceil_significant(value: float, digits: int = 3) -> float:
+    """``value`` rounded *up* to ``digits`` significant digits: a relaxation that is
+    printed must itself be feasible (0.4194 h -> 0.42 h, never 0.419 or 0.4)."""
+    if value <= 0 or not math.isfinite(value):
+        return value
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(value)))
+    return math.ceil(value * scale - 1e-9) / scale
+
+
+def duration(seconds: float) -> str:
+    """A duration in words a buyer reads at a glance: '59.8 s', '25.2 min', '3.1 h'."""
+    if seconds < 100:
+        return f"{seconds:.3g} s"
+    if seconds < 6000:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
 def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:
     """Re-solve one workload alone with its targets relaxed, to say what is achievable."""
     from solver.performance import estimate as estimate_layout
@@ -218,9 +236,9 @@ def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, An
                  if c.hours_to_complete]
         if hours:
             best = min(hours)
-            found["deadline_hours"] = round(best, 1)
+            found["deadline_hours"] = ceil_significant(best)
             fix = (f"workloads.{spec.name}.deadline_hours: the fastest allowed layout needs "
-                   f"{best:,.1f} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
+                   f"{ceil_significant(best):,} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
                    "nodes/faster GPUs")
         elif rfq.constraints.max_nodes is not None:
             # nothing fits within max_nodes: say how many nodes the model needs
@@ -244,12 +262,13 @@ def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, An
         seconds = [request_seconds(c.estimate) for c in table.candidates[spec.name]]
         if seconds:
             best = min(seconds)
-            found["deadline_hours"] = float(f"{best / 3600.0:.3g}")
+            found["deadline_hours"] = ceil_significant(best / 3600.0)
             fix = (f"workloads.{spec.name}.deadline_hours: one request alone takes "
-                   f"{best:,.3g} s on the fastest allowed replica (prefill + "
-                   f"{spec.output_tokens} output tokens decoded one after another), but the "
-                   f"deadline is {spec.deadline_hours * 3600.0:.3g} s; extend the deadline "
-                   "(more replicas cannot shorten one request)")
+                   f"{duration(best)} on the fastest allowed replica (prefill + "
+                   f"{spec.output_tokens:,} output tokens decoded one after another), but the "
+                   f"deadline is {duration(spec.deadline_hours * 3600.0)}; extend the deadline "
+                   f"to at least {ceil_significant(best / 3600.0):,} h (more replicas cannot "
+                   "shorten one request)")
     elif spec.kind == "inference" and (spec.ttft_ms or spec.tpot_ms):
         relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
         table = build_candidates(catalog, _alone(rfq, relaxed))

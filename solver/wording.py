@@ -284,7 +284,7 @@ def relaxations(info: dict[str, Any], objective: str = "tco",
         elif isinstance(value, dict):  # a workload's relaxed targets
             parts = []
             if "deadline_hours" in value:
-                parts.append(f"extend the deadline to at least {value['deadline_hours']:,.1f} h")
+                parts.append(f"extend the deadline to at least {value['deadline_hours']:,.3g} h")
             if "tpot_ms" in value or "ttft_ms" in value:
                 parts.append(f"loosen the SLO: the best achievable is TPOT "
                              f"{value.get('tpot_ms', 0):,.1f} ms and TTFT "

@@ -409,3 +409,17 @@ def test_dask_missing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "dask.distributed", None)
     with pytest.raises(InputError, match=r"procure\[distributed\]"):
         run_batch([tmp_path / "rfqs"], tmp_path / "b.db", executor="dask", solve_fn=fake_solve)
+
+
+def test_folder_search_leaves_model_configs_out() -> None:
+    """The shipped scenarios folder holds a Hugging Face config an RFQ points at: a batch
+    over the folder takes every RFQ and no config (the README's `procure batch scenarios/`)."""
+    from solver.batch import find_sources
+
+    root = Path(__file__).resolve().parent.parent / "scenarios"
+    found = find_sources([root])
+    assert not [p for p in found if p.name.endswith("config.json")]
+    rfqs = {p.name for p in root.iterdir() if p.suffix in (".yaml", ".yml", ".json")}
+    assert rfqs <= {p.name for p in found}
+    configs = [p for p in root.rglob("*.json") if p.name.endswith("config.json")]
+    assert configs, "the scenarios folder is expected to ship a model config"

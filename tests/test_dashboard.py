@@ -79,10 +79,10 @@ def test_app_starts_on_the_plan_of_the_default_example():
 
 def test_sidebar_example_switches_the_active_rfq():
     at = AppTest.from_file(str(ROOT / "dashboards" / "app.py"), default_timeout=TIMEOUT).run()
-    at.sidebar.selectbox(key="sidebar_example").select("serve-405b-two-nodes").run()
+    at.sidebar.selectbox(key="sidebar_example").select("serve-405b-replicas").run()
     assert not at.exception
-    assert at.session_state["rfq_data"]["id"] == "serve-405b-two-nodes"
-    assert at.session_state["form.id"] == "serve-405b-two-nodes"
+    assert at.session_state["rfq_data"]["id"] == "serve-405b-replicas"
+    assert at.session_state["form.id"] == "serve-405b-replicas"
 
 
 # --- Scenario ---------------------------------------------------------------------------

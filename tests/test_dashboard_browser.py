@@ -134,11 +134,11 @@ def test_plan_and_pareto_render_in_chromium(server, browser_page):
 
     # load another single-workload example and time the Plan page until its charts are drawn
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
-    option = page.get_by_role("option", name="serve-405b-two-nodes", exact=True)
+    option = page.get_by_role("option", name="serve-405b-replicas", exact=True)
     started = time.perf_counter()
     option.click()
     page.wait_for_function(
-        "() => document.body.innerText.includes('serve-405b-two-nodes (example')",
+        "() => document.body.innerText.includes('serve-405b-replicas (example')",
         timeout=90_000)
     _settled(page, charts=2)
     render_s = time.perf_counter() - started

@@ -54,6 +54,9 @@ def _random_rfq(seed: int) -> dict[str, Any]:
             "workloads": workloads}
 
 
+TRAINING = ("lora", "qlora", "full_finetune", "pretrain")
+
+
 def _check_path(plan: dict[str, Any], catalog) -> None:
     assert plan["status"] in ("optimal", "feasible")
     entries = {w["name"]: w for w in plan["workloads"]}
@@ -69,8 +72,13 @@ def _check_path(plan: dict[str, Any], catalog) -> None:
         on_one_node = spanned == 1 and entry["gpus"] <= per_node and "layouts" not in entry
         if plan["cluster"]["total_nodes"] == 1:
             on_one_node = True
-        yes = [s for s in steps if s["answer"]]
+        # a 'yes' ends the path, except step 4 for pretraining (the guide asks step 5 next)
+        yes = [s for s in steps if s["answer"]
+               and not (s["step"] == 4 and entry["kind"] == "pretrain")]
         assert len(yes) <= 1 and (not yes or yes[0] is steps[-1]), steps
+        step4 = next((s for s in steps if s["step"] == 4), None)
+        if step4 is not None and entry["kind"] in TRAINING:  # answered as the plan couples
+            assert step4["answer"] == (spanned > 1), (name, step4)
         assert [s["step"] for s in steps] == list(range(1, len(steps) + 1))
         first = steps[0]
         assert entry["gpu"] in first["question"], first["question"]
@@ -116,7 +124,7 @@ def test_step_one_is_about_the_bought_gpu_and_the_guide_box_separately(catalog):
 
 
 def test_throughput_bound_405b_replicas_are_not_called_model_size_bound(catalog):
-    plan = solve_rfq(load_rfq(SCENARIOS / "serve-405b-two-nodes.yaml", catalog), catalog)
+    plan = solve_rfq(load_rfq(SCENARIOS / "serve-405b-replicas.yaml", catalog), catalog)
     entry = plan["workloads"][0]
     assert entry["nodes_spanned"] == 1 and entry["dp"] >= 2
     last = plan["decision_path"][-1]
@@ -125,7 +133,7 @@ def test_throughput_bound_405b_replicas_are_not_called_model_size_bound(catalog)
 
 
 def test_counterfactuals_say_costs_more_or_saves(catalog):
-    rfq = load_rfq(SCENARIOS / "capex-open-h100.yaml", catalog)
+    rfq = load_rfq(SCENARIOS / "capex-open-datacenter.yaml", catalog)
     table = build_candidates(catalog, rfq)
     plan = solve_rfq(rfq, catalog, table=table)
     alternatives = counterfactuals(rfq, catalog, plan, table)

@@ -14,10 +14,11 @@ from solver.rfq import Rfq
 from solver.solve import solve_rfq
 
 
-def _batch(deadline_hours: float, requests: int = 1000, output_tokens: int = 200) -> Rfq:
+def _batch(deadline_hours: float, requests: int = 1000, output_tokens: int = 200,
+           input_tokens: int = 1000) -> Rfq:
     return Rfq.model_validate({"id": "b", "constraints": {"gpus": ["l40s"]}, "workloads": [{
         "name": "corpus", "kind": "batch_inference", "model": "llama-3.1-8b",
-        "requests": requests, "input_tokens": 1000, "output_tokens": output_tokens,
+        "requests": requests, "input_tokens": input_tokens, "output_tokens": output_tokens,
         "deadline_hours": deadline_hours}]})
 
 
@@ -30,8 +31,8 @@ def test_tiny_batch_deadline_is_a_clear_infeasibility(catalog, deadline):
     assert "deadline_hours" in info["to_fix"] and "one request alone takes" in info["to_fix"]
     need = info["closest"]["corpus"]["deadline_hours"]
     assert need > 0
-    # the deadline it names is enough (a little above it, for its 3-digit rounding)
-    ok = solve_rfq(_batch(need * 1.05), catalog, explain=False)
+    # the deadline it names is itself enough (rounded up, never down)
+    ok = solve_rfq(_batch(need), catalog, explain=False)
     assert ok["status"] == "optimal"
 
 
@@ -42,6 +43,20 @@ def test_long_outputs_cannot_finish_in_a_minute(catalog):
                      explain=False)
     assert plan["status"] == "infeasible"
     assert plan["infeasibility"]["closest"]["corpus"]["deadline_hours"] > 1 / 60
+
+
+def test_long_output_relaxation_is_feasible_and_in_words(catalog):
+    """Short prompts, 100k-token answers, a one-minute deadline: the deadline the answer
+    names is enough on its own, and the advice reads as durations, not 1.51e+03 s."""
+    plan = solve_rfq(_batch(1 / 60, requests=10, output_tokens=100_000, input_tokens=100),
+                     catalog, explain=False)
+    info = plan["infeasibility"]
+    need = info["closest"]["corpus"]["deadline_hours"]
+    assert "e+" not in info["to_fix"] and "e-" not in info["to_fix"]
+    assert f"at least {need:,} h" in info["to_fix"]
+    ok = solve_rfq(_batch(need, requests=10, output_tokens=100_000, input_tokens=100),
+                   catalog, explain=False)
+    assert ok["status"] == "optimal"
 
 
 def test_batch_plan_respects_a_requests_own_time(catalog):

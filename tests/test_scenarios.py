@@ -64,7 +64,11 @@ def _check_qlora_405b(plan, catalog):  # guide: 405B QLoRA fits 8 x Pro 6000 -> 
 
 
 def _check_serve_405b(plan, catalog):  # guide: 405B at production latency -> 2+ nodes
-    assert plan["cluster"]["total_nodes"] >= 2
+    # past one node, but as independent replicas: each fits one box, nothing is coupled
+    assert plan["cluster"]["total_nodes"] >= 2 and not plan["cluster"]["coupled"]
+    entry = plan["workloads"][0]
+    assert entry["nodes_spanned"] == 1 and entry["tp"] * entry["pp"] <= entry["gpus_per_node"]
+    assert all(m["met"] and m["margin"] > 0 for m in entry["margins"].values())
 
 
 def _check_batch(plan, catalog):  # guide: batch with a deadline -> throughput mode, one box
@@ -141,12 +145,12 @@ EXPECTED = {
     "api-throughput-replicas.yaml": _check_api_replicas,
     "one-box-not-two.yaml": _check_one_box,
     "qlora-405b-one-node.yaml": _check_qlora_405b,
-    "serve-405b-two-nodes.yaml": _check_serve_405b,
+    "serve-405b-replicas.yaml": _check_serve_405b,
     "batch-corpus-one-box.yaml": _check_batch,
     "pretrain-70b-open.yaml": _check_pretrain,
     "portfolio-lab.yaml": _check_portfolio,
     "infeasible-budget.yaml": _check_infeasible,
-    "capex-open-h100.yaml": _check_capex_open,
+    "capex-open-datacenter.yaml": _check_capex_open,
     "small-models-lab.json": _check_small_models,
     "moe-deepseek-serving.yaml": _check_deepseek,
     "own-model-from-config.yaml": _check_own_model,
