@@ -152,10 +152,11 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                           else trial_plan["cluster"][metric])
                 if metric == "tco_usd" and rfq.objective == "capex":
                     needed = trial_plan["cost"]["capex_usd"]
-                reasons.append(f"{label} = {_num(getattr(limits, name))} binds")
+                money = "$" if name == "budget_usd" else ""
+                reasons.append(f"{label} = {money}{_num(getattr(limits, name))} binds")
                 closest[path] = needed
                 buys[path] = trial_plan["cluster"]
-                fixes.append(f"raise {path} to {_num(needed)}")
+                fixes.append(f"raise {path} to {money}{_num(needed)}")
         if not closest and active:
             trial = run_mip(table, rfq, solver=solver, limits=Limits(),
                             time_limit=_left(deadline))

@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
         rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
         output: Annotated[Path, typer.Option(
             "-o", "--output", help="The quote file: .html (print-ready) or .xlsx.")],
-        solver: Annotated[str, typer.Option("--solver", help="MIP backend.")] = "cbc",
+        solver: Annotated[str, typer.Option("--solver", help="MIP backend: highs (default), "
+                                                        "cbc or cpsat.")] = "highs",
         catalog: Annotated[str | None, typer.Option(
             "--catalog", help="A catalog directory or price overlay.")] = None,
         valid_days: Annotated[int, typer.Option(
