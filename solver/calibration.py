@@ -204,8 +204,10 @@ def _per_gpu_source(row: dict[str, str]) -> bool:
 def serving_engine(row: dict[str, str]) -> str:
     """The engine factor set a serving row was measured on (efficiency.yaml
     ``serving.engines``): TensorRT(-LLM), vLLM, SGLang; anything else (llama.cpp, kernel
-    benchmarks) is the bare ``roofline``."""
+    benchmarks, TensorRT-LLM's in-process gptSessionBenchmark) is the bare ``roofline``."""
     text = f"{row.get('software', '')} {row.get('source', '')}".lower()
+    if "gptsessionbenchmark" in f"{text} {row.get('benchmark_or_task', '')}".lower():
+        return "roofline"  # TensorRT-LLM's in-process static-batching benchmark: no server
     for key, engine in (("tensorrt", "trtllm"), ("vllm", "vllm"), ("sglang", "sglang")):
         if key in text:
             return engine

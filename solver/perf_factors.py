@@ -102,8 +102,6 @@ class EngineFactors(_Frozen):
                                         "decode step, µs (r)")
     ttft_kernel_scale: Factor = Field(description="multiplier on a prompt's own prefill "
                                       "time (k_p)")
-    ttft_decode_steps: Factor = Field(description="decode steps run between a prompt's "
-                                      "prefill chunks, per chunk (d)")
     ttft_wave_fraction: Factor = Field(description="median wait behind the other live "
                                        "requests' prefill, as a fraction of all of it (w)")
     ttft_overhead_ms: Factor = Field(description="fixed time to first token beyond the "

@@ -18,13 +18,12 @@ and the engine's labelled factors (``catalog/efficiency.yaml`` ``serving.engines
 on ``serving_latency.csv`` with whole configurations held out — ``procure calibrate
 --serving``, docs/calibration.md) turn them into latencies::
 
-    TPOT_50 = k_d A + i P + o_d + r B     TTFT_50 = k_p S + d A n (B-1)/B + w W + o_p
+    TPOT_50 = k_d A + i P + o_d + r B          TTFT_50 = k_p S + w W + o_p
 
 ``k`` scale the kernels (each engine's kernels and CUDA graphs), ``i`` is the share of the
 prefill interference a decode step sees, ``o`` the fixed engine time per step / per
 request (scheduling, sampling, detokenising), ``r`` the engine's CPU time per live request
-per step, ``d`` the decode steps the scheduler runs between a prompt's ``n`` prefill
-chunks when other requests are live, ``w`` the wait behind other prompts as a fraction of ``W``. Latencies are linear in
+per step, ``w`` the wait behind other prompts as a fraction of ``W``. Latencies are linear in
 those factors, so each engine's fit is a least-squares problem.
 
 Closed loop (``concurrency`` C: a new request is sent when one finishes — what the serving
@@ -202,7 +201,6 @@ class Features:
     chunks: int
     chunk: float = 0.0   # prefill tokens a step leaves to a new prompt
     batch: float = 1.0   # live requests
-    others: float = 0.0  # share of steps with other requests to decode: (B - 1) / B
 
 
 def features(c: Constants, batch: float, inp: int, out: int) -> Features:
@@ -230,8 +228,7 @@ def features(c: Constants, batch: float, inp: int, out: int) -> Features:
     if per_token is None:  # independent of the batch: once per request shape
         per_token = c.memo[key] = c.pp * stage_step_s(c, c.budget, inp / 2.0, 0.0, ctx) / c.budget
     wait = (batch - 1.0) * inp * per_token
-    return Features(decode, max(mixed - decode, 0.0), own, wait, chunks, chunk, batch,
-                    (batch - 1.0) / batch)
+    return Features(decode, max(mixed - decode, 0.0), own, wait, chunks, chunk, batch)
 
 
 # --------------------------------------------------------------------------- latency
@@ -258,10 +255,9 @@ def tpot_s(e: EngineFactors, f: Features, interference: float = 1.0) -> float:
 
 
 def prefill_s(e: EngineFactors, f: Features) -> float:
-    """A prompt's own prefill on the engine: its chunks' kernels plus the decode steps the
-    scheduler runs between them (no waiting, no fixed overhead)."""
-    return (e.ttft_kernel_scale.value * f.prefill
-            + e.ttft_decode_steps.value * f.decode * f.chunks * f.others)
+    """A prompt's own prefill on the engine: its chunks, each in a step beside the other
+    requests' decodes (no waiting, no fixed overhead)."""
+    return e.ttft_kernel_scale.value * f.prefill
 
 
 def closed_loop(c: Constants, e: EngineFactors, batch: float, inp: int, out: int) -> Latency:

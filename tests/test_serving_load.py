@@ -134,7 +134,7 @@ def test_engine_fit_recovers_known_factors(catalog, physics):
     from solver.serving import features
     from solver.serving_fit import EngineFit
 
-    truth = EngineFit(tpot=(1.2, 0.3, 2.0, 20.0), ttft=(1.0, 0.1, 50.0, 0.5))
+    truth = EngineFit(tpot=(1.2, 0.3, 2.0, 20.0), ttft=(1.0, 0.1, 50.0))
     points = []
     for inp in (128, 1000, 4000):
         for out in (100, 1000):
@@ -151,14 +151,14 @@ def test_engine_fit_recovers_known_factors(catalog, physics):
 def test_held_out_serving_errors(catalog):
     """Validation, not a fit check: every point of serving_latency.csv predicted by factors
     fitted with its whole configuration held out. Bounds sit just above what the model
-    reaches (docs/calibration.md: TTFT 28.8 %, TPOT 16.8 %, signed within 1 %), so a
+    reaches (docs/calibration.md: TTFT 31.6 %, TPOT 16.8 %, signed within 1 %), so a
     regression fails; issue 10's blind-set targets (TTFT 25 %, TPOT 12 %) are not met yet."""
     from solver import serving_fit
 
     report = serving_fit.run(catalog)
     overall = serving_fit.errors(report, "engine")["all"]
     assert overall["n"] >= 1900
-    assert overall["ttft_abs"] <= 0.31 and overall["tpot_abs"] <= 0.18
+    assert overall["ttft_abs"] <= 0.33 and overall["tpot_abs"] <= 0.18
     assert abs(overall["ttft_signed"]) <= 0.03 and abs(overall["tpot_signed"]) <= 0.03
     # the catalog's factors are the all-data fit of this file (procure calibrate
     # --write-factors): refitting reproduces them
