@@ -173,6 +173,16 @@ class Fabric(_Entry):
     cable_price_usd: float = Field(
         default=0.0, ge=0, description="per link (node-to-leaf or leaf-to-spine): a DAC/AOC "
         "cable or a cable plus its pair of optics")
+    transport: Literal["rdma", "tcp"] | None = Field(
+        default=None, description="how NCCL moves data on it: rdma (InfiniBand verbs, RoCE) "
+        "or tcp (sockets); unset = rdma for InfiniBand, tcp for Ethernet")
+
+    @property
+    def rdma(self) -> bool:
+        """Whether collectives run over RDMA (InfiniBand or RoCE) rather than TCP sockets."""
+        if self.transport is not None:
+            return self.transport == "rdma"
+        return self.family == "infiniband"
 
     @model_validator(mode="after")
     def _switchable(self) -> Fabric:

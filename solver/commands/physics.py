@@ -49,6 +49,34 @@ def _concurrency(value: str | None) -> int | None:
     return number
 
 
+def _zero(value: str | None) -> int | None:
+    """``--zero``: a ZeRO stage 0..3, or ``fsdp`` (full shard = stage 3)."""
+    if value is None:
+        return None
+    if value.strip().lower() == "fsdp":
+        return 3
+    if value.strip() in ("0", "1", "2", "3"):
+        return int(value)
+    raise _bad("--zero", value, "must be 0, 1, 2, 3 or fsdp")
+
+
+def training_knobs(recompute: str, zero: str | None, micro_batch: int,
+                   global_batch: int | None, seq_len: int, sequence_parallel: bool | None,
+                   interleave: int | None, context_parallel: int) -> dict:
+    """The training knobs of ``procure estimate`` as Workload fields, checked: a bad value
+    raises :class:`InputError` naming the flag (exit 2)."""
+    from solver.layout import RECOMPUTE_MODES
+
+    _check_choice("--recompute", recompute, RECOMPUTE_MODES)
+    if global_batch is not None and global_batch < micro_batch:
+        raise _bad("--global-batch", global_batch,
+                   f"must be at least the micro-batch ({micro_batch} sequences)")
+    return {"recompute": recompute, "zero": _zero(zero), "micro_batch": micro_batch,
+            "global_batch_tokens": global_batch * seq_len if global_batch else None,
+            "sequence_parallel": sequence_parallel, "interleave": interleave,
+            "context_parallel": context_parallel}
+
+
 def _round(value: object) -> object:
     return round(value, 4) if isinstance(value, float) else value
 
@@ -64,7 +92,7 @@ def estimate_json(est) -> dict:  # noqa: ANN001 - solver.layout.Estimate
         "memory": {k: _round(mem[k]) for k in MEMORY_KEYS},
         "predicted": {k: _round(pred[k]) for k in PREDICTED_KEYS},
         "notes": list(est.predicted.notes),
-    }
+    } | ({"training": dict(est.training)} if est.training is not None else {})
 
 
 def _memory_table(title: str, memory: dict) -> None:
@@ -216,7 +244,26 @@ def estimate(
     concurrency: Annotated[str | None, typer.Option(
         "--concurrency", help="Concurrent requests, or 'max' (throughput mode).")] = None,
     seq_len: Annotated[int, typer.Option("--seq-len")] = 4096,
-    micro_batch: Annotated[int, typer.Option("--micro-batch")] = 1,
+    micro_batch: Annotated[int, typer.Option(
+        "--micro-batch", help="Training: sequences per micro-batch per replica.")] = 1,
+    global_batch: Annotated[int | None, typer.Option(
+        "--global-batch", help="Training: sequences per optimizer step, all replicas "
+        "(default: the catalog's micro-batches per pipeline stage).")] = None,
+    recompute: Annotated[str, typer.Option(
+        "--recompute", help="Training: activation recompute none|selective|full, or auto "
+        "(selective plus just enough block recompute to fit).")] = "auto",
+    sequence_parallel: Annotated[bool | None, typer.Option(
+        "--sequence-parallel/--no-sequence-parallel", help="Training: Megatron sequence "
+        "parallelism (default: on where TP runs on NVLink).")] = None,
+    zero: Annotated[str | None, typer.Option(
+        "--zero", help="Training: ZeRO stage 0|1|2|3 or fsdp (= 3); default the "
+        "catalog's (3).")] = None,
+    interleave: Annotated[int | None, typer.Option(
+        "--interleave", help="Training: virtual pipeline stages per GPU (interleaved "
+        "1F1B; default the catalog's).")] = None,
+    context_parallel: Annotated[int, typer.Option(
+        "--context-parallel", help="Training: GPUs that split each sequence (taken from "
+        "the data-parallel GPUs).")] = 1,
     ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="TTFT SLO, ms.")] = None,
     tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="TPOT SLO, ms.")] = None,
     fabric: Annotated[str, typer.Option("--fabric")] = "none",
@@ -225,16 +272,19 @@ def estimate(
 ) -> None:
     """What one layout would do: memory and predicted performance (no solving)."""
     for name, value in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens),
-                        ("--seq-len", seq_len), ("--micro-batch", micro_batch)):
+                        ("--seq-len", seq_len), ("--micro-batch", micro_batch),
+                        ("--global-batch", global_batch), ("--interleave", interleave),
+                        ("--context-parallel", context_parallel)):
         _positive(name, value)
+    knobs = training_knobs(recompute, zero, micro_batch, global_batch, seq_len,
+                           sequence_parallel, interleave, context_parallel)
     for name, slo in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
         if slo is not None and not slo > 0:
             raise _bad(name, slo, "must be > 0")
     data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
                          fabric, {"input_tokens": input_tokens, "output_tokens": output_tokens,
                                   "concurrency": _concurrency(concurrency), "seq_len": seq_len,
-                                  "micro_batch": micro_batch, "ttft_ms": ttft_ms,
-                                  "tpot_ms": tpot_ms})
+                                  "ttft_ms": ttft_ms, "tpot_ms": tpot_ms, **knobs})
     if as_json:
         out.print_json(json.dumps(data))
         return
