@@ -332,6 +332,9 @@ class VendorProfile(_Entry):
     gpus: tuple[str, ...] | Literal["*"]
     servers: tuple[str, ...] | Literal["*"]
     fabrics: tuple[str, ...] | Literal["*"]
+    coupled_training_fabric: Literal["any", "rdma"] = Field(
+        default="any", description="engineering policy: training jobs that couple nodes "
+        "run on an RDMA fabric (InfiniBand, RoCE) only; an RFQ may override it")
 
     def allows(self, kind: Literal["gpus", "servers", "fabrics"], entry_id: str) -> bool:
         allowed = getattr(self, kind)
