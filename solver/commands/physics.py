@@ -347,6 +347,9 @@ def calibrate(
             out.print(f"wrote the serving engines' factors to {target_yaml}")
     results = run(cat, path)
     summary = summarise(results)
+    from solver.calibration import training_fit, training_fit_markdown
+
+    train_fit = training_fit(cat, path)
     server = serving_fit.mlperf_server(cat, path) if serving else []
     if not no_report:
         # in a clone: the repository's docs/; installed: calibration.md in the current folder
@@ -354,12 +357,16 @@ def calibrate(
                             .is_file() else Path("calibration.md"))
         target.parent.mkdir(parents=True, exist_ok=True)
         text = report_markdown(results, summary, cat.version)
+        text += "\n" + training_fit_markdown(train_fit)
         if serving is not None:
             text += "\n" + serving_fit.report_markdown(serving, server)
         target.write_text(text, encoding="utf-8")
     if as_json:
         out.print_json(json.dumps({
             "medians": summary.medians, "counts": summary.counts, "coverage": summary.coverage,
+            "training_fit": {
+                "values": {f"{f}.{p}": v for (f, p), v in train_fit.values.items()},
+                "fit_check": train_fit.fit_check, "held_out": train_fit.held_out},
             "rows": [{"id": r.id, "category": r.category, "measured": r.measured,
                       "predicted": r.predicted, "error": r.error, "status": r.status,
                       "why": r.why} for r in results]}))
@@ -378,6 +385,13 @@ def calibrate(
     for category, median in summary.medians.items():
         out.print(f"{category}: median |error| {median:.1%} over {summary.counts[category]} rows")
     out.print(f"coverage {summary.mapped}/{summary.in_catalog} = {summary.coverage:.0%}")
+    if train_fit.held_out:
+        import statistics
+
+        check = statistics.median(abs(e) for e in train_fit.fit_check.values())
+        held = statistics.median(abs(e) for e in train_fit.held_out.values())
+        out.print(f"training throughput: fit-check |error| {check:.1%}, leave-one-source-out "
+                  f"{held:.1%} over {len(train_fit.held_out)} rows")
     if serving is not None:
         for engine, e in serving_fit.errors(serving, "engine").items():
             out.print(f"serving {engine}: held-out TTFT |error| {e['ttft_abs']:.1%} "
