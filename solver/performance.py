@@ -149,12 +149,15 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
     t_ideal = replica_tokens * hw_flops / (tp * pp * cp) / achieved
     tp_link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp,
                                  layout.server)
-    nvlink = sequence_parallel(gpu, layout, w)
-    # sequence parallelism (Megatron-style stacks on NVLink) splits the norms/dropout the
-    # TP ranks otherwise repeat; without it they are the Amdahl part
+    # TP on an NVLink domain inside one node: Megatron-style stacks overlap its collectives
+    nvlink = sequence_parallel(gpu, layout)
+    # sequence parallelism splits the norms/dropout the TP ranks otherwise repeat; NVLink
+    # stacks fuse those elementwise kernels, so there they are a negligible share even
+    # without SP; elsewhere (PCIe stacks without SP) they are the Amdahl part
     replicated = 0.0
     if tp > 1:
-        replicated = (train.tp_replicated_fraction_sp.value if nvlink
+        replicated = (train.tp_replicated_fraction_sp.value
+                      if nvlink or sequence_parallel(gpu, layout, w)
                       else train.tp_replicated_fraction.value)
     t_compute = t_ideal * ((1.0 - replicated) + replicated * tp)
     # interleaved 1F1B: v model chunks per GPU divide the bubble by v
