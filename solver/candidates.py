@@ -306,9 +306,8 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
     fabric); with ``all_sizes`` every meeting size (for the Pareto frontier). Each layout
     runs the fastest training knobs that fit (:func:`fastest_training_knobs`); with
     ``rdma_only`` jobs that span nodes use RDMA fabrics only."""
-    from solver.performance import best_layout
-
     from solver.goodput import hours_at_goodput
+    from solver.performance import best_layout
 
     workload = physics_workload(spec)
     total_tokens = spec.dataset_tokens * spec.epochs  # type: ignore[attr-defined]
