@@ -16,7 +16,8 @@ Serving (``inference``, ``batch_inference``)
 Training (``pretrain``, ``full_finetune``, ``lora``, ``qlora``)
     full: 16 B/param of model state (weights 2 + grads 2 + fp32 master 4 + Adam 8) over
     TP x PP, sharded over DP by the ZeRO stage of ``efficiency.yaml`` (default 3 = FSDP full
-    shard); LoRA: frozen 16-bit base + adapters (rank r on all linear layers) with their own
+    shard); LoRA: frozen base at the training precision (16-bit, or FP8: frozen weights need
+    no master copy; embeddings 16-bit) + adapters (rank r on all linear layers) with their own
     16 B/param; QLoRA: NF4 base (~0.516 B/param) + 16-bit embeddings + adapters.
     Activations follow Korthikanti et al.: per token per layer ``h (a_rep + a_tp / tp)``
     bytes (``a_rep`` split by TP too under sequence parallelism, i.e. TP on NVLink), or
@@ -205,8 +206,12 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
             body = geo.stage_layer_params(pp) * train.nf4_bytes_per_param.value
             emb = geo.stage_embedding_params(pp) * eff.precisions.embedding_bytes.value
             base = (body + emb) / tp
-        else:
-            base = stage_params * 2.0
+        else:  # a frozen base needs no higher-precision master copy: FP8 LoRA keeps it in
+            # FP8 (Transformer Engine fp8 weights), embeddings and LM head in 16 bit
+            body = geo.stage_layer_params(pp) * eff.precisions.weight_bytes[
+                layout.precision].value
+            emb = geo.stage_embedding_params(pp) * eff.precisions.embedding_bytes.value
+            base = (body + emb) / tp
         adapters = _lora_adapter_params(eff, geo, pp) / tp
         grads = adapters * 2.0
         optimizer = adapters * max(state_bytes - 4.0, 0.0)
