@@ -272,7 +272,8 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
         train_kind = _train_kind(row)
         seq = _int(r"seq len (\d+)", text) or 2048
         mb = _int(r"batch size (\d+)", text) or 1
-        workload = Workload(train_kind, seq_len=seq, micro_batch=mb)
+        workload = Workload(train_kind, seq_len=seq, micro_batch=mb,
+                            **training_knobs_of(text))
         layout = Layout(model=model_id, gpu=gpu_id, precision="bf16", tp=1, pp=1, dp=total,
                         gpus_per_node=gpn, fabric=fabric)
         est = estimate(catalog, layout, workload)
@@ -321,9 +322,11 @@ def training_knobs_of(text: str) -> dict:
     lowered = text.lower()
     if "selective" in lowered and "recompute" in lowered:
         knobs["recompute"] = "selective"
-    elif re.search(r"full (activation )?recompute|activation checkpointing true", lowered):
+    elif re.search(r"full (activation )?recompute|(activation|gradient) checkpointing "
+                   r"(true|on|enabled)", lowered):
         knobs["recompute"] = "full"
-    elif "activation checkpointing false" in lowered:
+    elif re.search(r"(activation|gradient) checkpointing (false|off|disabled)|no (activation|"
+                   r"gradient) checkpointing", lowered):
         knobs["recompute"] = "selective"
     return knobs
 

@@ -221,10 +221,11 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
     h = geo.hidden
     in_flight_layers = geo.stage_layers(pp) * min(pp, _microbatches(eff, layout, workload))
     replicated = train.act_bytes_replicated.value
-    if sequence_parallel(gpu, layout, workload):  # SP shards the norm/dropout activations
-        replicated /= tp
-    per_layer_full = h * (replicated + train.act_bytes_tp_split.value / tp)
     per_layer_rc = h * train.act_bytes_recompute.value
+    if sequence_parallel(gpu, layout, workload):  # SP shards the norm/dropout activations
+        replicated /= tp  # and the layer inputs a full recompute keeps (sequence-sharded)
+        per_layer_rc /= tp
+    per_layer_full = h * (replicated + train.act_bytes_tp_split.value / tp)
     # no recompute at all: the attention core keeps its score-sized tensors (softmax, dropout
     # mask and output: Korthikanti's 5 a s / h term per hidden unit), heads split over TP
     per_layer_scores = (train.attention_score_bytes.value * geo.heads * workload.seq_len / tp)
