@@ -300,6 +300,9 @@ def estimate(
         if value is not None:
             table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
     out.print(table)
+    if "training" in data:
+        out.print("training: " + ", ".join(f"{k} {v}" for k, v in data["training"].items()),
+                  highlight=False)
     _verdict(data)
     for note in data["notes"]:
         out.print(f"note: {note}")
