@@ -274,7 +274,8 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
         train_kind = _train_kind(row)
         seq = _int(r"seq len (\d+)", text) or 2048
         mb = _int(r"batch size (\d+)", text) or 1
-        workload = Workload(train_kind, seq_len=seq, micro_batch=mb)
+        workload = Workload(train_kind, seq_len=seq, micro_batch=mb,
+                            **training_knobs_of(text))
         layout = Layout(model=model_id, gpu=gpu_id, precision="bf16", tp=1, pp=1, dp=total,
                         gpus_per_node=gpn, fabric=fabric)
         est = estimate(catalog, layout, workload)
@@ -292,15 +293,8 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
         gbs_tokens = gbs
     else:
         gbs_tokens = gbs * seq
-    # context parallelism: a CP group of ``cp`` GPUs splits each sequence, so each GPU
-    # holds seq/cp tokens of every micro-batch; a layout without CP sees that as cp times
-    # the replicas (dp) running seq/cp-token sequences with the stated micro-batches per
-    # replica (GBS / (MBS x dp) = GA). Per-GPU linear FLOPs and activation memory match;
-    # attention FLOPs are understated (each chunk still attends the whole sequence).
-    cp = _int(r"\bCP(\d+)", text) or 1
-    seq_gpu = seq // cp
-    workload = Workload(train_kind, seq_len=seq_gpu, micro_batch=mbs,
-                        global_batch_tokens=gbs_tokens)
+    workload = Workload(train_kind, seq_len=seq, micro_batch=mbs,
+                        global_batch_tokens=gbs_tokens, **training_knobs_of(text))
     train_precision = precision if precision in ("bf16", "fp8") else "bf16"
     est = best_layout(catalog, model_id, gpu_id, total, workload, precision=train_precision,
                       gpus_per_node=gpn, fabric=fabric, tp=tp, pp=pp)
@@ -312,6 +306,31 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
     if "samples/s" in unit:
         return est, p.tokens_per_s / seq
     return est, p.tokens_per_s
+
+
+def training_knobs_of(text: str) -> dict:
+    """The training knobs a row states (Workload fields): context parallelism ``CPn``,
+    virtual pipeline stages ``VPn`` / ``interleaved(VP)=n``, sequence parallelism ``SP``,
+    FSDP (ZeRO-3) and the recompute mode ("full"/"selective" recompute, "activation
+    checkpointing True/False"). What a row does not state stays automatic."""
+    knobs: dict = {"context_parallel": _int(r"\bCP(\d+)", text) or 1}
+    vp = _int(r"\bVP\)?=?(\d+)", text)
+    if vp:
+        knobs["interleave"] = vp
+    if re.search(r"\bSP\b", text):
+        knobs["sequence_parallel"] = True
+    if re.search(r"FSDP(?: FULL_SHARD|=1)", text):
+        knobs["zero"] = 3
+    lowered = text.lower()
+    if "selective" in lowered and "recompute" in lowered:
+        knobs["recompute"] = "selective"
+    elif re.search(r"full (activation )?recompute|(activation|gradient) checkpointing "
+                   r"(true|on|enabled)", lowered):
+        knobs["recompute"] = "full"
+    elif re.search(r"(activation|gradient) checkpointing (false|off|disabled)|no (activation|"
+                   r"gradient) checkpointing", lowered):
+        knobs["recompute"] = "selective"
+    return knobs
 
 
 def run(catalog: Catalog, csv_path: Path) -> list[RowResult]:
@@ -386,9 +405,13 @@ the layers needed to fit, MoE all-to-all over the expert-parallel group (expert 
 sharded over EP, not replicated over DP), and FSDP gathers hidden behind forward and
 backward.
 
+Training also counts the attention core's recompute pass (selective recompute / flash
+attention backward), context-parallel K/V ring traffic, and the wait for the slowest node of
+a multi-node job (straggler term).
+
 Mapping rules (calibration.py, from each row's own text): "TPn x k instances" is TP-only
-(pp 1) replicas; context parallelism CPn is read as n x the replicas on seq/n-token
-sequences with the stated micro-batches per replica (GA); TensorRT-LLM's v0.5-0.6
+(pp 1) replicas; training rows pass their stated knobs to the estimate (context
+parallelism CPn, virtual stages VPn, SP, FSDP, the recompute mode); TensorRT-LLM's v0.5-0.6
 performance.md throughput columns are per GPU (its H100 table says so; the A100/L40S
 header is ambiguous and the rows flag it).
 
@@ -436,3 +459,156 @@ def default_csv() -> Path:
     if repo.is_file():
         return repo
     return here / "procure_bench_data" / "calibration.csv"
+
+
+# --------------------------------------------------------------------------- training fit
+TRAIN_FIT_ROUNDS = 3  # multiplicative refits; throughput is close to linear in efficiency
+
+
+@dataclass(frozen=True)
+class TrainingFit:
+    """Training throughput: the fitted ``train_efficiency`` per (GPU family, precision),
+    the in-sample fit-check errors and the leave-one-source-out errors, per row."""
+
+    values: dict[tuple[str, str], float]
+    fit_check: dict[str, float]  # row id -> signed error, every row in the fit
+    held_out: dict[str, float]  # row id -> signed error, its source left out of the fit
+    sources: dict[str, str]  # row id -> source (the csv's ``source`` column)
+
+
+def _training_rows(catalog: Catalog, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Rows that map to a training-throughput estimate on this catalog."""
+    return [row for row in rows if _category(row["workload_kind"], row["unit"], row["metric"])
+            == "training throughput" and map_row(catalog, row).status == "ok"]
+
+
+def _fit_group(catalog: Catalog, row: dict[str, str]) -> tuple[str, str]:
+    """The fitted factor a training row informs: (GPU family, compute precision)."""
+    from solver.perf_factors import factors
+    from solver.performance import _compute_precision
+
+    gpu = catalog.gpus[match_gpu(catalog, row["gpu_family"], row["gpu_sku"]) or ""]
+    precision = _precision(row["precision"], "fp8" in gpu.dense_tflops, False)
+    precision = precision if precision in ("bf16", "fp8") else "bf16"
+    return gpu.family, _compute_precision(factors(catalog), gpu, precision, _train_kind(row))
+
+
+def _with_train_efficiency(catalog: Catalog, values: dict[tuple[str, str], float]) -> Catalog:
+    """The catalog with ``train_efficiency`` replaced for the given (family, precision)."""
+    import copy
+
+    eff = copy.deepcopy(catalog.efficiency)
+    for (family, precision), value in values.items():
+        factor = eff["families"][family]["train_efficiency"].setdefault(
+            precision, {"source": "cal", "note": "fitted"})
+        factor["value"] = round(value, 4)
+    return catalog.model_copy(update={"efficiency": eff})
+
+
+def fit_train_efficiency(catalog: Catalog, rows: list[dict[str, str]],
+                         prior: dict[tuple[str, str], float] | None = None
+                         ) -> dict[tuple[str, str], float]:
+    """Fit ``train_efficiency`` per (family, precision) on ``rows``: repeated multiplicative
+    steps by the median measured / predicted ratio of each group's rows (median: one odd
+    row does not pull the factor). Groups start from ``prior`` (default: the catalog)."""
+    from solver.perf_factors import factors
+
+    eff = factors(catalog)
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for row in rows:
+        groups.setdefault(_fit_group(catalog, row), []).append(row)
+    values = {key: (prior or {}).get(key, eff.family(key[0]).train(key[1])) for key in groups}
+    for _ in range(TRAIN_FIT_ROUNDS):
+        trial = _with_train_efficiency(catalog, values)
+        for key, members in groups.items():
+            ratios = []
+            for row in members:
+                result = map_row(trial, row)
+                if result.predicted:
+                    ratios.append(result.measured / result.predicted)
+            if ratios:
+                values[key] = min(0.95, values[key] * statistics.median(ratios))
+    return values
+
+
+def _cross_family_prior(values: dict[tuple[str, str], float], key: tuple[str, str],
+                        fallback: float) -> float:
+    """A held-out family's starting value: the median of the fitted families at the same
+    precision (never the value fitted on the held-out rows themselves)."""
+    same = [v for (family, precision), v in values.items() if precision == key[1]]
+    return statistics.median(same) if same else fallback
+
+
+def training_fit(catalog: Catalog, csv_path: Path) -> TrainingFit:
+    """Fit the training efficiencies on every training row (fit-check) and once per source
+    with that source left out (validation: each row predicted by factors fitted without
+    its own source; a GPU family seen only in that source starts from the other families'
+    median at its precision)."""
+    from solver.perf_factors import factors
+
+    with csv_path.open(encoding="utf-8", newline="") as handle:
+        rows = _training_rows(catalog, list(csv.DictReader(handle)))
+    sources = {row["id"]: row["source"] for row in rows}
+    values = fit_train_efficiency(catalog, rows)
+    fitted = _with_train_efficiency(catalog, values)
+    fit_check = {row["id"]: map_row(fitted, row).error for row in rows}
+    held_out: dict[str, float] = {}
+    eff = factors(catalog)
+    for source in sorted(set(sources.values())):
+        train = [row for row in rows if row["source"] != source]
+        test = [row for row in rows if row["source"] == source]
+        train_values = fit_train_efficiency(catalog, train)
+        values_out = dict(train_values)
+        for row in test:
+            key = _fit_group(catalog, row)
+            if key not in values_out:
+                values_out[key] = _cross_family_prior(train_values, key,
+                                                      eff.family(key[0]).train(key[1]))
+        trial = _with_train_efficiency(catalog, values_out)
+        for row in test:
+            held_out[row["id"]] = map_row(trial, row).error
+    return TrainingFit(values, {k: v for k, v in fit_check.items() if v is not None},
+                       {k: v for k, v in held_out.items() if v is not None}, sources)
+
+
+def training_fit_markdown(fit: TrainingFit, before: dict[str, float] | None = None) -> str:
+    """The report section: fitted values, fit-check vs leave-one-source-out errors."""
+    def med(errors: list[float]) -> str:
+        return f"{statistics.median([abs(e) for e in errors]):.1%}" if errors else "-"
+
+    lines = ["## Training throughput: fit-check and leave-one-source-out", "",
+             "The training efficiencies (`families.*.train_efficiency`, `source: cal`) are "
+             "fitted on the training-throughput rows of calibration.csv only: the median "
+             "measured / predicted ratio of each GPU family and precision, applied three "
+             "times. *Fit-check* predicts every row with factors fitted on all rows "
+             "(in-sample: how well one factor per family explains the rows). *Leave one "
+             "source out* refits without each source (the csv's `source` column) and predicts "
+             "that source's rows (out-of-sample; a family seen only in the held-out source "
+             "starts from the other families' median at its precision). The step-time "
+             "mechanism (recomputed FLOPs, attention passes, SP/TP/CP/PP/DP collectives, "
+             "bubble, stragglers) has no per-row term.", "",
+             "| fitted factor | value |", "|---|---|"]
+    lines += [f"| families.{family}.train_efficiency.{precision} | {value:.3f} |"
+              for (family, precision), value in sorted(fit.values.items())]
+    lines += ["", "| source | rows | fit-check median abs error | held-out median abs "
+              "error |", "|---|---|---|---|"]
+    by_source: dict[str, list[str]] = {}
+    for rid, source in fit.sources.items():
+        by_source.setdefault(source, []).append(rid)
+    for source, ids in sorted(by_source.items()):
+        lines.append(f"| {source[:70]} | {len(ids)} | "
+                     f"{med([fit.fit_check[i] for i in ids if i in fit.fit_check])} | "
+                     f"{med([fit.held_out[i] for i in ids if i in fit.held_out])} |")
+    lines.append(f"| **all** | {len(fit.sources)} | {med(list(fit.fit_check.values()))} | "
+                 f"{med(list(fit.held_out.values()))} |")
+    lines += ["", "| row | fit-check error | held-out error |"
+              + (" before this fit |" if before else ""),
+              "|---|---|---|" + ("---|" if before else "")]
+    for rid in fit.sources:
+        extra = f" {before[rid]:+.0%} |" if before and rid in before else (
+            " |" if before else "")
+        check = fit.fit_check.get(rid)
+        held = fit.held_out.get(rid)
+        lines.append(f"| {rid} | {'' if check is None else f'{check:+.0%}'} | "
+                     f"{'' if held is None else f'{held:+.0%}'} |{extra}")
+    return "\n".join(lines) + "\n"

@@ -272,12 +272,47 @@ def _serving_candidate(name: str, spec: object, node: NodeType, est: Estimate, s
              f"|{nodes}n|{fabric}")
 
 
+ZERO_STAGES = (3, 2, 1, 0)  # the default (FSDP full shard) first: kept on a tie
+
+
+def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
+    """The fastest ZeRO stage for a fitting training layout (recompute ``auto`` already
+    recomputes just enough layers to fit): lower stages skip the parameter all-gathers
+    but hold more state, so more layers may need recomputing. Only this layout is
+    re-estimated (3 more estimates), which keeps candidate generation fast."""
+    from dataclasses import replace
+
+    from solver.performance import estimate
+
+    if est.layout.dp <= 1 or est.workload.zero is not None:
+        return est
+    best = est
+    for stage in ZERO_STAGES:
+        other = estimate(catalog, est.layout, replace(est.workload, zero=stage))
+        if other.fits and other.predicted.tokens_per_s > best.predicted.tokens_per_s * 1.001:
+            best = other
+    return best
+
+
+def coupled_training_rdma_only(catalog: Catalog, rfq: Rfq) -> bool:
+    """Whether training jobs that couple nodes must run on an RDMA fabric: the RFQ's
+    ``constraints.coupled_training_fabric``, else the vendor profile's engineering policy
+    (the guide: coupled training on InfiniBand/RoCE)."""
+    wanted = getattr(rfq.constraints, "coupled_training_fabric", None)
+    if wanted is None:
+        wanted = catalog.vendors[rfq.constraints.vendor or "open"].coupled_training_fabric
+    return wanted == "rdma"
+
+
 def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
                          precision: str, rejected: list[str], all_sizes: bool,
-                         max_nodes: int) -> list[Candidate]:
+                         max_nodes: int, rdma_only: bool = False) -> list[Candidate]:
     """Jobs on this node type: for each fabric, the smallest GPU count that fits and meets
-    the deadline (larger ones cost more for the same node type and fabric); with
-    ``all_sizes`` every meeting size (for the Pareto frontier)."""
+    the deadline at expected goodput (larger ones cost more for the same node type and
+    fabric); with ``all_sizes`` every meeting size (for the Pareto frontier). Each layout
+    runs the fastest training knobs that fit (:func:`fastest_training_knobs`); with
+    ``rdma_only`` jobs that span nodes use RDMA fabrics only."""
+    from solver.goodput import hours_at_goodput
     from solver.performance import best_layout
 
     workload = physics_workload(spec)
@@ -287,6 +322,10 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
     options: list[tuple[int, Fabric | None]] = [(n, None) for n in POWERS_OF_TWO
                                                  if n <= node.gpus]
     for fabric in fabrics:
+        if rdma_only and not fabric.rdma:
+            rejected.append(f"{node.key} {precision} over {fabric.id}: coupled training "
+                            "runs on an RDMA fabric (InfiniBand/RoCE) by engineering policy")
+            continue
         options += [(node.gpus * m, fabric) for m in POWERS_OF_TWO
                     if 2 <= m <= min(max_nodes, MAX_SPANNED_NODES)]
     done: set[str | None] = set()
@@ -304,7 +343,8 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
         if not est.fits or est.predicted.tokens_per_s <= 0:
             last_reason = est.reason or "does not fit"
             continue
-        hours = total_tokens / est.predicted.tokens_per_s / 3600.0
+        est = fastest_training_knobs(catalog, est)
+        hours = hours_at_goodput(catalog, est, total_tokens)
         best_hours = hours if best_hours is None else min(best_hours, hours)
         if hours > deadline:
             continue
@@ -336,6 +376,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     types = node_types(catalog, rfq, params)
     _, _, fabrics = allowed_entries(catalog, rfq)
     max_nodes = rfq.constraints.max_nodes or MAX_SPANNED_NODES
+    rdma_only = coupled_training_rdma_only(catalog, rfq)
     candidates: dict[str, list[Candidate]] = {}
     rejected: dict[str, list[str]] = {}
     for spec in rfq.workloads:
@@ -346,7 +387,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
             for precision in precisions_for(spec, gpu):
                 if spec.kind in TRAINING_KINDS:
                     found += _training_candidates(catalog, spec, node, fabrics, precision, why,
-                                                  all_sizes, max_nodes)
+                                                  all_sizes, max_nodes, rdma_only)
                 else:
                     found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
         candidates[spec.name] = _drop_dominated(found)

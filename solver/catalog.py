@@ -173,6 +173,16 @@ class Fabric(_Entry):
     cable_price_usd: float = Field(
         default=0.0, ge=0, description="per link (node-to-leaf or leaf-to-spine): a DAC/AOC "
         "cable or a cable plus its pair of optics")
+    transport: Literal["rdma", "tcp"] | None = Field(
+        default=None, description="how NCCL moves data on it: rdma (InfiniBand verbs, RoCE) "
+        "or tcp (sockets); unset = rdma for InfiniBand, tcp for Ethernet")
+
+    @property
+    def rdma(self) -> bool:
+        """Whether collectives run over RDMA (InfiniBand or RoCE) rather than TCP sockets."""
+        if self.transport is not None:
+            return self.transport == "rdma"
+        return self.family == "infiniband"
 
     @model_validator(mode="after")
     def _switchable(self) -> Fabric:
@@ -322,6 +332,9 @@ class VendorProfile(_Entry):
     gpus: tuple[str, ...] | Literal["*"]
     servers: tuple[str, ...] | Literal["*"]
     fabrics: tuple[str, ...] | Literal["*"]
+    coupled_training_fabric: Literal["any", "rdma"] = Field(
+        default="any", description="engineering policy: training jobs that couple nodes "
+        "run on an RDMA fabric (InfiniBand, RoCE) only; an RFQ may override it")
 
     def allows(self, kind: Literal["gpus", "servers", "fabrics"], entry_id: str) -> bool:
         allowed = getattr(self, kind)

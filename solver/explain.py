@@ -106,7 +106,8 @@ def workload_facts(entry: dict[str, Any], total_nodes: int | None = None) -> dic
 
 
 def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
-                  floor: float, total_nodes: int | None = None) -> list[dict[str, Any]]:
+                  floor: float, total_nodes: int | None = None,
+                  policy: str = "") -> list[dict[str, Any]]:
     """Steps 1–5 of the guide for one workload, answered for the hardware the plan bought.
 
     The first "yes" ends it. Each step's ``answer`` and ``note`` describe the chosen plan
@@ -195,7 +196,7 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
     if eff is not None and eff < floor:
         eff_note += f" (below the {floor:.0%} floor: re-architect, TP inside a node, PP across)"
     big = model.params_b >= 70
-    layout_note = _fabric_note(catalog, entry)
+    layout_note = _fabric_note(catalog, entry, policy)
     coupled = spanned > 1
     # answered truthfully for pretraining too; pretraining then goes on to step 5
     if add(4, "Is it training that needs more than one coupled node (tensor/pipeline "
@@ -229,14 +230,22 @@ def _reference_path(catalog: Catalog, spec: Any) -> list[dict[str, Any]]:
              "answer": ok, "note": note + "; no plan was found for this RFQ"}]
 
 
-def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None) -> str:
-    """Where a coupled job's fabric departs from the guide's InfiniBand, say why."""
+def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None, policy: str = "") -> str:
+    """Where a coupled job's fabric departs from the guide's InfiniBand, say why; name the
+    engineering policy (``policy``: who asked for RDMA only) when one narrowed the choice."""
     if not entry or entry.get("nodes_spanned", 1) <= 1:
         return ""
     fabric = catalog.fabrics.get(entry.get("fabric", "none"))
     note = (f"; chosen: TP{entry['tp']}×PP{entry['pp']}×DP{entry['dp']} over "
             f"{entry['nodes_spanned']} nodes on {entry['fabric']}")
     per_node = entry.get("gpus_per_node") or 8
+    if policy and fabric is not None and fabric.rdma:
+        kind = "RoCE (RDMA over Ethernet)" if fabric.family == "ethernet" else "InfiniBand"
+        return note + (f" — {kind}: coupled training runs on an RDMA fabric by engineering "
+                       f"policy (coupled_training_fabric: rdma, {policy}; the guide's advice "
+                       "— NCCL over plain TCP reaches a fraction of line rate, jitters, and "
+                       "failures multiply with nodes); set constraints."
+                       "coupled_training_fabric: any to let TCP Ethernet compete")
     if fabric is not None and fabric.family == "ethernet":
         if entry["tp"] <= per_node and entry["dp"] == 1:
             note += (" — the guide suggests InfiniBand, but here only pipeline stages cross "
@@ -279,6 +288,18 @@ def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
     return out
 
 
+def _rdma_policy(catalog: Catalog, rfq: Any) -> str:
+    """Who asks coupled training to run on RDMA ('' when nobody does): the RFQ's
+    constraints.coupled_training_fabric or the vendor profile's engineering policy."""
+    wanted = getattr(rfq.constraints, "coupled_training_fabric", None)
+    if wanted is not None:
+        return "set by the RFQ" if wanted == "rdma" else ""
+    vendor = catalog.vendors[rfq.constraints.vendor or "open"]
+    if vendor.coupled_training_fabric == "rdma":
+        return f"vendor profile {vendor.id!r}"
+    return ""
+
+
 def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
              table: CandidateTable | None = None) -> dict[str, Any]:
     """Add the decision path and warnings to a plan (in place; also returned)."""
@@ -286,8 +307,10 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
     entries = {e["name"]: e for e in plan.get("workloads", [])}
     path: list[dict[str, Any]] = []
     total_nodes = (plan.get("cluster") or {}).get("total_nodes")
+    policy = _rdma_policy(catalog, rfq)
     for spec in rfq.workloads:
-        path.extend(decision_path(catalog, spec, entries.get(spec.name), floor, total_nodes))
+        path.extend(decision_path(catalog, spec, entries.get(spec.name), floor, total_nodes,
+                                  policy))
     plan["decision_path"] = path
     plan["warnings"] = warnings_for(catalog, rfq, plan) if plan.get("status") in (
         "optimal", "feasible") else []

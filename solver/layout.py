@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 Kind = Literal["inference", "batch_inference", "lora", "qlora", "full_finetune", "pretrain"]
+RECOMPUTE_MODES: tuple[str, ...] = ("auto", "none", "selective", "full")
 KINDS: tuple[Kind, ...] = (
     "inference", "batch_inference", "lora", "qlora", "full_finetune", "pretrain",
 )
@@ -58,6 +59,16 @@ class Workload:
     when one finishes), ``qps`` an open loop (Poisson arrivals at that rate, all replicas
     together); ``engine`` names the serving engine's factor set (catalog efficiency.yaml)
     and ``percentile`` the percentile (50, 90, 95, 99) the SLOs are checked at.
+
+    Training knobs (issue 15; the defaults reproduce the planner's automatic choice):
+    ``recompute`` is ``auto`` (block recompute of just enough layers to fit, on top of the
+    attention-core recompute flash attention does), ``none`` (every activation stored,
+    attention scores included), ``selective`` (attention core recomputed, Korthikanti) or
+    ``full`` (layer inputs only, one extra forward); ``sequence_parallel`` None = on where TP
+    runs on NVLink; ``zero`` None = the catalog's stage (0..3, 3 = FSDP full shard);
+    ``interleave`` None = the catalog's virtual pipeline stages; ``context_parallel`` splits
+    each sequence over that many GPUs of the data-parallel dimension (``dp`` must be a
+    multiple). ``global_batch_tokens`` None = the catalog's micro-batches per stage.
     """
 
     kind: Kind
@@ -72,6 +83,11 @@ class Workload:
     qps: float | None = None
     engine: str = "vllm"
     percentile: int = 90
+    recompute: str = "auto"
+    sequence_parallel: bool | None = None
+    zero: int | None = None
+    interleave: int | None = None
+    context_parallel: int = 1
 
 
 @dataclass(frozen=True)
@@ -133,9 +149,10 @@ class Estimate:
     memory: MemoryBreakdown
     predicted: Prediction
     reason: str = ""
+    training: dict | None = field(default=None, compare=False)  # resolved training knobs
 
     def to_dict(self) -> dict:
         return {"layout": asdict(self.layout), "workload": asdict(self.workload),
                 "fits": self.fits, "comfortable": self.comfortable,
                 "memory": asdict(self.memory), "predicted": asdict(self.predicted),
-                "reason": self.reason}
+                "reason": self.reason, "training": self.training}

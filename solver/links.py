@@ -4,7 +4,9 @@ Inside a node a collective runs on the GPU's intra-node link (``Gpu.intra_node_g
 practical NCCL bus bandwidth, and ``intra_node_latency_us``). A group that spans nodes is
 bounded by the fabric: ``Fabric.effective_gbs`` x the node type's own server's
 ``fabric_nics_per_node``
-(never more than the intra-node link) with the fabric's latency added per hop.
+(never more than the intra-node link) with the fabric's latency added per hop. Over a TCP
+fabric NCCL's socket transport reaches only a fraction of that bandwidth and adds the
+kernel stack's latency (:func:`fabric_nccl_link`).
 
 A GPU without peer-to-peer on its stock driver (``Gpu.p2p`` false: GeForce) stages every
 transfer through pinned host memory: its intra-node link keeps ``host_staged_bw_factor`` of
@@ -17,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from solver.catalog import Catalog, Gpu, Server
+from solver.catalog import Catalog, Fabric, Gpu, Server
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,23 @@ def _link(catalog_key: str, gpu_id: str, fabric_id: str, gpus_per_node: int,
         nics = server.fabric_nics_per_node
     else:  # no catalog server (superchip racks such as NVL72): one fabric NIC per GPU
         nics = gpus_per_node if gpu.form_factor == "superchip" else 1
-    busbw = min(in_node_gbs, fabric.effective_gbs * nics)
-    return Link(busbw, fabric.latency_us + in_node_us, True)
+    per_nic_gbs, latency_us = fabric_nccl_link(catalog, fabric)
+    busbw = min(in_node_gbs, per_nic_gbs * nics)
+    return Link(busbw, latency_us + in_node_us, True)
+
+
+def fabric_nccl_link(catalog: Catalog, fabric: Fabric) -> tuple[float, float]:
+    """What NCCL gets out of one NIC of ``fabric``: (GB/s, latency µs). RDMA fabrics give
+    their ``effective_gbs``; over plain TCP sockets NCCL reaches only
+    ``fabric_behaviour.tcp_line_rate_fraction`` of it and pays the kernel stack's latency
+    (efficiency.yaml; no such section = the fabric's own figures)."""
+    from solver.perf_factors import factors
+
+    behaviour = factors(catalog).fabric_behaviour
+    if fabric.rdma or behaviour is None:
+        return fabric.effective_gbs, fabric.latency_us
+    return (fabric.effective_gbs * behaviour.tcp_line_rate_fraction.value,
+            fabric.latency_us + behaviour.tcp_extra_latency_us.value)
 
 
 def in_node_link(catalog: Catalog, gpu: Gpu) -> tuple[float, float]:

@@ -16,7 +16,8 @@ Serving (``inference``, ``batch_inference``)
 Training (``pretrain``, ``full_finetune``, ``lora``, ``qlora``)
     full: 16 B/param of model state (weights 2 + grads 2 + fp32 master 4 + Adam 8) over
     TP x PP, sharded over DP by the ZeRO stage of ``efficiency.yaml`` (default 3 = FSDP full
-    shard); LoRA: frozen 16-bit base + adapters (rank r on all linear layers) with their own
+    shard); LoRA: frozen base at the training precision (16-bit, or FP8: frozen weights need
+    no master copy; embeddings 16-bit) + adapters (rank r on all linear layers) with their own
     16 B/param; QLoRA: NF4 base (~0.516 B/param) + 16-bit embeddings + adapters.
     Activations follow Korthikanti et al.: per token per layer ``h (a_rep + a_tp / tp)``
     bytes (``a_rep`` split by TP too under sequence parallelism, i.e. TP on NVLink), or
@@ -60,6 +61,8 @@ class MemoryPlan:
     reason: str = ""
     recompute_fraction: float = 0.0  # share of in-flight layers recomputed in backward
     base_sharded: bool = True  # training: weights (LoRA: the frozen base) sharded over DP
+    recompute: str = "selective"  # training: resolved mode none|selective|partial|full
+    zero: int = 3  # training: the ZeRO stage the memory was sized for
 
 
 _CATALOGS: dict[str, Catalog] = {}
@@ -111,11 +114,26 @@ def serving_weights_gb(eff: EfficiencyFactors, geo: Geometry, precision: str,
     return (body + emb) / tp / GB
 
 
-def sequence_parallel(gpu: Gpu, layout: Layout) -> bool:
-    """Whether a training layout runs Megatron-style sequence parallelism: TP > 1 on an
-    NVLink domain inside one node (the stacks that run TP there enable it by default)."""
+def sequence_parallel(gpu: Gpu, layout: Layout, workload: Workload | None = None) -> bool:
+    """Whether a training layout runs Megatron-style sequence parallelism. The workload's
+    ``sequence_parallel`` knob decides when set (it only matters with TP > 1); unset, SP is
+    on where TP > 1 runs on an NVLink domain inside one node (the stacks that run TP there
+    enable it by default)."""
+    if workload is not None and workload.sequence_parallel is not None:
+        return bool(workload.sequence_parallel) and layout.tp > 1
     return (layout.tp > 1 and gpu.intra_node_link == "nvlink"
             and layout.tp <= layout.gpus_per_node)
+
+
+def zero_stage(eff: EfficiencyFactors, workload: Workload) -> int:
+    """The ZeRO stage a training workload runs: its ``zero`` knob, else the catalog's
+    default (``training.zero_stage``; 3 = FSDP full shard)."""
+    return eff.training.zero_stage if workload.zero is None else workload.zero
+
+
+def context_parallel(layout: Layout, workload: Workload) -> int:
+    """GPUs that split each sequence (context parallelism), taken out of the DP dimension."""
+    return max(1, workload.context_parallel)
 
 
 def _lora_adapter_params(eff: EfficiencyFactors, geo: Geometry, pp: int) -> float:
@@ -174,7 +192,7 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
               layout: Layout, workload: Workload) -> MemoryPlan:
     tp, pp, dp = layout.tp, layout.pp, layout.dp
     train = eff.training
-    stage = train.zero_stage
+    stage = zero_stage(eff, workload)
     usable = gpu.memory_gb * catalog.costs.usable_memory_fraction.value
     stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
     state_bytes = train.model_state_bytes_per_param.value
@@ -191,20 +209,29 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
             body = geo.stage_layer_params(pp) * train.nf4_bytes_per_param.value
             emb = geo.stage_embedding_params(pp) * eff.precisions.embedding_bytes.value
             base = (body + emb) / tp
-        else:
-            base = stage_params * 2.0
+        else:  # a frozen base needs no higher-precision master copy: FP8 LoRA keeps it in
+            # FP8 (Transformer Engine fp8 weights), embeddings and LM head in 16 bit
+            body = geo.stage_layer_params(pp) * eff.precisions.weight_bytes[
+                layout.precision].value
+            emb = geo.stage_embedding_params(pp) * eff.precisions.embedding_bytes.value
+            base = (body + emb) / tp
         adapters = _lora_adapter_params(eff, geo, pp) / tp
         grads = adapters * 2.0
         optimizer = adapters * max(state_bytes - 4.0, 0.0)
         weights = base + adapters * 2.0
-    tokens = workload.micro_batch * workload.seq_len
+    cp = context_parallel(layout, workload)
+    tokens = workload.micro_batch * workload.seq_len / cp  # this GPU's share of a micro-batch
     h = geo.hidden
     in_flight_layers = geo.stage_layers(pp) * min(pp, _microbatches(eff, layout, workload))
     replicated = train.act_bytes_replicated.value
-    if sequence_parallel(gpu, layout):  # SP shards the norm/dropout activations over TP too
-        replicated /= tp
-    per_layer_full = h * (replicated + train.act_bytes_tp_split.value / tp)
     per_layer_rc = h * train.act_bytes_recompute.value
+    if sequence_parallel(gpu, layout, workload):  # SP shards the norm/dropout activations
+        replicated /= tp  # and the layer inputs a full recompute keeps (sequence-sharded)
+        per_layer_rc /= tp
+    per_layer_full = h * (replicated + train.act_bytes_tp_split.value / tp)
+    # no recompute at all: the attention core keeps its score-sized tensors (softmax, dropout
+    # mask and output: Korthikanti's 5 a s / h term per hidden unit), heads split over TP
+    per_layer_scores = (train.attention_score_bytes.value * geo.heads * workload.seq_len / tp)
     logits = tokens * geo.vocab * train.logits_bytes.value / tp
     reserve = eff.serving.runtime_reserve_gb.value + (
         eff.serving.nccl_buffer_gb.value if layout.gpus > 1 else 0.0)
@@ -217,11 +244,22 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
         extra = per_layer_full if fraction > 0 else 0.0
         return (tokens * (per_layer * in_flight_layers + extra) + logits + gather) / GB
 
+    mode = workload.recompute
+
     def fit(state_gb: float, gather: float) -> tuple[float, float, float]:
-        """(activations, total, recompute fraction). No recompute when it fits; else the
-        reported footprint is the full-recompute one (the minimum the job needs, as
-        torchtune/FSDP checkpointing reports it) while the step time assumes block recompute
-        of just enough layers to fit the GPU (Megatron recompute_num_layers)."""
+        """(activations, total, recompute fraction). ``auto``: no block recompute when it
+        fits; else the reported footprint is the full-recompute one (the minimum the job
+        needs, as torchtune/FSDP checkpointing reports it) while the step time assumes block
+        recompute of just enough layers to fit the GPU (Megatron recompute_num_layers).
+        An explicit mode is taken as given (fits or not)."""
+        if mode == "none":
+            act = (activations(0.0, gather)
+                   + tokens * per_layer_scores * in_flight_layers / GB)
+            return act, state_gb + act, 0.0
+        if mode in ("selective", "full"):
+            fraction = 1.0 if mode == "full" else 0.0
+            act = activations(fraction, gather)
+            return act, state_gb + act, fraction
         act = activations(0.0, gather)
         if state_gb + act <= usable:
             return act, state_gb + act, 0.0
@@ -263,13 +301,27 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
         utilization=total / cap, gradients_gb=grads, reserve_gb=reserve,
         activation_recompute=recompute > 0)
     return MemoryPlan(breakdown, fits, fits, usable, 0, 0.0, recompute > 0, reason,
-                      recompute_fraction=recompute, base_sharded=base_sharded)
+                      recompute_fraction=recompute, base_sharded=base_sharded,
+                      recompute=_resolved_recompute(mode, recompute), zero=stage)
+
+
+def _resolved_recompute(mode: str, fraction: float) -> str:
+    """The recompute mode a training step runs: an explicit one as given; ``auto`` is
+    ``selective`` (flash attention recomputes the attention core) plus block recompute of
+    ``fraction`` of the layers: ``partial`` between none and all, ``full`` at all."""
+    if mode != "auto":
+        return mode
+    if fraction <= 0.0:
+        return "selective"
+    return "full" if fraction >= 1.0 - 1e-6 else "partial"
 
 
 def _microbatches(eff: EfficiencyFactors, layout: Layout, workload: Workload) -> int:
     """Micro-batches per optimizer step per DP replica (global batch / dp / micro-batch)."""
     if workload.global_batch_tokens:
-        per_replica = workload.global_batch_tokens / layout.dp
+        # a context-parallel group of cp GPUs works on the same sequences: dp / cp replicas
+        replicas = max(1, layout.dp // max(1, workload.context_parallel))
+        per_replica = workload.global_batch_tokens / replicas
         return max(1, round(per_replica / (workload.micro_batch * workload.seq_len)))
     return max(1, int(eff.training.microbatches_per_stage.value * layout.pp))
 

@@ -175,6 +175,43 @@ class TrainingFactors(_Frozen):
                                             "interleaved 1F1B schedule (bubble / v)")
     moe_a2a_overlap: Factor = Field(description="fraction of MoE all-to-all time hidden "
                                     "behind compute")
+    attention_score_bytes: Factor = Field(description="bytes per attention score element "
+                                          "kept without any recompute (softmax, dropout "
+                                          "mask and output: the 5 a s / h term)")
+    selective_recompute_attention_passes: Factor = Field(
+        description="extra attention-core forward passes per step when the attention core "
+        "is recomputed (selective recompute / flash attention backward)")
+    cp_comm_overlap: Factor = Field(description="fraction of the context-parallel K/V ring "
+                                    "exchange hidden behind the attention blocks")
+
+
+class FabricBehaviour(_Frozen):
+    """How collectives behave on a real inter-node fabric (coupled training): NCCL over
+    plain TCP sockets vs RDMA, and the synchronous step's wait for the slowest node."""
+
+    tcp_line_rate_fraction: Factor = Field(description="share of the fabric's effective "
+                                           "bandwidth NCCL reaches over TCP sockets")
+    tcp_extra_latency_us: Factor = Field(description="latency TCP sockets add per hop "
+                                         "(kernel stack, interrupts), µs")
+    straggler_cv_tcp: Factor = Field(description="coefficient of variation of a node's "
+                                     "step time on a TCP fabric (jitter, retransmits)")
+    straggler_cv_rdma: Factor = Field(description="coefficient of variation of a node's "
+                                      "step time on an RDMA fabric")
+
+
+class GoodputFactors(_Frozen):
+    """Failures, checkpoints and restarts of long training jobs (deadline planning)."""
+
+    failure_rate_per_gpu_hour: Factor = Field(description="unexpected job interruptions "
+                                              "per GPU-hour")
+    checkpoint_interval_hours: Factor = Field(description="hours between checkpoints")
+    restart_hours: Factor = Field(description="hours from a failure to training again "
+                                  "(detect, reschedule, reload the checkpoint)")
+    checkpoint_write_gbs_per_node: Factor = Field(description="checkpoint write bandwidth "
+                                                  "per node to shared storage, GB/s")
+    checkpoint_blocking_fraction: Factor = Field(description="share of a checkpoint write "
+                                                 "the training step waits for (async "
+                                                 "checkpoints copy to host, then write)")
 
 
 class LinkFactors(_Frozen):
@@ -197,6 +234,8 @@ class EfficiencyFactors(_Frozen):
     serving: ServingFactors
     training: TrainingFactors
     links: LinkFactors | None = None
+    fabric_behaviour: FabricBehaviour | None = None
+    goodput: GoodputFactors | None = None
 
     @model_validator(mode="after")
     def _labels_resolve(self) -> EfficiencyFactors:

@@ -40,6 +40,7 @@ from solver.links import all_reduce_s, group_link, p2p_s
 from solver.memory import (
     MemoryPlan,
     _register,
+    context_parallel,
     memory_plan,
     microbatches,
     sequence_parallel,
@@ -85,6 +86,9 @@ def unsupported_reason(catalog: Catalog, layout: Layout, workload: Workload) -> 
             return f"{workload.kind} cannot train {prec} weights (bf16 or fp8 only)"
         if workload.kind != "qlora" and prec == "fp8" and "fp8" not in gpu.dense_tflops:
             return f"fp8 training needs FP8 tensor cores; {gpu.id} has none"
+    if workload.kind not in SERVING_KINDS and layout.dp % max(1, workload.context_parallel):
+        return (f"context parallelism {workload.context_parallel} must divide the "
+                f"data-parallel GPUs (dp {layout.dp})")
     if layout.nodes_spanned > 1 and catalog.fabrics[layout.fabric].effective_gbs <= 0:
         return (f"the layout spans {layout.nodes_spanned} nodes but fabric "
                 f"{layout.fabric!r} connects none")
@@ -116,6 +120,7 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
     fam = eff.family(gpu.family)
     tp, pp, dp = layout.tp, layout.pp, layout.dp
     recompute = plan.recompute_fraction  # share of layers whose forward is recomputed
+    cp = context_parallel(layout, w)
     lora = w.kind in ("lora", "qlora")
     compute_prec = _compute_precision(eff, gpu, layout.precision, w.kind)
     am = geo.matmul_active_params
@@ -125,33 +130,38 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
     matmul_flops = matmul_mult * am
     if w.kind == "qlora":
         matmul_flops *= train.qlora_dequant_slowdown.value
-    hw_flops = matmul_flops + (3.0 + recompute) * attn_fwd
+    # attention core: forward + backward (2x), re-run once more when it is recomputed
+    # (selective recompute, flash attention's backward) and with every recomputed layer
+    attn_passes = 3.0 + recompute + (
+        0.0 if plan.recompute == "none" else train.selective_recompute_attention_passes.value)
+    hw_flops = matmul_flops + attn_passes * attn_fwd
     peak = gpu.dense_tflops[compute_prec] * 1e12
     achieved = peak * fam.train(compute_prec) * gemm_size_factor(eff, geo.hidden)
     m = microbatches(catalog, layout, w)
-    mb_tokens = w.micro_batch * w.seq_len
-    replica_tokens = m * mb_tokens
+    mb_tokens = w.micro_batch * w.seq_len / cp  # this GPU's share of a micro-batch
+    replica_tokens = m * w.micro_batch * w.seq_len  # per replica (a CP group of cp GPUs)
     if geo.experts:
         # expert GEMMs: load imbalance and per-expert GEMMs of tokens x k / E rows
         expert_flops = 6.0 * geo.expert_params * geo.experts_per_token / geo.experts
         share = min(expert_flops / matmul_flops, 1.0) if matmul_flops else 0.0
         moe = train.moe_expert_gemm_efficiency.value
         achieved /= (1.0 - share) + share / moe
-    t_ideal = replica_tokens * hw_flops / (tp * pp) / achieved
+    t_ideal = replica_tokens * hw_flops / (tp * pp * cp) / achieved
     tp_link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp,
                                  layout.server)
+    # TP on an NVLink domain inside one node: Megatron-style stacks overlap its collectives
     nvlink = sequence_parallel(gpu, layout)
-    # sequence parallelism (Megatron-style stacks on NVLink) splits the norms/dropout the
-    # TP ranks otherwise repeat; without it they are the Amdahl part
+    # sequence parallelism splits the norms/dropout the TP ranks otherwise repeat; NVLink
+    # stacks fuse those elementwise kernels, so there they are a negligible share even
+    # without SP; elsewhere (PCIe stacks without SP) they are the Amdahl part
     replicated = 0.0
     if tp > 1:
-        replicated = (train.tp_replicated_fraction_sp.value if nvlink
+        replicated = (train.tp_replicated_fraction_sp.value
+                      if nvlink or sequence_parallel(gpu, layout, w)
                       else train.tp_replicated_fraction.value)
     t_compute = t_ideal * ((1.0 - replicated) + replicated * tp)
     # interleaved 1F1B: v model chunks per GPU divide the bubble by v
-    v = 1
-    if pp > 1:
-        v = max(1, min(int(train.pipeline_virtual_stages.value), geo.stage_layers(pp)))
+    v = virtual_stages(catalog, layout, w)
     bubble = t_compute * (pp - 1) / (m * v)
     # tensor parallel all-reduces (reduce-scatter + all-gather with SP: the same bytes)
     t_tp = 0.0
@@ -205,19 +215,68 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
         # weights the prefetched all-gathers hide behind forward as well
         window = t_compute if plan.base_sharded else t_compute * 2.0 / 3.0
         t_dp = max(0.0, t_dp - train.dp_comm_overlap.value * window)
+    t_cp = _context_parallel_s(catalog, layout, w, m, mb_tokens)
     return {"ideal": t_ideal, "compute": t_compute, "bubble": bubble, "tp": t_tp,
-            "a2a": t_a2a, "pp": t_pp, "dp": t_dp, "peak": peak,
-            "model_flops": model_flops, "tokens": replica_tokens * dp}
+            "a2a": t_a2a, "pp": t_pp, "dp": t_dp, "cp": t_cp, "peak": peak,
+            "model_flops": model_flops, "tokens": replica_tokens * dp / cp}
+
+
+def virtual_stages(catalog: Catalog, layout: Layout, w: Workload) -> int:
+    """Model chunks per GPU of the interleaved 1F1B schedule: the ``interleave`` knob, else
+    the catalog's default, capped at the layers of a stage (1 without pipelining)."""
+    if layout.pp <= 1:
+        return 1
+    geo = geometry(catalog.model(layout.model))
+    wanted = w.interleave or int(factors(catalog).training.pipeline_virtual_stages.value)
+    return max(1, min(wanted, geo.stage_layers(layout.pp)))
+
+
+def _context_parallel_s(catalog: Catalog, layout: Layout, w: Workload, m: int,
+                        mb_tokens: float) -> float:
+    """Exposed context-parallel traffic per step: every layer passes this GPU's K/V chunk
+    around the ring of ``cp`` GPUs (cp - 1 hops) in the forward pass, and K/V plus their
+    gradients in the backward pass (3 x the forward bytes), partly behind attention."""
+    cp = context_parallel(layout, w)
+    if cp <= 1:
+        return 0.0
+    eff = factors(catalog)
+    gpu = catalog.gpus[layout.gpu]
+    geo = geometry(catalog.model(layout.model))
+    kv_dim = 2.0 * max(geo.kv_heads / layout.tp, 1.0) * geo.head_dim  # K and V, GQA heads
+    chunk = mb_tokens * kv_dim * 2.0  # bf16
+    link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.tp * cp,
+                      layout.server)
+    per_layer = 3.0 * (cp - 1) * p2p_s(link, chunk)
+    return (m * geo.stage_layers(layout.pp) * per_layer
+            * (1.0 - eff.training.cp_comm_overlap.value))
+
+
+def straggler_factor(catalog: Catalog, layout: Layout) -> float:
+    """Step-time multiplier for a synchronous job spanning several nodes: each step waits
+    for the slowest node; with per-node jitter of coefficient of variation ``cv`` the
+    expected maximum of n nodes is about 1 + cv sqrt(2 ln n) (TCP fabrics jitter more)."""
+    import math
+
+    nodes = layout.nodes_spanned
+    behaviour = factors(catalog).fabric_behaviour
+    if nodes <= 1 or behaviour is None or layout.fabric not in catalog.fabrics:
+        return 1.0
+    fabric = catalog.fabrics[layout.fabric]
+    cv = (behaviour.straggler_cv_rdma if fabric.rdma else behaviour.straggler_cv_tcp).value
+    return 1.0 + cv * math.sqrt(2.0 * math.log(nodes))
 
 
 def _training_prediction(catalog: Catalog, layout: Layout, w: Workload,
                          plan: MemoryPlan) -> Prediction:
     t = _training_terms(catalog, layout, w, plan)
-    step = t["compute"] + t["bubble"] + t["tp"] + t["a2a"] + t["pp"] + t["dp"]
+    step = (t["compute"] + t["bubble"] + t["tp"] + t["a2a"] + t["pp"] + t["dp"] + t["cp"])
+    step *= straggler_factor(catalog, layout)
     tokens_per_s = t["tokens"] / step
     per_gpu = tokens_per_s / layout.gpus
-    notes = (("full activation recompute (needed to fit)",)
-             if plan.activation_recompute else ())
+    notes = ()
+    if plan.recompute in ("partial", "full") and w.recompute == "auto":
+        notes = (f"activation recompute of {plan.recompute_fraction:.0%} of the layers "
+                 "(needed to fit)",)
     return Prediction(tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=per_gpu,
                       mfu=t["model_flops"] * per_gpu / t["peak"],
                       scaling_efficiency=t["ideal"] / step, step_time_s=step, notes=notes)
@@ -247,8 +306,27 @@ def _estimate_cached(key: str, version: str, layout: Layout, workload: Workload)
             reason = "no concurrency meets the TTFT/TPOT SLOs"
     else:
         pred = _training_prediction(catalog, layout, workload, plan)
-        reason = plan.reason
+        return Estimate(layout, workload, plan.fits, plan.comfortable, plan.breakdown, pred,
+                        plan.reason, training_settings(catalog, layout, workload, plan))
     return Estimate(layout, workload, plan.fits, plan.comfortable, plan.breakdown, pred, reason)
+
+
+def training_settings(catalog: Catalog, layout: Layout, w: Workload,
+                      plan: MemoryPlan) -> dict:
+    """The training knobs a layout runs with, resolved (what ``auto`` and the catalog
+    defaults came to): what ``estimate --json`` and the plan's workload entry state."""
+    gpu = catalog.gpus[layout.gpu]
+    cp = context_parallel(layout, w)
+    m = microbatches(catalog, layout, w)
+    replicas = max(1, layout.dp // cp)
+    return {"recompute": plan.recompute,
+            "recompute_fraction": round(plan.recompute_fraction, 3),
+            "zero": plan.zero, "micro_batch": w.micro_batch,
+            "global_batch": m * w.micro_batch * replicas,
+            "microbatches": m,
+            "sequence_parallel": sequence_parallel(gpu, layout, w),
+            "interleave": virtual_stages(catalog, layout, w),
+            "context_parallel": cp}
 
 
 def estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:

@@ -191,6 +191,8 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
         "memory": memory,
         "predicted": _predicted_at_load(spec, cand, replicas, loaded),
     }
+    if is_job:  # issue 15: the training knobs it runs with, goodput and deadline margin
+        entry["training"] = training_entry(catalog, spec, cand)
     demand = demand_of(spec)
     if not is_job:
         entry["demand"] = {"concurrency": spec.concurrency if spec.kind == "inference" else None,
@@ -215,6 +217,27 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
             pred["max_concurrency"] = int(capacity)
             if spec.kind == "batch_inference" and qps_all > 0:
                 pred["hours_to_complete"] = _round(spec.requests / qps_all / 3600.0, 2)
+    return entry
+
+
+def training_entry(catalog: Catalog, spec: Any, cand: Candidate) -> dict[str, Any]:
+    """A training job's knobs (recompute, ZeRO stage, batch, SP, interleave, CP), its
+    expected goodput (failures, checkpoints) and the margin to its deadline."""
+    from solver.goodput import goodput
+
+    good = goodput(catalog, cand.estimate)
+    hours = cand.hours_to_complete
+    deadline = spec.deadline_hours
+    entry = dict(cand.estimate.training or {})
+    entry.update({
+        "goodput": _round(good.fraction, 4),
+        "failures_expected": _round(good.failures_per_hour * (hours or 0.0), 2),
+        "checkpoint_blocking_s": _round(good.checkpoint_hours * 3600.0, 1),
+        "deadline_hours": deadline,
+        "hours_to_complete": _round(hours, 2),
+        "deadline_margin_hours": _round(deadline - hours, 2) if hours is not None else None,
+        "deadline_margin": _round(1.0 - hours / deadline, 4) if hours and deadline else None,
+    })
     return entry
 
 

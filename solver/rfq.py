@@ -80,6 +80,10 @@ class Constraints(_Strict):
     mixed_vendors: bool = Field(
         default=False, description="allow more than one accelerator software stack (CUDA, "
         "ROCm) in one cluster")
+    # training (issue 15): overrides the vendor profile's engineering policy
+    coupled_training_fabric: Literal["any", "rdma"] | None = Field(
+        default=None, description="training jobs that couple nodes: 'rdma' = InfiniBand or "
+        "RoCE only, 'any' = Ethernet over TCP allowed too; default the vendor profile's")
 
     @field_validator("vendor")
     @classmethod

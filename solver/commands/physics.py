@@ -75,6 +75,34 @@ def _serving_load(kind: str, concurrency: str | None, qps: float | None, engine:
             "percentile": percentile}
 
 
+def _zero(value: str | None) -> int | None:
+    """``--zero``: a ZeRO stage 0..3, or ``fsdp`` (full shard = stage 3)."""
+    if value is None:
+        return None
+    if value.strip().lower() == "fsdp":
+        return 3
+    if value.strip() in ("0", "1", "2", "3"):
+        return int(value)
+    raise _bad("--zero", value, "must be 0, 1, 2, 3 or fsdp")
+
+
+def training_knobs(recompute: str, zero: str | None, micro_batch: int,
+                   global_batch: int | None, seq_len: int, sequence_parallel: bool | None,
+                   interleave: int | None, context_parallel: int) -> dict:
+    """The training knobs of ``procure estimate`` as Workload fields, checked: a bad value
+    raises :class:`InputError` naming the flag (exit 2)."""
+    from solver.layout import RECOMPUTE_MODES
+
+    _check_choice("--recompute", recompute, RECOMPUTE_MODES)
+    if global_batch is not None and global_batch < micro_batch:
+        raise _bad("--global-batch", global_batch,
+                   f"must be at least the micro-batch ({micro_batch} sequences)")
+    return {"recompute": recompute, "zero": _zero(zero), "micro_batch": micro_batch,
+            "global_batch_tokens": global_batch * seq_len if global_batch else None,
+            "sequence_parallel": sequence_parallel, "interleave": interleave,
+            "context_parallel": context_parallel}
+
+
 def _round(value: object) -> object:
     return round(value, 4) if isinstance(value, float) else value
 
@@ -92,7 +120,7 @@ def estimate_json(est) -> dict:  # noqa: ANN001 - solver.layout.Estimate
         "notes": list(est.predicted.notes),
         "load": {"concurrency": est.workload.concurrency, "qps": est.workload.qps,
                  "engine": est.workload.engine, "percentile": est.workload.percentile},
-    }
+    } | ({"training": dict(est.training)} if est.training is not None else {})
 
 
 def _memory_table(title: str, memory: dict) -> None:
@@ -244,7 +272,26 @@ def estimate(
     concurrency: Annotated[str | None, typer.Option(
         "--concurrency", help="Concurrent requests, or 'max' (throughput mode).")] = None,
     seq_len: Annotated[int, typer.Option("--seq-len")] = 4096,
-    micro_batch: Annotated[int, typer.Option("--micro-batch")] = 1,
+    micro_batch: Annotated[int, typer.Option(
+        "--micro-batch", help="Training: sequences per micro-batch per replica.")] = 1,
+    global_batch: Annotated[int | None, typer.Option(
+        "--global-batch", help="Training: sequences per optimizer step, all replicas "
+        "(default: the catalog's micro-batches per pipeline stage).")] = None,
+    recompute: Annotated[str, typer.Option(
+        "--recompute", help="Training: activation recompute none|selective|full, or auto "
+        "(selective plus just enough block recompute to fit).")] = "auto",
+    sequence_parallel: Annotated[bool | None, typer.Option(
+        "--sequence-parallel/--no-sequence-parallel", help="Training: Megatron sequence "
+        "parallelism (default: on where TP runs on NVLink).")] = None,
+    zero: Annotated[str | None, typer.Option(
+        "--zero", help="Training: ZeRO stage 0|1|2|3 or fsdp (= 3); default the "
+        "catalog's (3).")] = None,
+    interleave: Annotated[int | None, typer.Option(
+        "--interleave", help="Training: virtual pipeline stages per GPU (interleaved "
+        "1F1B; default the catalog's).")] = None,
+    context_parallel: Annotated[int, typer.Option(
+        "--context-parallel", help="Training: GPUs that split each sequence (taken from "
+        "the data-parallel GPUs).")] = 1,
     ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="TTFT SLO, ms.")] = None,
     tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="TPOT SLO, ms.")] = None,
     qps: Annotated[float | None, typer.Option(
@@ -260,16 +307,20 @@ def estimate(
 ) -> None:
     """What one layout would do: memory and predicted performance (no solving)."""
     for name, value in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens),
-                        ("--seq-len", seq_len), ("--micro-batch", micro_batch)):
+                        ("--seq-len", seq_len), ("--micro-batch", micro_batch),
+                        ("--global-batch", global_batch), ("--interleave", interleave),
+                        ("--context-parallel", context_parallel)):
         _positive(name, value)
+    knobs = training_knobs(recompute, zero, micro_batch, global_batch, seq_len,
+                           sequence_parallel, interleave, context_parallel)
     for name, slo in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
         if slo is not None and not slo > 0:
             raise _bad(name, slo, "must be > 0")
     data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
                          fabric, {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                                  "seq_len": seq_len, "micro_batch": micro_batch,
-                                  "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
-                                  **_serving_load(kind, concurrency, qps, engine, percentile)})
+                                  "seq_len": seq_len, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
+                                  **_serving_load(kind, concurrency, qps, engine, percentile),
+                                  **knobs})
     if as_json:
         out.print_json(json.dumps(data))
         return
@@ -286,6 +337,9 @@ def estimate(
             table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
     out.print(table)
     _latency_table(data["predicted"], percentile)
+    if "training" in data:
+        out.print("training: " + ", ".join(f"{k} {v}" for k, v in data["training"].items()),
+                  highlight=False)
     _verdict(data)
     for note in data["notes"]:
         out.print(f"note: {note}")
@@ -352,6 +406,9 @@ def calibrate(
             out.print(f"wrote the serving engines' factors to {target_yaml}")
     results = run(cat, path)
     summary = summarise(results)
+    from solver.calibration import training_fit, training_fit_markdown
+
+    train_fit = training_fit(cat, path)
     server = serving_fit.mlperf_server(cat, path) if serving else []
     if not no_report:
         # in a clone: the repository's docs/; installed: calibration.md in the current folder
@@ -359,12 +416,16 @@ def calibrate(
                             .is_file() else Path("calibration.md"))
         target.parent.mkdir(parents=True, exist_ok=True)
         text = report_markdown(results, summary, cat.version)
+        text += "\n" + training_fit_markdown(train_fit)
         if serving is not None:
             text += "\n" + serving_fit.report_markdown(serving, server)
         target.write_text(text, encoding="utf-8")
     if as_json:
         out.print_json(json.dumps({
             "medians": summary.medians, "counts": summary.counts, "coverage": summary.coverage,
+            "training_fit": {
+                "values": {f"{f}.{p}": v for (f, p), v in train_fit.values.items()},
+                "fit_check": train_fit.fit_check, "held_out": train_fit.held_out},
             "rows": [{"id": r.id, "category": r.category, "measured": r.measured,
                       "predicted": r.predicted, "error": r.error, "status": r.status,
                       "why": r.why} for r in results]}))
@@ -383,6 +444,13 @@ def calibrate(
     for category, median in summary.medians.items():
         out.print(f"{category}: median |error| {median:.1%} over {summary.counts[category]} rows")
     out.print(f"coverage {summary.mapped}/{summary.in_catalog} = {summary.coverage:.0%}")
+    if train_fit.held_out:
+        import statistics
+
+        check = statistics.median(abs(e) for e in train_fit.fit_check.values())
+        held = statistics.median(abs(e) for e in train_fit.held_out.values())
+        out.print(f"training throughput: fit-check |error| {check:.1%}, leave-one-source-out "
+                  f"{held:.1%} over {len(train_fit.held_out)} rows")
     if serving is not None:
         for engine, e in serving_fit.errors(serving, "engine").items():
             out.print(f"serving {engine}: held-out TTFT |error| {e['ttft_abs']:.1%} "
