@@ -186,6 +186,10 @@ def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str
                 if cand.spanning:
                     terms["multinode_overhead_usd"][cand_var(cand)] = (
                         overhead * (cand.nodes_spanned - 1))
+    # rented capacity (solver/rental.py): what each rented unit costs, whatever the objective
+    from solver.rental import rental_terms
+
+    terms["rental_usd"] = rental_terms(table)
     return terms
 
 

@@ -13,10 +13,11 @@ from solver.catalog import Catalog
 from solver.layout import TRAINING_KINDS, Estimate
 from solver.mip import cand_var, demand_of, fabric_var, node_var, objective_terms
 from solver.placement import place
+from solver.rental import add_sourcing
 from solver.rfq import Rfq
 
 COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
-             "operations_usd", "multinode_overhead_usd", "tco_usd")
+             "operations_usd", "multinode_overhead_usd", "rental_usd", "tco_usd")
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -42,7 +43,7 @@ def cost_breakdown(table: CandidateTable, values: dict[str, float]) -> dict[str,
     cost["capex_usd"] = (cost["gpus_usd"] + cost["servers_usd"] + cost["network_usd"]
                          + cost["storage_usd"])
     cost["tco_usd"] = (cost["capex_usd"] + cost["power_usd"] + cost["operations_usd"]
-                       + cost["multinode_overhead_usd"])
+                       + cost["multinode_overhead_usd"] + cost.get("rental_usd", 0.0))
     return {key: round(cost[key], 2) for key in COST_KEYS}
 
 
@@ -171,5 +172,6 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
         "warnings": [],
         "infeasibility": None,
     }
+    add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/rental.py)
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
     return plan

@@ -275,6 +275,9 @@ class Rfq(_Strict):
     customer: str | None = Field(default=None, max_length=500)
     horizon_years: float = Field(default=3, gt=0, le=15)
     objective: Literal["tco", "capex"] = "tco"
+    rental: Literal["allow", "forbid", "only"] = Field(
+        default="allow", description="rented capacity (catalog rental.csv): allow = buy or "
+        "rent, whichever is cheaper; forbid = buy only; only = rent everything")
     budget_usd: float | None = Field(default=None, gt=0, le=1e11)
     constraints: Constraints = Constraints()
     workloads: list[WorkloadSpec] = Field(min_length=1, max_length=100)
