@@ -338,7 +338,40 @@ def _why(row: dict[str, Any]) -> str:
     if row["rented_usd"] is None:
         return "no allowed rental offer runs it (or rental is forbidden)"
     used, even = row["hours_used"], row["breakeven_hours"]
-    cheaper = "renting" if row["rented_usd"] < row["owned_usd"] else "owning"
-    return (f"{cheaper} is cheaper alone: it is used {used:,.0f} h, break-even "
-            f"{even:,.0f} h ({row['breakeven_utilization']:.1%} of the horizon); above "
-            "that owning wins")
+    if row["rented_usd"] < row["owned_usd"]:
+        return f"renting wins: used {used:,.0f} h, below the break-even {even:,.0f} h"
+    return f"owning wins: used {used:,.0f} h, above the break-even {even:,.0f} h"
+
+
+# --------------------------------------------------------------------------- wording
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.0f}"
+
+
+def rent_lines(plan: dict[str, Any]) -> list[str]:
+    """What the plan rents, one short line per offer and workload (fits 80 columns)."""
+    out = []
+    for entry in plan.get("workloads", []):
+        for rent in entry.get("rental") or []:
+            term = rent["price_type"].replace("_", " ")
+            out.append(f"{entry['name']}: {rent['instances']} x {rent['gpus_per_instance']} "
+                       f"{rent['gpu']} from {rent['offer']} ({term})")
+            out.append(f"  {rent['gpu_hours']:,.1f} GPU-h x ${rent['usd_per_gpu_hour']:g} = "
+                       f"{_usd(rent['usd'])} (price as of {rent['as_of']})")
+    return out
+
+
+def buy_vs_rent_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The buy-versus-rent comparison of ``plan['buy_vs_rent']`` as lines of <= 78 chars."""
+    out = []
+    for row in rows:
+        out.append(f"{row['workload']}: chosen {row['chosen']}; alone: own "
+                   f"{_usd(row['owned_usd'])}, rent {_usd(row['rented_usd'])}")
+        if row.get("breakeven_hours") is not None:
+            out.append(f"  rent {row['rent_offer']} at ${row['rent_usd_per_hour']:,.2f}/h; "
+                       f"used {row['hours_used']:,.0f} h")
+            out.append(f"  break-even {row['breakeven_hours']:,.0f} h = "
+                       f"{row['breakeven_utilization']:.1%} of the horizon: above it, "
+                       "owning wins")
+        out.append(f"  {row['why']}")
+    return out

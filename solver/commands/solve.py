@@ -143,6 +143,7 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
                                    row["verdict"])
                 con.print(checks)
         con.print()
+        _print_rental(plan, con)
         _print_bom(plan, con)
         table = Table(title="Cost" + (f" over {years(horizon)}" if horizon else "")
                       + f" (objective {plan.get('objective', 'tco')})", title_justify="left")
@@ -180,6 +181,22 @@ COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "servers", "network_usd":
                "operations_usd": "operations and engineering",
                "multinode_overhead_usd": "coupled-node overhead", "tco_usd": "TCO",
                "rental_usd": "rental"}
+
+
+def _print_rental(plan: dict[str, Any], con: Any) -> None:
+    """What the plan rents (solver/rental.py), when it rents anything."""
+    from solver.rental import rent_lines
+
+    lines = rent_lines(plan)
+    if lines:
+        con.print(f"[bold]Rent[/] (rental {_money(plan['cost'].get('rental_usd'))}):")
+        for line in lines:
+            con.print(f"  {line}", markup=False)
+        con.print()
+
+
+def _money(value: Any) -> str:
+    return "-" if value is None else f"${value:,.0f}"
 
 
 def _print_bom(plan: dict[str, Any], con: Any) -> None:
@@ -230,6 +247,12 @@ def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
         if step.get("reference"):
             out.print(f"      (for comparison, {step['reference']})", markup=False)
     print_plan(plan, assumptions, rfq)
+    if plan.get("buy_vs_rent"):
+        from solver.rental import buy_vs_rent_lines
+
+        out.print("[bold]Buy or rent (each workload alone)[/]")
+        for line in buy_vs_rent_lines(plan["buy_vs_rent"]):
+            out.print(f"  {line}", markup=False)
     if alternatives:
         out.print("[bold]Counterfactuals (each re-solved)[/]")
         for alt in alternatives:
