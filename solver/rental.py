@@ -42,7 +42,7 @@ JOB_SIZES_KEPT = 3  # meeting sizes kept per offer and precision (larger ones co
 
 
 def rental_mode(rfq: Any) -> str:
-    return getattr(rfq, "rental", None) or "allow"
+    return getattr(rfq, "rental", None) or "forbid"
 
 
 def owned_allowed(rfq: Any) -> bool:
@@ -255,7 +255,17 @@ def add_sourcing(plan: dict[str, Any], picks: dict[str, list[tuple[Any, int]]]) 
     """Mark every workload of a plan owned/rented/hybrid (in place) and add
     ``cost.rental_usd`` (0 when nothing is rented) to the plan."""
     for entry in plan["workloads"]:
-        entry.update(sourcing_entry(picks.get(entry["name"], [])))
+        chosen = picks.get(entry["name"], [])
+        entry.update(sourcing_entry(chosen))
+        if entry["kind"] in TRAINING_KINDS:
+            continue
+        # a rented unit (one instance) runs replicas_per_unit replicas of its layout
+        if "layouts" in entry:
+            for lay, (cand, units) in zip(entry["layouts"], chosen, strict=True):
+                lay["replicas"] = units * cand.replicas_per_unit
+                lay["rented"] = cand.rented
+        elif chosen and chosen[0][0].rented:
+            entry["dp"] = chosen[0][1] * chosen[0][0].replicas_per_unit
 
 
 def bom_rental(plan: dict[str, Any]) -> dict[str, Any]:

@@ -276,8 +276,9 @@ class Rfq(_Strict):
     horizon_years: float = Field(default=3, gt=0, le=15)
     objective: Literal["tco", "capex"] = "tco"
     rental: Literal["allow", "forbid", "only"] = Field(
-        default="allow", description="rented capacity (catalog rental.csv): allow = buy or "
-        "rent, whichever is cheaper; forbid = buy only; only = rent everything")
+        default="forbid", description="rented capacity (catalog rental.csv): allow = buy or "
+        "rent, whichever is cheaper; forbid = buy only (the default: a first-version RFQ "
+        "keeps its plan); only = rent everything")
     budget_usd: float | None = Field(default=None, gt=0, le=1e11)
     constraints: Constraints = Constraints()
     workloads: list[WorkloadSpec] = Field(min_length=1, max_length=100)

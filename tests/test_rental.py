@@ -25,7 +25,8 @@ ROW = ("my-h100,h100-sxm,8,ib-ndr-400,on_demand,2.50,0,gpu-cloud,"
 
 
 def _rfq(catalog, workloads, **top):
-    data = {"id": "rental-test", "horizon_years": 3, **top, "workloads": workloads}
+    data = {"id": "rental-test", "horizon_years": 3, "rental": "allow", **top,
+            "workloads": workloads}
     return validate_rfq(data, catalog, source="test")
 
 
@@ -97,6 +98,9 @@ def _without_keys(plan):
 def test_forbid_reproduces_the_buy_only_plan(catalog, workloads):
     no_offers = catalog.model_copy(update={"rental": {}})
     today = solve_rfq(_rfq(no_offers, workloads), no_offers)
+    default = solve_rfq(validate_rfq({"id": "rental-test", "horizon_years": 3,
+                                      "workloads": workloads}, catalog), catalog)
+    assert _without_keys(default) == _without_keys(today)  # the default is forbid
     forbid = solve_rfq(_rfq(catalog, workloads, rental="forbid"), catalog)
     assert _without_keys(forbid) == _without_keys(today)
     assert forbid["cost"]["rental_usd"] == 0

@@ -124,6 +124,21 @@ def _check_own_model(plan, catalog):  # a customer's fine-tune, planned from its
     assert reference["cost"]["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"])
 
 
+def _check_rent_oneoff(plan, catalog):  # issue 16: one-off jobs rent, nothing is bought
+    assert plan["cluster"]["total_nodes"] == 0
+    assert {w["sourcing"] for w in plan["workloads"]} == {"rented"}
+    assert plan["cost"]["rental_usd"] > 0
+    assert plan["cost"]["capex_usd"] == plan["cost"]["storage_usd"]  # job storage only
+    assert all(r["hours_used"] < r["breakeven_hours"] for r in plan["buy_vs_rent"])
+
+
+def _check_hybrid(plan, catalog):  # issue 16: the 24/7 service owns, the one-off job rents
+    sourcing = {w["name"]: w["sourcing"] for w in plan["workloads"]}
+    assert sourcing == {"chat": "owned", "tune": "rented"}
+    assert plan["cluster"]["total_nodes"] == 1
+    assert plan["cost"]["rental_usd"] > 0
+
+
 EXPECTED = {
     "chat-70b-one-node.yaml": _check_chat_70b,
     "finetune-70b-full-cluster.yaml": _check_full_finetune,
@@ -139,6 +154,8 @@ EXPECTED = {
     "small-models-lab.json": _check_small_models,
     "moe-deepseek-serving.yaml": _check_deepseek,
     "own-model-from-config.yaml": _check_own_model,
+    "rent-oneoff-jobs.yaml": _check_rent_oneoff,
+    "hybrid-service-and-job.yaml": _check_hybrid,
 }
 
 
