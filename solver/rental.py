@@ -217,6 +217,17 @@ def _rented_serving(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, pr
     return out
 
 
+def reprice_rented(cand: Any, catalog: Any, rfq: Any, params: CostParams) -> Any:
+    """A rented candidate with its cost recomputed for the catalog's current offer price
+    and the horizon in ``params`` (the physics is unchanged; what-if and sensitivity)."""
+    from dataclasses import replace
+
+    offer = getattr(catalog, "rental", {}).get(cand.rental.id, cand.rental)
+    spec = next(s for s in rfq.workloads if s.name == cand.workload)
+    hours = hours_used(spec, cand.hours_to_complete, params.horizon_years)
+    return replace(cand, rental=offer, rental_usd=unit_cost_usd(offer, cand.gpus, hours))
+
+
 # --------------------------------------------------------------------------- MIP and plan
 def rental_terms(table: Any) -> dict[str, float]:
     """Objective coefficient (USD) of every rented candidate's variable: the cost term

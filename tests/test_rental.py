@@ -206,3 +206,39 @@ def test_bad_rental_csv_exits_2(tmp_path):
 def test_rental_switch_is_validated(catalog):
     with pytest.raises(InputError):
         _rfq(catalog, [SHORT_JOB], rental="sometimes")
+
+
+def test_reprice_follows_the_horizon_and_the_offer_price(catalog):
+    """What-if/sensitivity reuse the candidates: a rented service's cost scales with the
+    horizon, and a changed offer price reprices it."""
+    from solver.costs import CostParams
+    from solver.scenarios import reprice
+
+    rfq = _rfq(catalog, [BUSY_SERVICE], rental="only")
+    table = build_candidates(catalog, rfq)
+    longer = rfq.model_copy(update={"horizon_years": 6})
+    again = reprice(table, catalog, longer)
+    assert again.params == CostParams.from_catalog(catalog, 6)
+    for old, new in zip(table.candidates["chat"], again.candidates["chat"], strict=True):
+        assert new.rental_usd == pytest.approx(2 * old.rental_usd)
+    offer = table.candidates["chat"][0].rental
+    cheaper = catalog.model_copy(update={"rental": {
+        **catalog.rental, offer.id: offer.model_copy(update={"usd_per_gpu_hour": 0.01})}})
+    repriced = reprice(table, cheaper, rfq).candidates["chat"][0]
+    assert repriced.rental_usd == pytest.approx(
+        table.candidates["chat"][0].rental_usd * 0.01 / offer.usd_per_gpu_hour)
+
+
+def test_schedule_is_one_period_bought_at_month_zero(catalog):
+    plan = solve_rfq(_rfq(catalog, [BUSY_SERVICE, SHORT_JOB],
+                          constraints={"gpus": ["rtx-pro-6000", "h100-sxm"]}), catalog)
+    (period,) = plan["schedule"]
+    assert period["start_month"] == 0 and period["months"] == 36
+    assert period["nodes_bought"] == plan["cluster"]["total_nodes"]
+    assert period["gpus_bought"] == plan["cluster"]["total_gpus"]
+    assert period["capex_usd"] == plan["cost"]["capex_usd"]
+    assert period["rental_usd"] == plan["cost"]["rental_usd"]
+    assert {name: run["sourcing"] for name, run in period["runs"].items()} == {
+        w["name"]: w["sourcing"] for w in plan["workloads"]}
+    infeasible = solve_rfq(_rfq(catalog, [SERVICE], rental="only", budget_usd=1000), catalog)
+    assert infeasible["schedule"] == []
