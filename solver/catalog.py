@@ -283,6 +283,9 @@ class CostModel(BaseModel):
         description="per-GPU-year software licence on NVIDIA datacenter GPUs (0 = off)")
     support_contract_fraction_per_year: Param = Field(
         description="hardware support contract per year as a fraction of node capex (0 = off)")
+    hardware_price_decline_per_year: Param | None = Field(
+        default=None, description="yearly fall in the price of the same hardware, for "
+        "purchases later in a phased schedule (solver/schedule.py); None = 0")
 
     # (lowest, highest, lowest allowed itself) for each parameter's value
     RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {

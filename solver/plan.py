@@ -15,7 +15,7 @@ from solver.mip import cand_var, demand_of, fabric_var, node_var, objective_term
 from solver.placement import place
 from solver.rental import add_sourcing
 from solver.rfq import Rfq
-from solver.schedule import single_period
+from solver.schedule import schedule_for
 
 COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
              "operations_usd", "multinode_overhead_usd", "rental_usd", "tco_usd")
@@ -175,5 +175,5 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
     }
     add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/rental.py)
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
-    plan["schedule"] = single_period(plan, table.params.horizon_years)  # solver/schedule.py
+    plan["schedule"] = schedule_for(catalog, rfq, table, plan)  # solver/schedule.py
     return plan

@@ -139,6 +139,12 @@ def _check_hybrid(plan, catalog):  # issue 16: the 24/7 service owns, the one-of
     assert plan["cost"]["rental_usd"] > 0
 
 
+def _check_growing(plan, catalog):  # issue 16: growth -> buy in steps, cheaper than all now
+    bought = [p["nodes_bought"] for p in plan["schedule"]]
+    assert len(bought) == 3 and bought[0] >= 1 and sum(bought[1:]) >= 1
+    assert plan["phasing"]["saving_usd"] > 0
+
+
 EXPECTED = {
     "chat-70b-one-node.yaml": _check_chat_70b,
     "finetune-70b-full-cluster.yaml": _check_full_finetune,
@@ -156,6 +162,7 @@ EXPECTED = {
     "own-model-from-config.yaml": _check_own_model,
     "rent-oneoff-jobs.yaml": _check_rent_oneoff,
     "hybrid-service-and-job.yaml": _check_hybrid,
+    "growing-chat-service.yaml": _check_growing,
 }
 
 

@@ -184,13 +184,22 @@ COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "servers", "network_usd":
 
 
 def _print_rental(plan: dict[str, Any], con: Any) -> None:
-    """What the plan rents (solver/rental.py), when it rents anything."""
+    """What the plan rents (solver/rental.py) and its phased purchase schedule
+    (solver/schedule.py), when it has them."""
     from solver.rental import rent_lines
 
     lines = rent_lines(plan)
     if lines:
         con.print(f"[bold]Rent[/] (rental {_money(plan['cost'].get('rental_usd'))}):")
         for line in lines:
+            con.print(f"  {line}", markup=False)
+        con.print()
+    from solver.schedule import schedule_lines
+
+    phased = schedule_lines(plan)
+    if phased:
+        con.print("[bold]Purchase schedule[/] (demand over time):")
+        for line in phased:
             con.print(f"  {line}", markup=False)
         con.print()
 
