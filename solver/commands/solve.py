@@ -256,7 +256,7 @@ def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
         if step.get("reference"):
             out.print(f"      (for comparison, {step['reference']})", markup=False)
     print_plan(plan, assumptions, rfq)
-    if plan.get("buy_vs_rent"):
+    if any(row.get("rented_usd") is not None for row in plan.get("buy_vs_rent") or []):
         from solver.rental import buy_vs_rent_lines
 
         out.print("[bold]Buy or rent (each workload alone)[/]")
