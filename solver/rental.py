@@ -377,8 +377,8 @@ def rent_lines(plan: dict[str, Any]) -> list[str]:
             term = rent["price_type"].replace("_", " ")
             out.append(f"{entry['name']}: {rent['instances']} x {rent['gpus_per_instance']} "
                        f"{rent['gpu']} from {rent['offer']} ({term})")
-            out.append(f"  {rent['gpu_hours']:,.1f} GPU-h x ${rent['usd_per_gpu_hour']:g} = "
-                       f"{_usd(rent['usd'])} (price as of {rent['as_of']})")
+            out.append(f"  {rent['gpu_hours']:,.1f} GPU-h x {rent['usd_per_gpu_hour']:g} USD/GPU-h"
+                       f" = {_usd(rent['usd'])} (price as of {rent['as_of']})")
     return out
 
 
@@ -389,7 +389,7 @@ def buy_vs_rent_lines(rows: list[dict[str, Any]]) -> list[str]:
         out.append(f"{row['workload']}: chosen {row['chosen']}; alone: own "
                    f"{_usd(row['owned_usd'])}, rent {_usd(row['rented_usd'])}")
         if row.get("breakeven_hours") is not None:
-            out.append(f"  rent {row['rent_offer']} at ${row['rent_usd_per_hour']:,.2f}/h; "
+            out.append(f"  rent {row['rent_offer']} at {row['rent_usd_per_hour']:,.2f} USD/h; "
                        f"used {row['hours_used']:,.0f} h")
             out.append(f"  break-even {row['breakeven_hours']:,.0f} h = "
                        f"{row['breakeven_utilization']:.1%} of the horizon: above it, "
