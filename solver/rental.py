@@ -263,8 +263,8 @@ def _rental_line(cand: Any, units: int) -> dict[str, Any]:
 
 
 def add_sourcing(plan: dict[str, Any], picks: dict[str, list[tuple[Any, int]]]) -> None:
-    """Mark every workload of a plan owned/rented/hybrid (in place) and add
-    ``cost.rental_usd`` (0 when nothing is rented) to the plan."""
+    """Mark every workload of a plan owned/rented/hybrid, with its rented units (in
+    place); a rented serving unit's replicas count in ``dp`` / ``layouts[].replicas``."""
     for entry in plan["workloads"]:
         chosen = picks.get(entry["name"], [])
         entry.update(sourcing_entry(chosen))
