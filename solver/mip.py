@@ -40,6 +40,11 @@ Objective
     min Σ_t (cost_t + fe fe_c) N[t] + Σ_c (net_c + st_w(c) + O (n_c - 1)) x[c]
         + S Σ_f z[f] + s K + Σ_e (sw_e (L[e] + S[e]) + up_e U[e])
     (capex objective: GPUs + servers + network + storage only, O = 0)
+    + Σ_{c ∈ R} rent_c x[c]   for rented candidates R (solver/rental.py: whole instances of a
+    rental offer for the job's hours, the batch deadline or the horizon; any objective).
+    A rented c has no node type and spans no bought fabric: it is in no packing, fabric,
+    coupled, switch, vendor-stack or owned-limit row - only its demand/one-job row and the
+    budget.
 
 Constraints (one block each in :func:`build_model`)
     demand      Σ_{c∈C_w} m_c x[c] ≥ D^conc_w,  Σ_{c∈C_w} q_c x[c] ≥ D^qps_w     (w ∈ W_s)
