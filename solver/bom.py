@@ -21,6 +21,7 @@ from solver.catalog import Catalog
 from solver.costs import HOURS_PER_YEAR, CostParams, node_cost
 from solver.layout import TRAINING_KINDS
 from solver.network import switch_counts
+from solver.rental import bom_rental
 from solver.storage import training_storage
 
 DEFAULT_PRICE_TYPE = "list"
@@ -200,9 +201,11 @@ def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
     for item in opex:  # 4 decimals: the horizon total below stays exact to the cent
         item["usd_over_horizon"] = round(item["usd_per_year"] * years, 2)
         item["usd_per_year"] = round(item["usd_per_year"], 4)
+    rental = bom_rental(plan)  # rented GPU-hours: not capex, part of the TCO (rental.py)
     return {"lines": lines, "capex_usd": capex,
             "opex_per_year": {"lines": opex, "total_usd": round(per_year, 2)},
-            "horizon_years": years, "tco_usd": round(capex + per_year * years, 2)}
+            "rental": rental, "horizon_years": years,
+            "tco_usd": round(capex + per_year * years + rental["total_usd"], 2)}
 
 
 def totals_by_category(bom: dict[str, Any]) -> dict[str, float]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from solver.backends import TimeLimitReached
 from solver.catalog import Catalog, Fabric, Gpu, Server
@@ -62,10 +63,21 @@ class Candidate:
     qps_capacity: float = 0.0
     hours_to_complete: float | None = None
     name: str = field(default="")
+    # rented capacity (solver/rental.py): the offer, what one unit costs over its billed
+    # hours, and how many replicas of ``layout`` one unit (whole instances) runs
+    rental: Any = None
+    rental_usd: float = 0.0
+    replicas_per_unit: int = 1
+
+    @property
+    def rented(self) -> bool:
+        return self.rental is not None
 
     @property
     def spanning(self) -> bool:
-        return self.nodes_spanned > 1
+        """Spans bought nodes over a bought fabric (rented instances never do: the offer
+        includes its interconnect)."""
+        return self.nodes_spanned > 1 and self.rental is None
 
     @property
     def is_job(self) -> bool:
@@ -379,10 +391,12 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     rdma_only = coupled_training_rdma_only(catalog, rfq)
     candidates: dict[str, list[Candidate]] = {}
     rejected: dict[str, list[str]] = {}
+    from solver.rental import owned_allowed, rented_candidates
+
     for spec in rfq.workloads:
         found: list[Candidate] = []
         why: list[str] = []
-        for node in types.values():
+        for node in (types.values() if owned_allowed(rfq) else ()):
             gpu = catalog.gpus[node.gpu]
             for precision in precisions_for(spec, gpu):
                 if spec.kind in TRAINING_KINDS:
@@ -390,6 +404,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
                                                   all_sizes, max_nodes, rdma_only)
                 else:
                     found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
+        found += rented_candidates(catalog, rfq, spec, params, why)
         candidates[spec.name] = _drop_dominated(found)
         rejected[spec.name] = why
         if deadline is not None and time.perf_counter() > deadline:

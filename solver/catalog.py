@@ -33,6 +33,7 @@ from pydantic import (
 from solver.architecture import Architecture
 from solver.errors import InputError, Problem, problems_from_pydantic, short
 from solver.inputs import guard, non_finite, parse_yaml, read_text, reject_bool
+from solver.rental_offers import RENTAL_FILE, RentalOffer, load_offers
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
@@ -292,6 +293,9 @@ class CostModel(BaseModel):
         description="per-GPU-year software licence on NVIDIA datacenter GPUs (0 = off)")
     support_contract_fraction_per_year: Param = Field(
         description="hardware support contract per year as a fraction of node capex (0 = off)")
+    hardware_price_decline_per_year: Param | None = Field(
+        default=None, description="yearly fall in the price of the same hardware, for "
+        "purchases later in a phased schedule (solver/schedule.py); None = 0")
 
     # (lowest, highest, lowest allowed itself) for each parameter's value
     RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
@@ -355,6 +359,8 @@ class Catalog(BaseModel):
         default_factory=dict, description="performance-model factors (solver.perf_factors)"
     )
     version: str = ""
+    rental: dict[str, RentalOffer] = Field(
+        default_factory=dict, description="rental offers by id (rental.csv, solver.rental_offers)")
 
     @model_validator(mode="after")
     def _cross_references(self) -> Catalog:
@@ -737,17 +743,28 @@ def load_catalog(user_dir: str | None = None) -> Catalog:
         if prices.is_file():
             _apply_prices(raw, prices)
         added = _model_folder(raw, directory)
-        if not overlay and not prices.is_file() and not added:
+        rental = directory / RENTAL_FILE  # rental offers: built-in rows, then the overlay's
+        raw["rental"] = load_offers(_rental_files(builtin) + ([rental] if rental.is_file()
+                                                              else []), raw)
+        if not overlay and not prices.is_file() and not added and not rental.is_file():
             raise InputError([Problem(user_dir, "", None,
                                       "no catalog files found (expected any of "
-                                      f"{', '.join(FILES.values())}, prices.csv or "
+                                      f"{', '.join(FILES.values())}, prices.csv, "
+                                      f"{RENTAL_FILE} or "
                                       "models/*.config.json)")])
         origin = str(directory)
         with guard(origin, "build the catalog"):
             catalog = _build(raw, origin)
             check_catalog(catalog)
         return catalog
+    raw["rental"] = load_offers(_rental_files(builtin), raw)
     return _build(raw, origin)
+
+
+def _rental_files(directory: Path) -> list[Path]:
+    """The built-in ``rental.csv`` when the catalog ships one (solver/rental_offers.py)."""
+    path = directory / RENTAL_FILE
+    return [path] if path.is_file() else []
 
 
 # --------------------------------------------------------------------------- models from files

@@ -314,6 +314,10 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
     plan["decision_path"] = path
     plan["warnings"] = warnings_for(catalog, rfq, plan) if plan.get("status") in (
         "optimal", "feasible") else []
+    if table is not None and plan.get("status") in ("optimal", "feasible"):
+        from solver.rental import buy_vs_rent  # owning against renting, each workload alone
+
+        plan["buy_vs_rent"] = buy_vs_rent(table, rfq, plan)
     return plan
 
 

@@ -46,6 +46,11 @@ Objective
     min Σ_t (cost_t + fe fe_c) N[t] + Σ_c (net_c + st_w(c) + O (n_c - 1)) x[c]
         + S Σ_f z[f] + s K + Σ_e (sw_e (L[e] + S[e]) + up_e U[e])
     (capex objective: GPUs + servers + network + storage only, O = 0)
+    + Σ_{c ∈ R} rent_c x[c]   for rented candidates R (solver/rental.py: whole instances of a
+    rental offer for the job's hours, the batch deadline or the horizon; any objective).
+    A rented c has no node type and spans no bought fabric: it is in no packing, fabric,
+    coupled, switch, vendor-stack or owned-limit row - only its demand/one-job row and the
+    budget.
 
 Constraints (one block each in :func:`build_model`)
     demand      Σ_{c∈C_w} m_c x[c] ≥ D^conc_w,  Σ_{c∈C_w} q_c x[c] ≥ D^qps_w     (w ∈ W_s)
@@ -153,12 +158,22 @@ def replicas_per_node(cand: Candidate, node_gpus: int) -> int:
     return 1 if cand.spanning else max(1, node_gpus // cand.gpus)
 
 
+def units_lost(table: CandidateTable, cand: Candidate) -> int:
+    """Replicas (rented: units) of ``cand`` that one failure takes: a whole node's worth
+    of an owned candidate; one unit of a rented one (its capacity is per unit)."""
+    if cand.rental is not None:
+        return 1
+    return replicas_per_node(cand, table.node_types[cand.node_type].gpus)
+
+
 def node_loss(table: CandidateTable, cands: list[Candidate]) -> Demand:
     """The largest capacity one node can carry of any of these candidates (the n+1 spare
-    that covers every choice among them): max_c r_c m_c and max_c r_c q_c."""
+    that covers every choice among them): max_c r_c m_c and max_c r_c q_c. A rented
+    candidate's capacity is per unit (instance, or instances of a spanning replica): one
+    unit is what one failure takes."""
     conc = qps = 0.0
     for cand in cands:
-        per_node = replicas_per_node(cand, table.node_types[cand.node_type].gpus)
+        per_node = units_lost(table, cand)
         conc = max(conc, per_node * cand.concurrency_capacity)
         qps = max(qps, per_node * cand.qps_capacity)
     return Demand(conc, qps)
@@ -253,6 +268,10 @@ def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str
                 if cand.spanning:
                     terms["multinode_overhead_usd"][cand_var(cand)] = (
                         overhead * (cand.nodes_spanned - 1))
+    # rented capacity (solver/rental.py): what each rented unit costs, whatever the objective
+    from solver.rental import rental_terms
+
+    terms["rental_usd"] = rental_terms(table)
     return terms
 
 
@@ -395,7 +414,7 @@ def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
         if not spare:
             continue
         for cand in cands:
-            per_node = replicas_per_node(cand, table.node_types[cand.node_type].gpus)
+            per_node = units_lost(table, cand)
             model.add(f"n_plus_1_{label}[{cand.name}]",
                       {**coeffs, used_var(cand): -per_node * getattr(cand, capacity)},
                       ">=", need)

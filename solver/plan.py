@@ -21,10 +21,12 @@ from solver.mip import (
     target_utilization,
 )
 from solver.placement import place
+from solver.rental import add_sourcing
 from solver.rfq import Rfq
+from solver.schedule import schedule_for
 
 COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
-             "operations_usd", "multinode_overhead_usd", "tco_usd")
+             "operations_usd", "multinode_overhead_usd", "rental_usd", "tco_usd")
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -50,7 +52,7 @@ def cost_breakdown(table: CandidateTable, values: dict[str, float]) -> dict[str,
     cost["capex_usd"] = (cost["gpus_usd"] + cost["servers_usd"] + cost["network_usd"]
                          + cost["storage_usd"])
     cost["tco_usd"] = (cost["capex_usd"] + cost["power_usd"] + cost["operations_usd"]
-                       + cost["multinode_overhead_usd"])
+                       + cost["multinode_overhead_usd"] + cost.get("rental_usd", 0.0))
     return {key: round(cost[key], 2) for key in COST_KEYS}
 
 
@@ -163,6 +165,13 @@ def redundancy_check(plan: dict[str, Any], picks: dict[str, list[tuple[Candidate
             lost = [by_name[g.rsplit("#", 1)[0]] for g in groups]
             left = (total[0] - sum(c.concurrency_capacity for c in lost),
                     total[1] - sum(c.qps_capacity for c in lost), node["node"])
+            if worst is None or left[:2] < worst[:2]:
+                worst = left
+        for cand, units in picks[entry["name"]]:  # a rented instance can fail too
+            if cand.rental is None or units < 1:
+                continue
+            left = (total[0] - cand.concurrency_capacity, total[1] - cand.qps_capacity,
+                    f"rented {cand.rental.id} instance")
             if worst is None or left[:2] < worst[:2]:
                 worst = left
         if worst is None:
@@ -289,5 +298,7 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
         "infeasibility": None,
     }
     redundancy_check(plan, picks, specs)
+    add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/rental.py)
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
+    plan["schedule"] = schedule_for(catalog, rfq, table, plan)  # solver/schedule.py
     return plan

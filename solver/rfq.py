@@ -219,6 +219,20 @@ class _ServingBase(_WorkloadBase):
         return self
 
 
+class DemandPeriod(_Strict):
+    """Serving demand during one period (demand over time, solver/schedule.py)."""
+
+    months: float = Field(gt=0, le=180)
+    concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
+    qps: float | None = Field(default=None, gt=0, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _demand(self) -> DemandPeriod:
+        if self.concurrency is None and self.qps is None:
+            raise ValueError("a period needs concurrency or qps (or both)")
+        return self
+
+
 class InferenceWorkload(_ServingBase):
     """Online serving: concurrent requests and/or request rate within latency SLOs."""
 
@@ -234,6 +248,12 @@ class InferenceWorkload(_ServingBase):
         "(capacity bought = demand / target_utilization)")
     redundancy: Redundancy = Field(
         default="none", description="n+1: the demand is still met with any one node down")
+    periods: list[DemandPeriod] | None = Field(
+        default=None, min_length=1, max_length=60, description="demand over time, in order "
+        "from month 0; concurrency/qps above are then the peak (solver/schedule.py)")
+    growth_per_year: float | None = Field(
+        default=None, gt=-0.9, le=10, description="yearly demand growth (0.5 = +50 %) from "
+        "the concurrency/qps above; expanded into yearly periods")
 
     @model_validator(mode="after")
     def _demand(self) -> InferenceWorkload:
@@ -293,9 +313,20 @@ class Rfq(_Strict):
     customer: str | None = Field(default=None, max_length=500)
     horizon_years: float = Field(default=3, gt=0, le=15)
     objective: Literal["tco", "capex"] = "tco"
+    rental: Literal["allow", "forbid", "only"] = Field(
+        default="forbid", description="rented capacity (catalog rental.csv): allow = buy or "
+        "rent, whichever is cheaper; forbid = buy only (the default: a first-version RFQ "
+        "keeps its plan); only = rent everything")
     budget_usd: float | None = Field(default=None, gt=0, le=1e11)
     constraints: Constraints = Constraints()
     workloads: list[WorkloadSpec] = Field(min_length=1, max_length=100)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _demand_over_time(cls, data: Any) -> Any:
+        from solver.schedule import expand_demand_over_time
+
+        return expand_demand_over_time(data)
 
     @field_validator("workloads")
     @classmethod

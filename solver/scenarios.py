@@ -118,6 +118,10 @@ def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable
     for name, cands in table.candidates.items():
         out = []
         for cand in cands:
+            if cand.rented:  # rental price and billed hours (horizon) from the new values
+                from solver.rental import reprice_rented
+
+                cand = reprice_rented(cand, catalog, rfq, params)
             if cand.spanning:
                 server = catalog.servers[table.node_types[cand.node_type].server]
                 network = cand.nodes_spanned * coupled_node_network_usd(

@@ -105,6 +105,7 @@ def _empty_plan(rfq: Rfq, solution: Solution) -> dict[str, Any]:
         "cluster": {"nodes": [], "total_nodes": 0, "total_gpus": 0, "fabric": "none",
                     "coupled": False, "coupled_nodes": 0, "power_kw": 0.0, "rack_units": 0},
         "workloads": [], "cost": None, "placement": [], "bill_of_materials": None,
+        "schedule": [],
         "decision_path": [], "warnings": [],
         "infeasibility": None,
     }

@@ -46,13 +46,14 @@ def test_solve_json_matches_contract_shape():
                                           "hours_to_complete", "scaling_efficiency"}
     assert set(plan["cost"]) == {"gpus_usd", "servers_usd", "network_usd", "storage_usd",
                                  "capex_usd", "power_usd", "operations_usd",
-                                 "multinode_overhead_usd", "tco_usd"}
+                                 "multinode_overhead_usd", "rental_usd", "tco_usd"}
     cost = plan["cost"]
     assert cost["capex_usd"] == pytest.approx(cost["gpus_usd"] + cost["servers_usd"]
                                               + cost["network_usd"] + cost["storage_usd"])
     assert cost["tco_usd"] == pytest.approx(cost["capex_usd"] + cost["power_usd"]
                                             + cost["operations_usd"]
-                                            + cost["multinode_overhead_usd"])
+                                            + cost["multinode_overhead_usd"]
+                                            + cost["rental_usd"])
     assert plan["decision_path"][0]["step"] == 1
 
 

@@ -138,6 +138,27 @@ def _check_n_plus_1(plan, catalog):  # n+1: a node to spare, replicas without a 
     assert all(m["met"] and m["percentile"] == 95 for m in support["margins"].values())
 
 
+def _check_rent_oneoff(plan, catalog):  # issue 16: one-off jobs rent, nothing is bought
+    assert plan["cluster"]["total_nodes"] == 0
+    assert {w["sourcing"] for w in plan["workloads"]} == {"rented"}
+    assert plan["cost"]["rental_usd"] > 0
+    assert plan["cost"]["capex_usd"] == plan["cost"]["storage_usd"]  # job storage only
+    assert all(r["hours_used"] < r["breakeven_hours"] for r in plan["buy_vs_rent"])
+
+
+def _check_hybrid(plan, catalog):  # issue 16: the 24/7 service owns, the one-off job rents
+    sourcing = {w["name"]: w["sourcing"] for w in plan["workloads"]}
+    assert sourcing == {"chat": "owned", "tune": "rented"}
+    assert plan["cluster"]["total_nodes"] == 1
+    assert plan["cost"]["rental_usd"] > 0
+
+
+def _check_growing(plan, catalog):  # issue 16: growth -> buy in steps, cheaper than all now
+    bought = [p["nodes_bought"] for p in plan["schedule"]]
+    assert len(bought) == 3 and bought[0] >= 1 and sum(bought[1:]) >= 1
+    assert plan["phasing"]["saving_usd"] > 0
+
+
 EXPECTED = {
     "chat-n-plus-1.yaml": _check_n_plus_1,
     "chat-70b-one-node.yaml": _check_chat_70b,
@@ -154,6 +175,9 @@ EXPECTED = {
     "small-models-lab.json": _check_small_models,
     "moe-deepseek-serving.yaml": _check_deepseek,
     "own-model-from-config.yaml": _check_own_model,
+    "rent-oneoff-jobs.yaml": _check_rent_oneoff,
+    "hybrid-service-and-job.yaml": _check_hybrid,
+    "growing-chat-service.yaml": _check_growing,
 }
 
 

@@ -146,6 +146,7 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
                                    row["verdict"])
                 con.print(checks)
         con.print()
+        _print_rental(plan, con)
         _print_bom(plan, con)
         table = Table(title="Cost" + (f" over {years(horizon)}" if horizon else "")
                       + f" (objective {plan.get('objective', 'tco')})", title_justify="left")
@@ -183,6 +184,31 @@ COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "servers", "network_usd":
                "operations_usd": "operations and engineering",
                "multinode_overhead_usd": "coupled-node overhead", "tco_usd": "TCO",
                "rental_usd": "rental"}
+
+
+def _print_rental(plan: dict[str, Any], con: Any) -> None:
+    """What the plan rents (solver/rental.py) and its phased purchase schedule
+    (solver/schedule.py), when it has them."""
+    from solver.rental import rent_lines
+
+    lines = rent_lines(plan)
+    if lines:
+        con.print(f"[bold]Rent[/] (rental {_money(plan['cost'].get('rental_usd'))}):")
+        for line in lines:
+            con.print(f"  {line}", markup=False)
+        con.print()
+    from solver.schedule import schedule_lines
+
+    phased = schedule_lines(plan)
+    if phased:
+        con.print("[bold]Purchase schedule[/] (demand over time):")
+        for line in phased:
+            con.print(f"  {line}", markup=False)
+        con.print()
+
+
+def _money(value: Any) -> str:
+    return "-" if value is None else f"${value:,.0f}"
 
 
 def _print_bom(plan: dict[str, Any], con: Any) -> None:
@@ -233,6 +259,12 @@ def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
         if step.get("reference"):
             out.print(f"      (for comparison, {step['reference']})", markup=False)
     print_plan(plan, assumptions, rfq)
+    if any(row.get("rented_usd") is not None for row in plan.get("buy_vs_rent") or []):
+        from solver.rental import buy_vs_rent_lines
+
+        out.print("[bold]Buy or rent (each workload alone)[/]")
+        for line in buy_vs_rent_lines(plan["buy_vs_rent"]):
+            out.print(f"  {line}", markup=False)
     if alternatives:
         out.print("[bold]Counterfactuals (each re-solved)[/]")
         for alt in alternatives:
