@@ -348,6 +348,9 @@ def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: Can
     insurance = _without_n_plus_1(rfq, catalog, plan, table, solver)
     if insurance:
         out.append(insurance)
+    renting = _with_renting(rfq, catalog, plan, solver)
+    if renting:
+        out.append(renting)
     for label, extra, lim in options:
         if not extra and lim.max_nodes == limits.max_nodes:
             continue
@@ -428,6 +431,41 @@ def _without_n_plus_1(rfq: Any, catalog: Catalog, plan: dict[str, Any],
     why = (f"n+1 for {', '.join(names)} costs ${-delta:,.0f} over the horizon"
            + (f" ({plural(b, 'node')} instead of {a})" if a != b else "")
            + ": the insurance that any one node can fail with the demand still met")
+    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
+            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+
+
+def _with_renting(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
+                  ) -> dict[str, Any] | None:
+    """Buy or rent, asked even when the RFQ forbids renting (the default): the same RFQ
+    re-solved with ``rental: allow`` against the catalog's rental offers (None when renting
+    is already allowed, the catalog has no offers, or no offer can run any workload)."""
+    from solver.candidates import build_candidates
+    from solver.plan import assemble
+    from solver.rental import rental_mode
+    from solver.solve import run_mip
+
+    if rental_mode(rfq) != "forbid" or not getattr(catalog, "rental", None):
+        return None
+    if (plan.get("cost") or {}).get("tco_usd") is None:
+        return None
+    allowed = rfq.model_copy(update={"rental": "allow"})
+    table = build_candidates(catalog, allowed)
+    if not any(c.rental is not None for cands in table.candidates.values() for c in cands):
+        return None
+    label = "the same RFQ with renting allowed (rental: allow)"
+    solution = run_mip(table, allowed, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return None
+    alt = assemble(catalog, allowed, table, solution)
+    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
+    rented = [w["name"] for w in alt["workloads"] if w.get("sourcing") in ("rented", "hybrid")]
+    if not rented or delta > -0.5:
+        why = "owning is cheaper than every rental offer in the catalog for this demand"
+    else:
+        why = (f"renting {', '.join(rented)} would save ${-delta:,.0f} over the horizon "
+               f"(rental ${alt['cost'].get('rental_usd', 0):,.0f}); set rental: allow to plan "
+               "it (docs/rental.md)")
     return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
             "delta_usd": delta, "cluster": alt["cluster"], "why": why}
 

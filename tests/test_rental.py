@@ -243,3 +243,24 @@ def test_schedule_is_one_period_bought_at_month_zero(catalog):
         w["name"]: w["sourcing"] for w in plan["workloads"]}
     infeasible = solve_rfq(_rfq(catalog, [SERVICE], rental="only", budget_usd=1000), catalog)
     assert infeasible["schedule"] == []
+
+
+def test_explain_asks_buy_or_rent_even_when_renting_is_forbidden(catalog):
+    """The default RFQ forbids renting; explain still re-solves with rental: allow and says
+    what renting would save (a one-off job) - and says nothing when renting is allowed."""
+    from solver.candidates import build_candidates
+    from solver.explain import counterfactuals
+
+    rfq = _rfq(catalog, [SHORT_JOB], rental="forbid")
+    table = build_candidates(catalog, rfq)
+    plan = solve_rfq(rfq, catalog, table=table)
+    assert plan["cost"]["rental_usd"] == 0
+    alts = counterfactuals(rfq, catalog, plan, table, "highs")
+    rent = next(a for a in alts if "renting allowed" in a["alternative"])
+    assert rent["delta_usd"] < 0 and "would save" in rent["why"]
+    assert rent["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"] + rent["delta_usd"])
+    allowed = _rfq(catalog, [SHORT_JOB], rental="allow")
+    table = build_candidates(catalog, allowed)
+    plan = solve_rfq(allowed, catalog, table=table)
+    assert not any("renting allowed" in a["alternative"]
+                   for a in counterfactuals(allowed, catalog, plan, table, "highs"))
