@@ -112,6 +112,7 @@ def children(pid: int) -> list[str]:
 TOTAL = 100
 
 
+@pytest.mark.slow  # kills a batch of 100 RFQs mid-run and resumes it (CI runs the slow marker)
 def test_kill9_mid_run_then_resume_equals_uninterrupted_run(tmp_path: Path) -> None:
     inputs = tmp_path / "rfqs"
     write_rfqs(inputs, TOTAL - 1, gpus=("l40s", "rtx-pro-6000"))

@@ -254,6 +254,7 @@ def test_pareto_of_an_infeasible_rfq_says_why():
 
 # --- What-if ----------------------------------------------------------------------------
 
+@pytest.mark.slow  # re-solves a what-if and a full tornado (CI runs the slow marker)
 def test_whatif_resolves_and_reports_the_change_and_the_tornado():
     at = page("whatif")
     load_example(at, "chat-70b-one-node")

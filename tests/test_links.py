@@ -66,6 +66,7 @@ def test_candidates_carry_their_node_types_server(catalog):
         assert cand.layout.server == table.node_types[cand.node_type].server
 
 
+@pytest.mark.slow  # forty catalogs with a garbage collection each (CI runs the slow marker)
 def test_many_catalogs_each_use_their_own_link_figures(catalog):
     """Catalogs built and dropped one after another (ids get reused): every estimate must
     use its own catalog's fabric bandwidth, never a cached figure of an earlier catalog.
