@@ -312,7 +312,7 @@ def mlperf_server(catalog: Catalog, csv_path: Path | None = None) -> list[Server
                                     output_tokens=tokens[1], qps=qps, engine="trtllm",
                                     percentile=99)
                 est = estimate(catalog, layout, workload)
-                if est.fits and est.predicted.tpot_ms:
+                if est.fits:  # latencies are taken at the measured load below
                     best = est
                     break
             if best is None:
@@ -326,9 +326,10 @@ def mlperf_server(catalog: Catalog, csv_path: Path | None = None) -> list[Server
             c = constants(catalog, best.layout, memory_plan(catalog, best.layout,
                                                             best.workload))
             lat = queued(c, engine_factors(catalog, "trtllm"), per_replica, live, *tokens)
-            if lat is not None:
-                p = replace(p, ttft_ms=lat.ttft[50] * 1e3, ttft_ms_p99=lat.ttft[99] * 1e3,
-                            tpot_ms=lat.tpot[50] * 1e3, tpot_ms_p99=lat.tpot[99] * 1e3)
+            if lat is None:  # the model says this replica cannot keep up with the rate
+                continue
+            p = replace(p, ttft_ms=lat.ttft[50] * 1e3, ttft_ms_p99=lat.ttft[99] * 1e3,
+                        tpot_ms=lat.tpot[50] * 1e3, tpot_ms_p99=lat.tpot[99] * 1e3)
             out.append(ServerRow(
                 row["id"], f"{best.layout.tp}x{best.layout.dp} {gpu} {precision}", qps,
                 {k: float(v) for k, v in stats.items()},
