@@ -446,3 +446,71 @@ def test_unsaved_form_changes_are_detected():
     at.session_state["edit"] = True
     at.run()
     assert at.markdown[-1].value == "UNSAVED"
+
+
+# --- state kept across pages (issue 12, item 6) ----------------------------------------
+
+SWITCH_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from dashboards import state
+from dashboards.views import scenario, whatif, pareto, plan
+st.set_page_config(layout="wide")
+state.ensure_defaults()
+scenario.keep_draft()
+{{"whatif": whatif, "pareto": pareto, "plan": plan}}[st.session_state.get("page", "whatif")].render()
+"""
+
+
+def switching_app() -> AppTest:
+    return AppTest.from_string(SWITCH_SCRIPT.format(root=str(ROOT)), default_timeout=TIMEOUT)
+
+
+def test_whatif_sliders_are_kept_across_page_switches():
+    at = switching_app()
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    at.slider(key="wi_gpu_pct").set_value(25)
+    at.slider(key="wi_pue").set_value(1.5)
+    at.selectbox(key="wi_gpu_which").select("rtx-pro-6000").run()
+    moved = at.metric[0].value
+    at.session_state["page"] = "plan"
+    at.run()
+    assert not at.exception and [t.value for t in at.title] == ["Plan"]
+    at.session_state["page"] = "whatif"
+    at.run()
+    assert not at.exception
+    assert at.slider(key="wi_gpu_pct").value == 25
+    assert at.slider(key="wi_pue").value == 1.5
+    assert at.selectbox(key="wi_gpu_which").value == "rtx-pro-6000"
+    assert at.metric[0].value == moved
+
+
+def test_pareto_point_is_kept_across_page_switches_and_reset_for_another_rfq():
+    at = switching_app()
+    load_example(at, "chat-70b-one-node")
+    at.session_state["page"] = "pareto"
+    at.run()
+    pick = at.selectbox(key="pareto_pick")
+    last = len(pick.options) - 1
+    pick.select_index(last).run()
+    at.session_state["page"] = "plan"
+    at.run()
+    at.session_state["page"] = "pareto"
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="pareto_pick").value == last
+    assert f"#### Point #{last + 1}" in [m.value for m in at.markdown]
+    load_example(at, "serve-405b-replicas")  # another RFQ: its own default comparison
+    at.run()
+    assert not at.exception
+    from dashboards.views.pareto import _default_comparison
+    from solver.catalog import load_catalog
+    from solver.pareto import frontier
+    from solver.rfq import load_rfq
+
+    cat = load_catalog()
+    result = frontier(cat, load_rfq(SCENARIOS / "serve-405b-replicas.yaml", cat), solver="cbc")
+    assert at.selectbox(key="pareto_pick").value == _default_comparison(result["points"],
+                                                                        result)

@@ -51,13 +51,27 @@ UPLOAD_KEY = "scenario_upload"
 
 # --- the draft in session state ---------------------------------------------------------
 
-KEPT_KEYS = ("pareto_metric", "pareto_points")  # widgets of other pages kept across pages
+KEPT_KEYS = ("pareto_metric", "pareto_points", "pareto_pick")  # other pages' widgets kept
+KEPT_PREFIXES = (P, "wi_")  # the form's draft and the What-if sliders
+NOT_KEPT = ("wi_run_report",)  # buttons: their value cannot be set
+RFQ_BOUND = ("pareto_pick", "wi_horizon")  # meaningless for another RFQ: reset when it changes
+KEPT_FOR = "kept_for_rfq"
 
 
 def keep_draft() -> None:
-    """Re-assign the draft's keys (and the Pareto choices) so Streamlit keeps them while
-    other pages are shown."""
-    for key in [k for k in st.session_state if str(k).startswith(P) or k in KEPT_KEYS]:
+    """Re-assign the draft's keys, the Pareto choices and selected point, and the What-if
+    sliders so Streamlit keeps them while other pages are shown. The selected Pareto point
+    and the horizon slider (whose base is the RFQ's horizon) are reset when the active RFQ
+    changes."""
+    rfq_key = state.active_key()
+    if st.session_state.get(KEPT_FOR) != rfq_key:
+        if KEPT_FOR in st.session_state:
+            for key in RFQ_BOUND:
+                st.session_state.pop(key, None)
+        st.session_state[KEPT_FOR] = rfq_key
+    for key in [k for k in st.session_state
+                if (str(k).startswith(KEPT_PREFIXES) or k in KEPT_KEYS)
+                and k not in NOT_KEPT]:
         st.session_state[key] = st.session_state[key]
 
 
