@@ -67,6 +67,7 @@ def main() -> None:
                    icon=":material/edit_note:")
     pages = [st.Page(fn, title=title, url_path=url, icon=icon, default=(url == "plan"))
              for fn, title, url, icon in PAGES]
+    st.session_state[state.NAV_PAGES] = {page.url_path: page for page in pages}
     current = st.navigation(pages, position="sidebar", expanded=True)
     sidebar()
     current.run()

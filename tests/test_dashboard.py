@@ -514,3 +514,58 @@ def test_pareto_point_is_kept_across_page_switches_and_reset_for_another_rfq():
     result = frontier(cat, load_rfq(SCENARIOS / "serve-405b-replicas.yaml", cat), solver="cbc")
     assert at.selectbox(key="pareto_pick").value == _default_comparison(result["points"],
                                                                         result)
+
+
+def _cells(xlsx: bytes) -> list[str]:
+    from openpyxl import load_workbook
+
+    book = load_workbook(io.BytesIO(xlsx))
+    return [str(c.value) for sheet in book.worksheets for row in sheet.iter_rows()
+            for c in row if c.value is not None]
+
+
+def test_batch_shows_and_exports_no_temp_paths_and_opens_a_row_in_plan():
+    good = (SCENARIOS / "chat-70b-one-node.yaml").read_text()
+    other = (SCENARIOS / "serve-405b-replicas.yaml").read_text()
+    bad = json.dumps({"id": "broken", "workloads": [{"name": "x", "kind": "inference",
+                                                     "model": "nope", "concurrency": 1,
+                                                     "input_tokens": 1,
+                                                     "output_tokens": 1}]})
+    at = page("batch").run()
+    at.file_uploader(key="batch_upload").upload(
+        "rfqs.zip", _zip({"a/chat.yaml": good, "b/serve.yaml": other, "broken.json": bad,
+                          "c/chat-again.yaml": good}), "application/zip").run()
+    next(b for b in at.button if b.label == "Run batch").click().run()
+    assert not at.exception
+    result = at.session_state["batch_result"]
+    shown = texts(at) + "\n" + at.dataframe[0].value.to_csv()
+    xlsx = "\n".join(_cells(result["xlsx"]))
+    for text in (shown, result["csv"].decode(), xlsx):
+        assert "procure-batch-" not in text and "/tmp/" not in text, text
+        assert "upload-0" not in text
+    assert "rfqs.zip/a/chat.yaml" in result["csv"].decode()
+    assert "rfqs.zip/broken.json" in xlsx  # the error names the member of the upload
+    assert any("duplicate id" in w.value and "rfqs.zip/c/chat-again.yaml" in w.value
+               for w in at.warning)
+    # a result row opens in Plan as the active RFQ (and fills the Scenario form)
+    pick = at.selectbox(key="batch_open")
+    assert set(pick.options) == {"chat-70b-one-node", "serve-405b-replicas"}
+    pick.select("serve-405b-replicas")
+    at.button(key="batch_open_button").click().run()
+    assert not at.exception
+    assert at.session_state["rfq_data"]["id"] == "serve-405b-replicas"
+    assert at.session_state["rfq_source"] == "batch serve-405b-replicas"
+    assert at.session_state["form.id"] == "serve-405b-replicas"
+    assert "active RFQ" in "\n".join(s.value for s in at.success)
+
+
+def test_batch_errors_name_the_upload_not_the_temp_folder():
+    at = page("batch").run()
+    at.file_uploader(key="batch_upload").upload(
+        "rfqs.zip", _zip({"a/chat.yaml": "id: x\n", "../evil.yaml": "id: y\n"}),
+        "application/zip").run()
+    next(b for b in at.button if b.label == "Run batch").click().run()
+    assert not at.exception
+    errors = "\n".join(e.value for e in at.error)
+    assert "unsafe path" in errors and "rfqs.zip" in errors
+    assert "procure-batch-" not in errors and "/tmp/" not in errors
