@@ -61,14 +61,22 @@ def status_badge(plan: dict[str, Any]) -> str:
 def headline(plan: dict[str, Any]) -> None:
     """TCO, capex and the cluster's size as metrics."""
     cost, cluster = plan["cost"], plan["cluster"]
-    cols = st.columns(6)
+    buy = "; ".join(node_lines(cluster))
+    gpus = list(dict.fromkeys(n["gpu"] for n in cluster.get("nodes", [])))
+    servers = list(dict.fromkeys(n["server"] for n in cluster.get("nodes", [])))
+    cols = st.columns(4)
     cols[0].metric("TCO", usd_short(cost["tco_usd"]), help=f"${cost['tco_usd']:,.0f}")
     cols[1].metric("Capex", usd_short(cost["capex_usd"]), help=f"${cost['capex_usd']:,.0f}")
-    cols[2].metric("Nodes", cluster["total_nodes"])
-    cols[3].metric("GPUs", cluster["total_gpus"])
-    cols[4].metric("Power", f"{cluster['power_kw']:.1f} kW")
-    cols[5].metric("Fabric (coupled)" if cluster["coupled"] else "Fabric", cluster["fabric"])
-    st.markdown("**Buy:** " + "; ".join(node_lines(cluster)))
+    cols[2].metric("GPU" if len(gpus) == 1 else f"GPU ({len(gpus)} types)",
+                   " + ".join(gpus) or "-", help=buy)
+    cols[3].metric("Server" if len(servers) == 1 else f"Server ({len(servers)} types)",
+                   " + ".join(servers) or "-", help=buy)
+    cols = st.columns(4)
+    cols[0].metric("Nodes", cluster["total_nodes"])
+    cols[1].metric("GPUs", cluster["total_gpus"])
+    cols[2].metric("Power", f"{cluster['power_kw']:.1f} kW")
+    cols[3].metric("Fabric (coupled)" if cluster["coupled"] else "Fabric", cluster["fabric"])
+    st.markdown("**Buy:** " + buy)
 
 
 def bom_table(plan: dict[str, Any]) -> pd.DataFrame | None:

@@ -177,8 +177,13 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     load_example(at, "chat-70b-one-node")
     at.run()
     assert not at.exception
-    assert [m.label for m in at.metric] == ["TCO", "Capex", "Nodes", "GPUs", "Power", "Fabric"]
+    assert [m.label for m in at.metric] == ["TCO", "Capex", "GPU", "Server", "Nodes", "GPUs",
+                                            "Power", "Fabric"]
     assert at.metric[-1].value == "none"
+    tiles = {m.label: m.value for m in at.metric}
+    node = _plan_nodes(at)
+    assert tiles["GPU"] == node["gpu"] and tiles["Server"] == node["server"]
+    assert tiles["TCO"].startswith("$") and tiles["Capex"].startswith("$")
     assert len(charts(at)) == 2  # the cluster and the cost waterfall
     headers = [h.value for h in at.subheader]
     for needed in ("Layouts", "Predicted against targets", "Decision path", "Counterfactuals"):
@@ -187,6 +192,32 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     assert {"TTFT ms", "TPOT ms"} <= set(targets["metric"])
     assert all(v.startswith("✓") for v in targets["verdict"] if v)
     assert "Does the model fit" in texts(at)
+
+
+def _plan_nodes(at: AppTest) -> dict:
+    """The single node type of the plan the page shows (from its 'Buy:' line)."""
+    from solver.catalog import load_catalog
+    from solver.rfq import validate_rfq
+    from solver.solve import solve_rfq
+
+    cat = load_catalog()
+    plan = solve_rfq(validate_rfq(at.session_state["rfq_data"], cat, "test"), cat,
+                     solver="cbc")
+    assert len(plan["cluster"]["nodes"]) == 1
+    return plan["cluster"]["nodes"][0]
+
+
+def test_plan_tiles_name_every_gpu_and_server_of_a_mixed_cluster():
+    at = page("plan")
+    load_example(at, "portfolio-lab")
+    at.run()
+    assert not at.exception
+    tiles = {m.label: m.value for m in at.metric}
+    gpu_label = next(label for label in tiles if label.startswith("GPU") and label != "GPUs")
+    server_label = next(label for label in tiles if label.startswith("Server"))
+    buy = next(m.value for m in at.markdown if m.value.startswith("**Buy:**"))
+    for name in tiles[gpu_label].split(" + ") + tiles[server_label].split(" + "):
+        assert name in buy
 
 
 def test_plan_shows_the_bill_of_materials_and_offers_the_quote():
