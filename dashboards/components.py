@@ -155,7 +155,7 @@ def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
             if margins is None:  # a plan from before SLO margins: the typical latency
                 checks += [("TTFT ms", pred.get("ttft_ms"), spec.get("ttft_ms"), True),
                            ("TPOT ms", pred.get("tpot_ms"), spec.get("tpot_ms"), True)]
-            rows += _margin_rows(w["name"], margins or {})
+            # else: the latency SLOs at their percentile are in serving_table
             checks += [("concurrency held", pred.get("max_concurrency"),
                         spec.get("concurrency"), False),
                        ("QPS capacity", pred.get("qps_capacity"), spec.get("qps"), False),
@@ -182,28 +182,64 @@ def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
                          "target": ("≤ " if lower else "≥ ") + _fmt(target)
                          if target is not None else "-",
                          "verdict": verdict})
-        if w["kind"] == "inference" and w.get("utilization") is not None:
-            goal = w.get("target_utilization", 1.0)
-            rows.append({"workload": w["name"], "metric": "utilization",
-                         "predicted": f"{w['utilization']:.0%}", "target": f"≤ {goal:.0%}",
-                         "verdict": "✓ meets" if w["utilization"] <= goal + 1e-6
-                         else "✗ misses"})
     return pd.DataFrame(rows)
 
 
-def _margin_rows(name: str, margins: dict[str, Any]) -> list[dict[str, str]]:
-    """The plan's SLO margins: latency at the SLO percentile against the target."""
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def serving_table(entry: dict[str, Any]) -> pd.DataFrame | None:
+    """One serving workload's SLO check: each latency SLO at its percentile (target,
+    prediction, margin, met), utilisation against its target, and with redundancy n+1 the
+    capacity left with the worst node down against the demand. None for jobs."""
+    if entry.get("kind") not in ("inference", "batch_inference"):
+        return None
     rows = []
-    for metric, m in margins.items():
+    for metric, m in (entry.get("margins") or {}).items():
         basis = "median" if m.get("basis") == "median" else f"p{m.get('percentile')}"
-        rows.append({"workload": name,
-                     "metric": f"{metric.removesuffix('_ms').upper()} ms",
-                     "predicted": f"{_fmt(m.get('predicted_ms'))} at {basis}",
-                     "target": "≤ " + _fmt(m.get("target_ms")),
-                     "verdict": ("✓ meets" if m.get("met") else "✗ misses")
-                     + (f" (margin {m['margin']:.0%})" if m.get("margin") is not None
-                        else "")})
-    return rows
+        rows.append({"check": f"{metric.removesuffix('_ms').upper()} at {basis}",
+                     "target": f"≤ {_fmt(m.get('target_ms'))} ms",
+                     "predicted": f"{_fmt(m.get('predicted_ms'))} ms",
+                     "margin": _pct(m.get("margin")),
+                     "verdict": "✓ met" if m.get("met") else "✗ missed"})
+    if entry.get("utilization") is not None:
+        goal = entry.get("target_utilization") or 1.0
+        used = entry["utilization"]
+        rows.append({"check": "utilisation (demand ÷ capacity bought)",
+                     "target": f"≤ {goal:.0%}", "predicted": f"{used:.0%}",
+                     "margin": _pct(1 - used / goal) if goal else "-",
+                     "verdict": "✓ met" if used <= goal + 1e-6 else "✗ missed"})
+    spare = entry.get("n_plus_1")
+    demand = entry.get("demand") or {}
+    if spare:
+        for key, label, unit in (("concurrency", "concurrency", "requests"),
+                                 ("qps", "requests/s", "req/s")):
+            left, need = spare.get(f"{key}_one_node_down"), demand.get(key)
+            if left is None or not need:
+                continue
+            rows.append({"check": f"n+1: {label} with {spare.get('worst_node', 'a node')} "
+                                  "down",
+                         "target": f"≥ {_fmt(need)} {unit}", "predicted": f"{_fmt(left)} {unit}",
+                         "margin": _pct(1 - need / left) if left else "-",
+                         "verdict": "✓ met" if left >= need - 1e-9 else "✗ missed"})
+    if not rows:
+        return None
+    return pd.DataFrame(rows)
+
+
+def serving_note(entry: dict[str, Any]) -> str:
+    """Engine, SLO percentile and redundancy of a serving workload, in one line."""
+    parts = [f"**{entry['name']}**"]
+    if entry.get("engine"):
+        parts.append(f"engine {entry['engine']}")
+    if entry.get("slo_percentile") is not None:
+        parts.append(f"SLOs held for {entry['slo_percentile']} % of requests")
+    redundancy = entry.get("redundancy")
+    if redundancy:
+        parts.append("redundancy n+1 (demand met with any one node down)" if redundancy == "n+1"
+                     else "no redundancy")
+    return " · ".join(parts)
 
 
 def decision_path(plan: dict[str, Any]) -> None:

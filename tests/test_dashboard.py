@@ -62,6 +62,11 @@ def texts(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
+def serving_tables(at: AppTest) -> list:
+    """The Plan page's serving SLO tables, one per serving workload."""
+    return [d.value for d in at.dataframe if "check" in d.value.columns]
+
+
 def charts(at: AppTest) -> list:
     return at.get("plotly_chart")
 
@@ -189,8 +194,11 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     for needed in ("Layouts", "Predicted against targets", "Decision path", "Counterfactuals"):
         assert needed in headers
     targets = at.dataframe[1].value
-    assert {"TTFT ms", "TPOT ms"} <= set(targets["metric"])
+    assert "concurrency held" in set(targets["metric"])
     assert all(v.startswith("✓") for v in targets["verdict"] if v)
+    serving = serving_tables(at)[0]  # the SLOs at their percentile
+    assert {"TTFT at p90", "TPOT at p90"} <= set(serving["check"])
+    assert all(v.startswith("✓") for v in serving["verdict"])
     assert "Does the model fit" in texts(at)
 
 
@@ -600,3 +608,24 @@ def test_batch_errors_name_the_upload_not_the_temp_folder():
     errors = "\n".join(e.value for e in at.error)
     assert "unsafe path" in errors and "rfqs.zip" in errors
     assert "procure-batch-" not in errors and "/tmp/" not in errors
+
+
+def test_plan_shows_slo_margins_utilisation_and_n_plus_1_per_serving_workload():
+    at = page("plan")
+    load_example(at, "chat-n-plus-1")
+    at.run()
+    assert not at.exception
+    assert "Serving SLOs, utilisation and redundancy" in [h.value for h in at.subheader]
+    note = next(m.value for m in at.markdown if m.value.startswith("**support**"))
+    assert "95 % of requests" in note and "redundancy n+1" in note
+    table = serving_tables(at)[0]
+    checks = list(table["check"])
+    assert checks[:2] == ["TTFT at p95", "TPOT at p95"]
+    assert any(c.startswith("utilisation") for c in checks)
+    assert any(c.startswith("n+1: concurrency with node-") for c in checks)
+    utilisation = table[table["check"].str.startswith("utilisation")].iloc[0]
+    assert utilisation["target"] == "≤ 70%" and utilisation["predicted"].endswith("%")
+    assert all(v == "✓ met" for v in table["verdict"])
+    assert all(m.endswith("%") for m in table["margin"])
+    # no raw field names on the page
+    assert "n_plus_1" not in texts(at) and "target_utilization" not in texts(at)

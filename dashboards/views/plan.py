@@ -52,6 +52,16 @@ def render() -> None:
     st.subheader("Predicted against targets")
     targets = components.targets_table(plan, data)
     st.dataframe(targets, hide_index=True, height=components.table_height(len(targets)))
+    serving = [(w, components.serving_table(w)) for w in plan["workloads"]]
+    serving = [(w, table) for w, table in serving if table is not None]
+    if serving:
+        st.subheader("Serving SLOs, utilisation and redundancy")
+        for entry, table in serving:
+            st.markdown(components.serving_note(entry))
+            st.dataframe(table, hide_index=True,
+                         height=components.table_height(len(table)))
+        st.caption("Margin: how far the prediction is inside the target (1 − predicted ÷ "
+                   "target). Latency is predicted at the load the plan puts on each replica.")
 
     left, right = st.columns([3, 2])
     with left:

@@ -142,7 +142,8 @@ def render() -> None:
     components.overlay_note()
     rfq_key = state.active_key() or ""
     try:
-        base = state.solve_cached(rfq_key, state.catalog_dir(), state.price_pairs())["plan"]
+        with st.spinner("Solving…"):
+            base = state.solve_cached(rfq_key, state.catalog_dir(), state.price_pairs())["plan"]
     except InputError as exc:
         components.show_problems(exc, "This RFQ cannot be solved")
         return
@@ -150,8 +151,12 @@ def render() -> None:
     if base["status"] not in ("optimal", "feasible"):
         components.infeasible(base)
     try:
-        new = state.whatif_cached(rfq_key, state.catalog_dir(), state.price_pairs(),
-                                  tuple(pairs)) if pairs else base
+        if pairs:
+            with st.spinner("Re-solving with these values…"):
+                new = state.whatif_cached(rfq_key, state.catalog_dir(), state.price_pairs(),
+                                          tuple(pairs))
+        else:
+            new = base
     except InputError as exc:
         components.show_problems(exc, "These what-if values are not valid")
         return
