@@ -234,7 +234,7 @@ def test_plan_shows_the_bill_of_materials_and_offers_the_quote():
     at.run()
     assert not at.exception
     assert "Bill of materials" in [h.value for h in at.subheader]
-    bom = next(d.value for d in at.dataframe if "SKU" in d.value.columns)
+    bom = next(t.value for t in at.table if "SKU" in t.value.columns)
     assert bom["SKU"].iloc[-1] == "capex"
     total = float(bom["line total"].iloc[-1].replace("$", "").replace(",", ""))
     lines = sum(float(v.replace("$", "").replace(",", "")) for v in bom["line total"][:-1])

@@ -170,3 +170,56 @@ def test_infeasible_example_shows_its_reason(server, browser_page):
     _settled(page)
     assert "binds" in page.inner_text('[data-testid="stMain"]')
     _screenshot(page, "dashboard-infeasible.png")
+
+
+def _plan_of(name: str) -> dict:
+    """The plan the dashboard shows for an example (built-in catalog, its solver)."""
+    sys.path.insert(0, str(ROOT))
+    from dashboards.state import SOLVER
+    from solver.catalog import load_catalog
+    from solver.rfq import load_rfq
+    from solver.solve import solve_rfq
+
+    cat = load_catalog()
+    return solve_rfq(load_rfq(ROOT / "scenarios" / f"{name}.yaml", cat), cat, solver=SOLVER)
+
+
+def test_plan_shows_the_bill_of_materials_and_downloads_the_quote(server, browser_page):
+    page = browser_page
+    page.goto(server)
+    _settled(page, charts=2)
+    _pick_example(page, "finetune-70b-full-cluster")
+    page.wait_for_function(
+        "() => document.body.innerText.includes('finetune-70b-full-cluster (example')",
+        timeout=90_000)
+    _settled(page, charts=2)
+    plan = _plan_of("finetune-70b-full-cluster")
+    main = page.locator('[data-testid="stMain"]')
+    heading = page.get_by_role("heading", name="Bill of materials")
+    heading.scroll_into_view_if_needed()
+    assert heading.is_visible()
+    # the BOM table: every SKU of the plan's bill of materials and the capex line
+    bom = page.locator('[data-testid="stTable"]')
+    text = main.inner_text()
+    for line in plan["bill_of_materials"]["lines"]:
+        assert line["sku"] in text, line["sku"]
+    capex = f"${plan['bill_of_materials']['capex_usd']:,.0f}"
+    assert capex in text, capex
+    assert bom.count() > 0
+    # the GPU and server tiles name what is bought
+    node = plan["cluster"]["nodes"][0]
+    tiles = " ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
+    assert node["gpu"] in tiles and node["server"] in tiles
+    # the quote: an HTML file whose text contains the plan's TCO
+    button = page.get_by_role("button", name="Download the quote (HTML)")
+    button.scroll_into_view_if_needed()
+    with page.expect_download(timeout=60_000) as info:
+        button.click()
+    download = info.value
+    assert download.suggested_filename == "finetune-70b-full-cluster-quote.html"
+    html = Path(download.path()).read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html")
+    tco = f"${plan['cost']['tco_usd']:,.0f}"
+    assert tco in html, tco
+    (ARTIFACTS / "dashboard-quote.html").write_text(html, encoding="utf-8")
+    _screenshot(page, "dashboard-plan-bom.png")

@@ -77,10 +77,12 @@ def render() -> None:
     bom = components.bom_table(plan)
     if bom is not None:
         st.subheader("Bill of materials")
-        st.dataframe(bom, hide_index=True, height=components.table_height(len(bom)))
+        # a static table: the order list is read, copied and printed whole, not scrolled
+        st.table(bom, hide_index=True, border="horizontal")
         opex = components.opex_table(plan)
         if opex is not None:
-            st.dataframe(opex, hide_index=True)
+            st.markdown("**Yearly running costs**")
+            st.table(opex, hide_index=True, border="horizontal", width="content")
 
     st.subheader("Decision path")
     components.decision_path(plan)
