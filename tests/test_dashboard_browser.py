@@ -223,3 +223,43 @@ def test_plan_shows_the_bill_of_materials_and_downloads_the_quote(server, browse
     assert tco in html, tco
     (ARTIFACTS / "dashboard-quote.html").write_text(html, encoding="utf-8")
     _screenshot(page, "dashboard-plan-bom.png")
+
+
+def test_batch_row_opens_in_plan(server, browser_page, tmp_path):
+    import zipfile
+
+    archive = tmp_path / "rfqs.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for name in ("chat-70b-one-node", "serve-405b-replicas"):
+            out.write(ROOT / "scenarios" / f"{name}.yaml", f"rfqs/{name}.yaml")
+    page = browser_page
+    page.goto(server)
+    _settled(page, charts=2)
+    page.get_by_role("link", name="Batch").click()
+    _settled(page)
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(archive))
+    page.get_by_role("button", name="Run batch").wait_for(timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('button')].some(b => b.innerText.trim() === "
+        "'Run batch' && !b.disabled)", timeout=30_000)
+    page.get_by_role("button", name="Run batch").click()
+    page.get_by_role("button", name="Open in Plan").wait_for(timeout=90_000)
+    _settled(page)
+    text = page.inner_text('[data-testid="stMain"]')
+    assert "procure-batch-" not in text and "/tmp/" not in text
+    page.locator('[data-testid="stSelectbox"]').filter(
+        has_text="Open a result in Plan").click()
+    page.get_by_role("option", name="serve-405b-replicas", exact=True).click()
+    _settled(page)
+    page.get_by_role("button", name="Open in Plan").click()
+    try:
+        page.wait_for_function(
+            "() => document.body.innerText.includes('serve-405b-replicas (batch')",
+            timeout=60_000)
+    except Exception:
+        _screenshot(page, "dashboard-batch-failed.png")
+        raise
+    _settled(page, charts=2)
+    assert page.get_by_role("heading", name="Plan").is_visible()
+    assert "Unsaved changes" not in page.inner_text('[data-testid="stMain"]')
+    _screenshot(page, "dashboard-batch-opened.png")

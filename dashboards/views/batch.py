@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,14 @@ from .. import components, state
 from ..uploads import MAX_ZIP_MEMBERS, unpack_batch
 
 RESULT_KEY = "batch_result"
+_number = st.column_config.NumberColumn
+COLUMNS = {  # the export's field names, shown in words; money in whole dollars
+    "rfq": "RFQ", "tco_usd": _number("TCO", format="dollar", step=1),
+    "capex_usd": _number("capex", format="dollar", step=1), "total_nodes": "nodes",
+    "total_gpus": "GPUs", "gpu": "GPU", "power_kw": "power (kW)", "rack_units": "rack units",
+    "catalog_version": "catalog", "solve_seconds": _number("solve (s)", format="%.2f"),
+    "created_at": "run at",
+}
 
 
 class _Progress:
@@ -150,8 +159,9 @@ def _filters(table: pd.DataFrame) -> pd.DataFrame:
         shown = shown[shown["rfq"].astype(str).str.contains(text, case=False, regex=False)]
     priced = shown["tco_usd"].dropna()
     if len(priced) > 1 and priced.min() < priced.max():
-        low, high = st.slider("TCO range (USD)", float(priced.min()), float(priced.max()),
-                              (float(priced.min()), float(priced.max())), key="batch_tco")
+        least, most = math.floor(priced.min()), math.ceil(priced.max())
+        low, high = st.slider("TCO range", least, most, (least, most), step=1,
+                              format="$%d", key="batch_tco")
         shown = shown[shown["tco_usd"].isna() | shown["tco_usd"].between(low, high)]
     return shown
 
@@ -195,9 +205,7 @@ def render() -> None:
         st.warning(f"duplicate id: {duplicate}")
     table = result["table"]
     shown = _filters(table)
-    st.dataframe(shown, hide_index=True,
-                 column_config={"tco_usd": st.column_config.NumberColumn(format="dollar"),
-                                "capex_usd": st.column_config.NumberColumn(format="dollar")})
+    st.dataframe(shown, hide_index=True, column_config=COLUMNS)
     st.caption(f"{len(shown)} of {len(table)} RFQs shown · ran in {summary['seconds']:.1f} s")
     _open_in_plan(shown, result.get("rfqs") or {})
     cols = st.columns(4)
