@@ -629,3 +629,18 @@ def test_plan_shows_slo_margins_utilisation_and_n_plus_1_per_serving_workload():
     assert all(m.endswith("%") for m in table["margin"])
     # no raw field names on the page
     assert "n_plus_1" not in texts(at) and "target_utilization" not in texts(at)
+
+
+def test_an_example_with_fields_the_form_does_not_edit_is_not_unsaved():
+    at = AppTest.from_string(UNSAVED_SCRIPT.format(root=str(ROOT)), default_timeout=TIMEOUT)
+    load_example(at, "chat-n-plus-1")  # slo_percentile, target_utilization, redundancy n+1
+    at.run()
+    assert not at.exception
+    assert at.markdown[-1].value == "SAVED"
+    at = page("scenario")
+    load_example(at, "chat-n-plus-1")
+    at.run()
+    assert not at.exception
+    assert "redundancy n+1" in texts(at) and "slo percentile 95" in texts(at)
+    next(b for b in at.button if b.label == "Use this RFQ").click().run()
+    assert at.session_state["rfq_data"]["workloads"][0]["redundancy"] == "n+1"
