@@ -9,7 +9,7 @@ import streamlit as st
 
 from solver.errors import InputError, Problem
 from solver.explain import money_delta
-from solver.wording import node_lines, opex_rows, qty, relaxations, usd
+from solver.wording import node_lines, opex_rows, qty, relaxations, usd, years
 
 from . import state
 from .figures import cluster_label
@@ -118,7 +118,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:,.{digits}f}"
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.{digits}f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
@@ -258,6 +258,36 @@ def decision_path(plan: dict[str, Any]) -> None:
             lines.append(f"{step['step']}. {step['question']} — {mark}  \n"
                          f"   <small>{step['note']}</small>{reference}")
         st.markdown("\n".join(lines), unsafe_allow_html=True)
+
+
+COST_WORDS = {"gpus_usd": "GPUs", "servers_usd": "Servers (without GPUs)",
+              "network_usd": "Network (NICs, switches, cables)", "storage_usd": "Shared storage",
+              "capex_usd": "Capex (sum of the above)", "power_usd": "Power",
+              "operations_usd": "Operations", "multinode_overhead_usd":
+              "Multi-node engineering overhead", "tco_usd": "Total cost of ownership"}
+OVER_HORIZON = ("power_usd", "operations_usd", "multinode_overhead_usd", "tco_usd")
+
+
+def cost_word(key: str, horizon: float | None = None) -> str:
+    """A cost term in words; running costs say the horizon they cover."""
+    word = COST_WORDS.get(key) or key.removesuffix("_usd").replace("_", " ").capitalize()
+    if horizon and key in OVER_HORIZON:
+        word += f" ({years(horizon)})"
+    return word
+
+
+def cost_terms_table(plan: dict[str, Any], horizon: float | None) -> pd.DataFrame:
+    """The plan's cost terms in words with dollars, capex and TCO included."""
+    return pd.DataFrame([{"cost": cost_word(key, horizon), "amount": usd(value)}
+                         for key, value in plan["cost"].items()
+                         if isinstance(value, int | float)])
+
+
+def same_as_chosen(plan: dict[str, Any], alt: dict[str, Any]) -> bool:
+    """An alternative that is the chosen plan itself (same cost, same cluster)."""
+    return (alt.get("feasible") and alt.get("delta_usd") is not None
+            and abs(alt["delta_usd"]) < 0.5 and alt.get("cluster") is not None
+            and cluster_label({"cluster": alt["cluster"]}) == cluster_label(plan))
 
 
 def counterfactual_table(alternatives: list[dict[str, Any]]) -> pd.DataFrame:

@@ -200,6 +200,13 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     assert {"TTFT at p90", "TPOT at p90"} <= set(serving["check"])
     assert all(v.startswith("✓") for v in serving["verdict"])
     assert "Does the model fit" in texts(at)
+    cost = next(t.value for t in at.table if "cost" in t.value.columns)
+    horizon = at.session_state["rfq_data"]["horizon_years"]
+    assert f"Total cost of ownership ({horizon:g} years)" in list(cost["cost"])
+    assert all(v.startswith("$") for v in cost["amount"])
+    assert not any("_" in v or v.islower() for v in cost["cost"])  # words, not field names
+    # alternatives that are the chosen plan itself are said once, not as table rows
+    assert "Already the chosen plan" in texts(at)
 
 
 def _plan_nodes(at: AppTest) -> dict:

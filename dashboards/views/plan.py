@@ -8,7 +8,6 @@ import json
 import streamlit as st
 
 from solver.errors import InputError
-from solver.wording import usd
 
 from .. import components, state
 from ..figures import cluster_figure, cost_figure
@@ -69,10 +68,8 @@ def render() -> None:
                         config={"displayModeBar": False})
     with right:
         st.subheader("Cost terms")
-        st.dataframe(
-            [{"term": key.removesuffix("_usd").replace("_", " "), "USD": usd(value)}
-             for key, value in plan["cost"].items() if isinstance(value, int | float)],
-            hide_index=True)
+        st.table(components.cost_terms_table(plan, data.get("horizon_years")),
+                 hide_index=True, border="horizontal")
 
     bom = components.bom_table(plan)
     if bom is not None:
@@ -87,9 +84,15 @@ def render() -> None:
     st.subheader("Decision path")
     components.decision_path(plan)
     st.subheader("Counterfactuals")
-    if alternatives:
-        st.dataframe(components.counterfactual_table(alternatives), hide_index=True)
-    else:
+    same = [a for a in alternatives if components.same_as_chosen(plan, a)]
+    others = [a for a in alternatives if not components.same_as_chosen(plan, a)]
+    if others:
+        st.table(components.counterfactual_table(others), hide_index=True,
+                 border="horizontal")
+    if same:
+        st.caption("Already the chosen plan (same cluster, costs the same): "
+                   + " · ".join(a["alternative"] for a in same) + ".")
+    if not alternatives:
         st.caption("No alternatives to compare (the plan is already single-node without a "
                    "fabric, or none apply).")
     left, right = st.columns(2)

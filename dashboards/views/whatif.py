@@ -94,9 +94,10 @@ def _cost_delta(base: dict[str, Any], new: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for key, value in base["cost"].items():
         after = new["cost"].get(key, 0.0)
-        rows.append({"term": key.removesuffix("_usd").replace("_", " "),
-                     "base USD": f"{value:,.0f}", "what-if USD": f"{after:,.0f}",
-                     "change": f"{after - value:+,.0f}"})
+        rows.append({"cost": components.cost_word(key), "base": f"${value:,.0f}",
+                     "what-if": f"${after:,.0f}",
+                     "change": "-" if abs(after - value) < 0.5 else
+                     f"{'+' if after > value else '−'}${abs(after - value):,.0f}"})
     return pd.DataFrame(rows)
 
 
