@@ -143,6 +143,9 @@ def layout_table(plan: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SHARES = ("scaling efficiency", "MFU")  # fractions, shown as percentages
+
+
 def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
     """Predicted latency, throughput and time against each workload's targets."""
     specs = {w["name"]: w for w in data.get("workloads", [])}
@@ -176,9 +179,10 @@ def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
             else:
                 ok = predicted <= target if lower else predicted >= target
                 verdict = "✓ meets" if ok else "✗ misses"
-            rows.append({"workload": w["name"], "metric": metric,
-                         "predicted": _fmt(predicted, 2 if isinstance(predicted, float)
-                                           and predicted < 10 else 1),
+            shown = (_pct(predicted) if metric in SHARES else
+                     _fmt(predicted, 2 if isinstance(predicted, float) and predicted < 10
+                          else 1))
+            rows.append({"workload": w["name"], "metric": metric, "predicted": shown,
                          "target": ("≤ " if lower else "≥ ") + _fmt(target)
                          if target is not None else "-",
                          "verdict": verdict})
@@ -296,8 +300,8 @@ def counterfactual_table(alternatives: list[dict[str, Any]]) -> pd.DataFrame:
         rows.append({
             "alternative": alt["alternative"],
             "TCO": "infeasible" if not alt["feasible"] else f"${alt['tco_usd']:,.0f}",
-            "vs chosen": "-" if alt.get("delta_usd") is None else money_delta(alt["delta_usd"]),
-            "cluster": cluster_label({"cluster": alt["cluster"]}) if alt.get("cluster") else "-",
+            "vs chosen": "—" if alt.get("delta_usd") is None else money_delta(alt["delta_usd"]),
+            "cluster": cluster_label({"cluster": alt["cluster"]}) if alt.get("cluster") else "—",
             "why": alt["why"],
         })
     return pd.DataFrame(rows)

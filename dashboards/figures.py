@@ -22,6 +22,11 @@ IDLE = "#D9D9D9"
 MAX_DRAWN_NODES = 24
 NODES_PER_ROW = 4
 GPU_COLUMNS = 4
+def _short_usd(value: float) -> str:
+    """``$34k`` for a bar label; small amounts in dollars (``$19``, not ``$0k``)."""
+    return f"${value / 1000:,.0f}k" if abs(value) >= 1000 else f"${value:,.0f}"
+
+
 COST_TERMS = (("gpus_usd", "GPUs"), ("servers_usd", "Servers"), ("network_usd", "Network"),
               ("storage_usd", "Storage"), ("power_usd", "Power"),
               ("operations_usd", "Operations"), ("multinode_overhead_usd",
@@ -221,7 +226,7 @@ def cost_figure(cost: dict[str, float], objective: str = "tco") -> go.Figure:
     measures = ["relative"] * len(terms) + ["total"]
     fig = go.Figure(go.Waterfall(
         x=labels, y=values, measure=measures, textposition="outside",
-        text=[f"${v / 1000:,.0f}k" if v else "" for v in values[:-1]]
+        text=[_short_usd(v) if v else "" for v in values[:-1]]
         + [f"${(cost.get('capex_usd' if objective == 'capex' else 'tco_usd') or 0) / 1000:,.0f}k"],
         connector={"line": {"color": "#999"}},
         increasing={"marker": {"color": "#4C78A8"}}, totals={"marker": {"color": "#333"}}))

@@ -233,6 +233,9 @@ def test_plan_tiles_name_every_gpu_and_server_of_a_mixed_cluster():
     buy = next(m.value for m in at.markdown if m.value.startswith("**Buy:**"))
     for name in tiles[gpu_label].split(" + ") + tiles[server_label].split(" + "):
         assert name in buy
+    targets = at.dataframe[1].value
+    shares = targets[targets["metric"].isin(["MFU", "scaling efficiency"])]
+    assert len(shares) and all(v.endswith("%") for v in shares["predicted"])
 
 
 def test_plan_shows_the_bill_of_materials_and_offers_the_quote():
