@@ -321,6 +321,6 @@ def plan_card(plan: dict[str, Any], title: str) -> None:
     cost = plan["cost"]
     st.markdown(f"{status_badge(plan)} · TCO **${cost['tco_usd']:,.0f}** · capex "
                 f"${cost['capex_usd']:,.0f}  \n{cluster_label(plan)}")
-    st.dataframe(layout_table(plan)[["workload", "precision", "GPU", "TP × PP × DP", "GPUs",
-                                     "nodes per replica/job"]],
-                 hide_index=True, width="stretch")
+    st.table(layout_table(plan)[["workload", "precision", "GPU", "TP × PP × DP", "GPUs",
+                                 "nodes per replica/job"]],
+             hide_index=True, border="horizontal")

@@ -300,7 +300,9 @@ def frontier_figure(result: dict[str, Any], selected: int | None = None,
     better = "lower" if result["lower_is_better"][metric] else "higher"
     costs = [p[cost_key] for p in points if p[cost_key] > 0]
     log = bool(costs) and max(costs) / min(costs) > LOG_SCALE_RATIO
-    fig.update_xaxes(**MONEY_AXIS, **({"type": "log", "dtick": 1} if log else {}))
+    # log axis: ticks at 1, 2 and 5 of each decade (whole decades alone may leave one label)
+    ticks = "D2" if log and max(costs) / min(costs) < 1000 else 1
+    fig.update_xaxes(**MONEY_AXIS, **({"type": "log", "dtick": ticks} if log else {}))
     fig.update_layout(
         title=f"{result['rfq']}: {axis_words(cost_key).removesuffix(' (USD)').lower()} "
               f"against {result['workload']}'s {axis_words(metric).lower()} "
