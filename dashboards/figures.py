@@ -22,6 +22,15 @@ IDLE = "#D9D9D9"
 MAX_DRAWN_NODES = 24
 NODES_PER_ROW = 4
 GPU_COLUMNS = 4
+def _bound(row: dict, value: float) -> str:
+    """A tornado range end: prices in whole dollars, other values to 3 significant digits."""
+    if "price" in row.get("label", "") or str(row.get("path", "")).endswith("_usd"):
+        return f"${value:,.0f}"
+    if "USD/kWh" in row.get("label", ""):
+        return f"${value:.2f}"
+    return f"{value:.3g}"
+
+
 def _short_usd(value: float) -> str:
     """``$34k`` for a bar label; small amounts in dollars (``$19``, not ``$0k``)."""
     return f"${value / 1000:,.0f}k" if abs(value) >= 1000 else f"${value:,.0f}"
@@ -332,7 +341,7 @@ def tornado_figure(report: dict[str, Any]) -> go.Figure:
     base = report["base"]["tco_usd"] or 0.0
     rows = [r for r in report["parameters"] if r["tco_low_usd"] is not None
             and r["tco_high_usd"] is not None][::-1]
-    labels = [f"{r['label']} [{r['low']:g} .. {r['high']:g}]" for r in rows]
+    labels = [f"{r['label']} [{_bound(r, r['low'])} .. {_bound(r, r['high'])}]" for r in rows]
     fig = go.Figure([
         go.Bar(y=labels, x=[r["tco_low_usd"] - base for r in rows], base=base,
                orientation="h", name="at low end", marker_color="#54A24B"),

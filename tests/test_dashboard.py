@@ -313,10 +313,14 @@ def test_whatif_resolves_and_reports_the_change_and_the_tornado():
     at.slider(key="wi_horizon").set_value(5.0).run()
     assert not at.exception
     assert at.metric[0].value != base
-    assert "rfq.horizon_years" in texts(at)
+    assert "GPU prices +50 % (all GPUs)" in texts(at) and "horizon 5 years" in texts(at)
+    assert "rfq.horizon_years" not in texts(at) and "e+0" not in texts(at)
     at.button(key="wi_run_report").click().run()
     assert not at.exception
     assert len(charts(at)) == 1  # the tornado
+    labels = json.loads(charts(at)[0].proto.spec)["data"][0]["y"]
+    prices = [label for label in labels if "price" in label]
+    assert prices and all("[$" in label for label in prices), prices
 
 
 def test_whatif_of_an_infeasible_rfq_shows_the_reason():

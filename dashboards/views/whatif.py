@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from solver.errors import InputError
+from solver.wording import years
 
 from .. import components, state
 from ..figures import cluster_label, tornado_figure
@@ -73,6 +74,36 @@ def _controls(data: dict[str, Any]) -> list[tuple[str, Any]]:
     return pairs
 
 
+def _at(row: dict[str, Any], value: float) -> str:
+    label = row.get("label", "")
+    if "price" in label:
+        return f"${value:,.0f}"
+    if "USD/kWh" in label:
+        return f"${value:.3f}/kWh"
+    return f"{value:,.3g}"
+
+
+def _override_words(pairs: list[tuple[str, Any]]) -> list[str]:
+    """The what-if values in words (not override paths)."""
+    words = []
+    if any(path.startswith("gpu.") for path, _ in pairs):
+        which = st.session_state.get("wi_gpu_which", ALL_GPUS)
+        words.append(f"GPU prices {st.session_state.get('wi_gpu_pct', 0):+d} % "
+                     f"({'all GPUs' if which == ALL_GPUS else which})")
+    for path, value in pairs:
+        if path == "costs.electricity_usd_per_kwh":
+            words.append(f"electricity ${value:.2f}/kWh")
+        elif path == "costs.pue":
+            words.append(f"PUE {value:.2f}")
+        elif path == "rfq.horizon_years":
+            words.append(f"horizon {years(value)}")
+        elif path == "costs.multinode_overhead_factor":
+            words.append(f"multi-node overhead {value:.1f}×")
+        elif path == "demand":
+            words.append(f"demand × {value:g}")
+    return words
+
+
 def _changes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What changed between two plans, in words."""
     out = []
@@ -121,13 +152,13 @@ def _sensitivity(rfq_key: str) -> None:
     st.plotly_chart(tornado_figure(report), key="tornado", config={"displayModeBar": False})
     st.caption("The tornado varies each parameter around the catalog's base values (and the "
                "Catalog page's price overlay), not around the what-if sliders above.")
-    flips = [{"parameter": row["label"], "break-even at": f"{flip['at']:,.4g}",
+    flips = [{"parameter": row["label"], "break-even at": _at(row, flip["at"]),
               "below": flip["from"], "above": flip["to"],
               "cost below": f"${flip['tco_below_usd']:,.0f}" if flip["tco_below_usd"] else "-",
               "cost above": f"${flip['tco_above_usd']:,.0f}" if flip["tco_above_usd"] else "-"}
              for row in report["parameters"] for flip in row["flips"]]
     if flips:
-        st.dataframe(pd.DataFrame(flips), hide_index=True)
+        st.table(pd.DataFrame(flips), hide_index=True, border="horizontal")
     else:
         st.success("The plan does not flip anywhere in the ranges swept: it is robust.")
     st.caption(f"{report['solves']} solves in {report['seconds']} s.")
@@ -162,7 +193,7 @@ def render() -> None:
         components.show_problems(exc, "These what-if values are not valid")
         return
     if pairs:
-        st.caption("Overrides: " + ", ".join(f"`{p}` = {v:,.4g}" for p, v in pairs))
+        st.caption("What-if: " + " · ".join(_override_words(pairs)))
     if new["status"] not in ("optimal", "feasible"):
         if base["status"] in ("optimal", "feasible"):
             st.error("Under these values no plan meets the RFQ.")
