@@ -159,9 +159,11 @@ def _filters(table: pd.DataFrame) -> pd.DataFrame:
         shown = shown[shown["rfq"].astype(str).str.contains(text, case=False, regex=False)]
     priced = shown["tco_usd"].dropna()
     if len(priced) > 1 and priced.min() < priced.max():
-        least, most = math.floor(priced.min()), math.ceil(priced.max())
-        low, high = st.slider("TCO range", least, most, (least, most), step=1,
-                              format="$%d", key="batch_tco")
+        # in thousands of dollars: the slider's format cannot group digits ($1723432)
+        least, most = math.floor(priced.min() / 1000), math.ceil(priced.max() / 1000)
+        low, high = st.slider("TCO range (thousands of dollars)", least, most, (least, most),
+                              step=1, format="$%dk", key="batch_tco")
+        low, high = low * 1000, high * 1000
         shown = shown[shown["tco_usd"].isna() | shown["tco_usd"].between(low, high)]
     return shown
 
