@@ -31,6 +31,16 @@ def _bound(row: dict, value: float) -> str:
     return f"{value:.3g}"
 
 
+def _log_ticks(low: float, high: float) -> dict:
+    """Tick values 1-2-5 per decade covering [low, high], labelled ``$200,000``."""
+    values = []
+    decade = 10 ** math.floor(math.log10(low))
+    while decade <= high * 10:
+        values += [decade * m for m in (1, 2, 5) if low / 1.5 <= decade * m <= high * 1.5]
+        decade *= 10
+    return {"type": "log", "tickvals": values, "ticktext": [f"${v:,.0f}" for v in values]}
+
+
 def _short_usd(value: float) -> str:
     """``$34k`` for a bar label; small amounts in dollars (``$19``, not ``$0k``)."""
     return f"${value / 1000:,.0f}k" if abs(value) >= 1000 else f"${value:,.0f}"
@@ -304,14 +314,16 @@ def frontier_figure(result: dict[str, Any], selected: int | None = None,
                                       "line": {"width": 3}}))
     if target is not None:
         fig.add_hline(y=target, line_dash="dash", line_color="#E45756",
-                      annotation_text=f"SLO target {target:,g}",
+                      annotation_text=f"SLO target {target:,g}"
+                                      + (" ms" if metric.endswith("_ms") else
+                                         " h" if metric.startswith("hours") else ""),
                       annotation_position="top left")
     better = "lower" if result["lower_is_better"][metric] else "higher"
     costs = [p[cost_key] for p in points if p[cost_key] > 0]
     log = bool(costs) and max(costs) / min(costs) > LOG_SCALE_RATIO
-    # log axis: ticks at 1, 2 and 5 of each decade (whole decades alone may leave one label)
-    ticks = "D2" if log and max(costs) / min(costs) < 1000 else 1
-    fig.update_xaxes(**MONEY_AXIS, **({"type": "log", "dtick": ticks} if log else {}))
+    # log axis: ticks at 1, 2 and 5 of each decade, each labelled in dollars (plotly's own
+    # 'D2' ticks drop the $ prefix on the 2s and 5s; whole decades may leave one label)
+    fig.update_xaxes(**MONEY_AXIS, **(_log_ticks(min(costs), max(costs)) if log else {}))
     fig.update_layout(
         title=f"{result['rfq']}: {axis_words(cost_key).removesuffix(' (USD)').lower()} "
               f"against {result['workload']}'s {axis_words(metric).lower()} "

@@ -658,3 +658,19 @@ def test_an_example_with_fields_the_form_does_not_edit_is_not_unsaved():
     assert "redundancy n+1" in texts(at) and "slo percentile 95" in texts(at)
     next(b for b in at.button if b.label == "Use this RFQ").click().run()
     assert at.session_state["rfq_data"]["workloads"][0]["redundancy"] == "n+1"
+
+
+def test_log_cost_axis_labels_every_tick_in_dollars():
+    from dashboards.figures import frontier_figure
+
+    plan = {"cluster": {"nodes": [{"gpu": "l4", "server": "s", "gpus_per_node": 1,
+                                   "count": 1}], "fabric": "none", "coupled": False},
+            "workloads": []}
+    result = {"axes": ["tco_usd", "tpot_ms"], "rfq": "r", "workload": "chat",
+              "lower_is_better": {"tpot_ms": True},
+              "points": [{"tco_usd": 145_000.0, "tpot_ms": 45.0, "plan": plan},
+                         {"tco_usd": 5_400_000.0, "tpot_ms": 24.0, "plan": plan}]}
+    axis = frontier_figure(result, 1, target=50.0).layout.xaxis
+    assert axis.type == "log"
+    assert len(axis.ticktext) >= 4 and all(t.startswith("$") for t in axis.ticktext)
+    assert "$200,000" in axis.ticktext and "$5,000,000" in axis.ticktext
