@@ -42,7 +42,10 @@ def _log_ticks(low: float, high: float) -> dict:
 
 
 def _short_usd(value: float) -> str:
-    """``$34k`` for a bar label; small amounts in dollars (``$19``, not ``$0k``)."""
+    """``$34k`` for a bar label, ``$1.72M`` from a million on (as the TCO tile); small
+    amounts in dollars (``$19``, not ``$0k``)."""
+    if abs(value) >= 1e6:
+        return f"${value / 1e6:,.2f}M"
     return f"${value / 1000:,.0f}k" if abs(value) >= 1000 else f"${value:,.0f}"
 
 
@@ -246,7 +249,7 @@ def cost_figure(cost: dict[str, float], objective: str = "tco") -> go.Figure:
     fig = go.Figure(go.Waterfall(
         x=labels, y=values, measure=measures, textposition="outside",
         text=[_short_usd(v) if v else "" for v in values[:-1]]
-        + [f"${(cost.get('capex_usd' if objective == 'capex' else 'tco_usd') or 0) / 1000:,.0f}k"],
+        + [_short_usd(cost.get("capex_usd" if objective == "capex" else "tco_usd") or 0)],
         connector={"line": {"color": "#999"}},
         increasing={"marker": {"color": "#4C78A8"}}, totals={"marker": {"color": "#333"}}))
     fig.update_layout(title="Cost breakdown over the horizon", height=360,
