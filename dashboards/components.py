@@ -64,6 +64,9 @@ def headline(plan: dict[str, Any]) -> None:
     buy = "; ".join(node_lines(cluster))
     gpus = list(dict.fromkeys(n["gpu"] for n in cluster.get("nodes", [])))
     servers = list(dict.fromkeys(n["server"] for n in cluster.get("nodes", [])))
+    # long names (two server types) wrap inside their tile instead of being cut with '…'
+    st.markdown("<style>[data-testid='stMetricValue'] > div {white-space: normal; "
+                "overflow: visible; text-overflow: clip}</style>", unsafe_allow_html=True)
     cols = st.columns(4)
     cols[0].metric("TCO", usd_short(cost["tco_usd"]), help=f"${cost['tco_usd']:,.0f}")
     cols[1].metric("Capex", usd_short(cost["capex_usd"]), help=f"${cost['capex_usd']:,.0f}")
@@ -132,14 +135,31 @@ def layout_table(plan: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for w in plan["workloads"]:
         mem = w["memory"]
-        rows.append({
+        row = {
             "workload": w["name"], "kind": w["kind"], "model": w["model"],
             "precision": w["precision"], "GPU": w["gpu"],
             "TP × PP × DP": f"{w['tp']} × {w['pp']} × {w['dp']}", "GPUs": w["gpus"],
             "nodes per replica/job": w["nodes_spanned"],
             "memory per GPU (GB)": f"{mem['total_gb']:.1f} / {mem['capacity_gb']:.0f}",
             "weights share": f"{(mem.get('weights_fraction') or 0):.0%}",
-        })
+        }
+        layouts = w.get("layouts") or []
+        if len(layouts) < 2 or w["kind"] not in ("inference", "batch_inference"):
+            rows.append(row)
+            continue
+        # several layouts serve this workload: one row each, so GPUs add up per row
+        for index, layout in enumerate(layouts):
+            gpus = layout["tp"] * layout["pp"] * layout["replicas"]
+            first = index == 0
+            rows.append({**row, "workload": f"{w['name']} ({index + 1}/{len(layouts)})",
+                         "precision": layout["precision"], "GPU": layout["gpu"],
+                         "TP × PP × DP": f"{layout['tp']} × {layout['pp']} × "
+                                         f"{layout['replicas']}",
+                         "GPUs": gpus,
+                         "nodes per replica/job": max(1, -(-layout["tp"] * layout["pp"]
+                                                         // layout["gpus_per_node"])),
+                         "memory per GPU (GB)": row["memory per GPU (GB)"] if first else "—",
+                         "weights share": row["weights share"] if first else "—"})
     return pd.DataFrame(rows)
 
 

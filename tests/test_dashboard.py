@@ -674,3 +674,19 @@ def test_log_cost_axis_labels_every_tick_in_dollars():
     assert axis.type == "log"
     assert len(axis.ticktext) >= 4 and all(t.startswith("$") for t in axis.ticktext)
     assert "$200,000" in axis.ticktext and "$5,000,000" in axis.ticktext
+
+
+def test_plan_with_two_layouts_lists_each_and_names_both_servers():
+    at = page("plan")
+    load_example(at, "capex-open-datacenter")
+    at.run()
+    assert not at.exception
+    tiles = {m.label: m.value for m in at.metric}
+    assert tiles.get("Server (2 types)") == "pcie-4gpu + pcie-8gpu", tiles
+    layouts = at.dataframe[0].value
+    rows = layouts[layouts["workload"].str.startswith("chat")]
+    assert len(rows) == 2  # one row per layout
+    assert rows["GPUs"].sum() == int(tiles["GPUs"])
+    for _, row in rows.iterrows():
+        tp, pp, dp = (int(x) for x in row["TP × PP × DP"].split(" × "))
+        assert tp * pp * dp == row["GPUs"]
