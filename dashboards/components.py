@@ -65,8 +65,9 @@ def headline(plan: dict[str, Any]) -> None:
     gpus = list(dict.fromkeys(n["gpu"] for n in cluster.get("nodes", [])))
     servers = list(dict.fromkeys(n["server"] for n in cluster.get("nodes", [])))
     # long names (two server types) wrap inside their tile instead of being cut with '…'
-    st.markdown("<style>[data-testid='stMetricValue'] > div {white-space: normal; "
-                "overflow: visible; text-overflow: clip}</style>", unsafe_allow_html=True)
+    st.markdown("<style>[data-testid='stMetricValue'], [data-testid='stMetricValue'] * "
+                "{white-space: normal !important; overflow-wrap: anywhere; "
+                "text-overflow: clip !important}</style>", unsafe_allow_html=True)
     cols = st.columns(4)
     cols[0].metric("TCO", usd_short(cost["tco_usd"]), help=f"${cost['tco_usd']:,.0f}")
     cols[1].metric("Capex", usd_short(cost["capex_usd"]), help=f"${cost['capex_usd']:,.0f}")
