@@ -203,7 +203,8 @@ def render() -> None:
         delta = new["cost"][cost_key] - base["cost"][cost_key]
         cols = st.columns(3)
         cols[0].metric("TCO" if cost_key == "tco_usd" else "Capex",
-                       components.usd_short(new["cost"][cost_key]), f"{delta:+,.0f}",
+                       components.usd_short(new["cost"][cost_key]),
+                       f"{'+' if delta >= 0 else '-'}${abs(delta):,.0f}",
                        delta_color="inverse")
         cols[1].metric("Nodes", new["cluster"]["total_nodes"],
                        new["cluster"]["total_nodes"] - base["cluster"]["total_nodes"],
