@@ -363,6 +363,9 @@ def test_batch_runs_a_zip_and_offers_downloads():
     assert not at.exception
     table = at.dataframe[0].value
     assert sorted(table["status"]) == ["infeasible", "invalid", "optimal"]
+    priced = table["tco_usd"].dropna()
+    assert len(priced) and all(v == round(v) for v in priced)  # whole dollars, rounded
+    assert not table["error"].isna().any()  # no 'None' shown for an RFQ without an error
     labels = [d.label for d in at.get("download_button")]
     assert labels == ["Download XLSX", "Download CSV"]
     at.multiselect(key="batch_status").set_value(["optimal"]).run()

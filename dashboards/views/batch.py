@@ -207,7 +207,11 @@ def render() -> None:
         st.warning(f"duplicate id: {duplicate}")
     table = result["table"]
     shown = _filters(table)
-    st.dataframe(shown, hide_index=True, column_config=COLUMNS)
+    # whole dollars rounded as on the Plan page (the column format alone would cut cents)
+    display = shown.assign(**{c: shown[c].round(0) for c in ("tco_usd", "capex_usd")
+                              if c in shown},
+                           **({"error": shown["error"].fillna("")} if "error" in shown else {}))
+    st.dataframe(display, hide_index=True, column_config=COLUMNS)
     st.caption(f"{len(shown)} of {len(table)} RFQs shown · ran in {summary['seconds']:.1f} s")
     _open_in_plan(shown, result.get("rfqs") or {})
     cols = st.columns(4)
