@@ -48,12 +48,13 @@ def server(browser_page) -> Iterator[str]:
     log = (ARTIFACTS / "dashboard-server.log")
     ARTIFACTS.mkdir(exist_ok=True)
     with log.open("w") as handle:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboards" / "app.py"),
-             "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"],
-            cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
+        sys.path.insert(0, str(ROOT))
+        from solver.commands.dashboard import streamlit_command
+
+        command = streamlit_command(port, "127.0.0.1", headless=True)  # as `procure dashboard`
+        assert command[command.index("run") + 1] == str(ROOT / "dashboards" / "app.py")
+        process = subprocess.Popen(command + ["--server.fileWatcherType", "none"],
+                                   cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 60
@@ -131,6 +132,7 @@ def test_plan_and_pareto_render_in_chromium(server, browser_page):
     page.goto(server)
     _settled(page, charts=2)  # first load: the default example's plan
     assert page.get_by_role("heading", name="Plan").is_visible()
+    assert page.get_by_role("button", name="Deploy").count() == 0  # toolbar minimal
 
     # load another single-workload example and time the Plan page until its charts are drawn
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
