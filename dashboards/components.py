@@ -9,7 +9,7 @@ import streamlit as st
 
 from solver.errors import InputError, Problem
 from solver.explain import money_delta
-from solver.wording import node_lines, opex_rows, qty, relaxations, usd
+from solver.wording import node_lines, opex_rows, qty, relaxations, usd, years
 
 from . import state
 from .figures import cluster_label
@@ -61,14 +61,26 @@ def status_badge(plan: dict[str, Any]) -> str:
 def headline(plan: dict[str, Any]) -> None:
     """TCO, capex and the cluster's size as metrics."""
     cost, cluster = plan["cost"], plan["cluster"]
-    cols = st.columns(6)
+    buy = "; ".join(node_lines(cluster))
+    gpus = list(dict.fromkeys(n["gpu"] for n in cluster.get("nodes", [])))
+    servers = list(dict.fromkeys(n["server"] for n in cluster.get("nodes", [])))
+    # long names (two server types) wrap inside their tile instead of being cut with '…'
+    st.markdown("<style>[data-testid='stMetricValue'], [data-testid='stMetricValue'] * "
+                "{white-space: normal !important; overflow-wrap: anywhere; "
+                "text-overflow: clip !important}</style>", unsafe_allow_html=True)
+    cols = st.columns(4)
     cols[0].metric("TCO", usd_short(cost["tco_usd"]), help=f"${cost['tco_usd']:,.0f}")
     cols[1].metric("Capex", usd_short(cost["capex_usd"]), help=f"${cost['capex_usd']:,.0f}")
-    cols[2].metric("Nodes", cluster["total_nodes"])
-    cols[3].metric("GPUs", cluster["total_gpus"])
-    cols[4].metric("Power", f"{cluster['power_kw']:.1f} kW")
-    cols[5].metric("Fabric (coupled)" if cluster["coupled"] else "Fabric", cluster["fabric"])
-    st.markdown("**Buy:** " + "; ".join(node_lines(cluster)))
+    cols[2].metric("GPU" if len(gpus) == 1 else f"GPU ({len(gpus)} types)",
+                   " + ".join(gpus) or "-", help=buy)
+    cols[3].metric("Server" if len(servers) == 1 else f"Server ({len(servers)} types)",
+                   " + ".join(servers) or "-", help=buy)
+    cols = st.columns(4)
+    cols[0].metric("Nodes", cluster["total_nodes"])
+    cols[1].metric("GPUs", cluster["total_gpus"])
+    cols[2].metric("Power", f"{cluster['power_kw']:.1f} kW")
+    cols[3].metric("Fabric (coupled)" if cluster["coupled"] else "Fabric", cluster["fabric"])
+    st.markdown("**Buy:** " + buy)
 
 
 def bom_table(plan: dict[str, Any]) -> pd.DataFrame | None:
@@ -110,7 +122,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:,.{digits}f}"
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.{digits}f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
@@ -124,15 +136,35 @@ def layout_table(plan: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for w in plan["workloads"]:
         mem = w["memory"]
-        rows.append({
+        row = {
             "workload": w["name"], "kind": w["kind"], "model": w["model"],
             "precision": w["precision"], "GPU": w["gpu"],
             "TP × PP × DP": f"{w['tp']} × {w['pp']} × {w['dp']}", "GPUs": w["gpus"],
             "nodes per replica/job": w["nodes_spanned"],
             "memory per GPU (GB)": f"{mem['total_gb']:.1f} / {mem['capacity_gb']:.0f}",
             "weights share": f"{(mem.get('weights_fraction') or 0):.0%}",
-        })
+        }
+        layouts = w.get("layouts") or []
+        if len(layouts) < 2 or w["kind"] not in ("inference", "batch_inference"):
+            rows.append(row)
+            continue
+        # several layouts serve this workload: one row each, so GPUs add up per row
+        for index, layout in enumerate(layouts):
+            gpus = layout["tp"] * layout["pp"] * layout["replicas"]
+            first = index == 0
+            rows.append({**row, "workload": f"{w['name']} ({index + 1}/{len(layouts)})",
+                         "precision": layout["precision"], "GPU": layout["gpu"],
+                         "TP × PP × DP": f"{layout['tp']} × {layout['pp']} × "
+                                         f"{layout['replicas']}",
+                         "GPUs": gpus,
+                         "nodes per replica/job": max(1, -(-layout["tp"] * layout["pp"]
+                                                         // layout["gpus_per_node"])),
+                         "memory per GPU (GB)": row["memory per GPU (GB)"] if first else "—",
+                         "weights share": row["weights share"] if first else "—"})
     return pd.DataFrame(rows)
+
+
+SHARES = ("scaling efficiency", "MFU")  # fractions, shown as percentages
 
 
 def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
@@ -147,7 +179,7 @@ def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
             if margins is None:  # a plan from before SLO margins: the typical latency
                 checks += [("TTFT ms", pred.get("ttft_ms"), spec.get("ttft_ms"), True),
                            ("TPOT ms", pred.get("tpot_ms"), spec.get("tpot_ms"), True)]
-            rows += _margin_rows(w["name"], margins or {})
+            # else: the latency SLOs at their percentile are in serving_table
             checks += [("concurrency held", pred.get("max_concurrency"),
                         spec.get("concurrency"), False),
                        ("QPS capacity", pred.get("qps_capacity"), spec.get("qps"), False),
@@ -168,34 +200,71 @@ def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
             else:
                 ok = predicted <= target if lower else predicted >= target
                 verdict = "✓ meets" if ok else "✗ misses"
-            rows.append({"workload": w["name"], "metric": metric,
-                         "predicted": _fmt(predicted, 2 if isinstance(predicted, float)
-                                           and predicted < 10 else 1),
+            shown = (_pct(predicted) if metric in SHARES else
+                     _fmt(predicted, 2 if isinstance(predicted, float) and predicted < 10
+                          else 1))
+            rows.append({"workload": w["name"], "metric": metric, "predicted": shown,
                          "target": ("≤ " if lower else "≥ ") + _fmt(target)
                          if target is not None else "-",
                          "verdict": verdict})
-        if w["kind"] == "inference" and w.get("utilization") is not None:
-            goal = w.get("target_utilization", 1.0)
-            rows.append({"workload": w["name"], "metric": "utilization",
-                         "predicted": f"{w['utilization']:.0%}", "target": f"≤ {goal:.0%}",
-                         "verdict": "✓ meets" if w["utilization"] <= goal + 1e-6
-                         else "✗ misses"})
     return pd.DataFrame(rows)
 
 
-def _margin_rows(name: str, margins: dict[str, Any]) -> list[dict[str, str]]:
-    """The plan's SLO margins: latency at the SLO percentile against the target."""
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def serving_table(entry: dict[str, Any]) -> pd.DataFrame | None:
+    """One serving workload's SLO check: each latency SLO at its percentile (target,
+    prediction, margin, met), utilisation against its target, and with redundancy n+1 the
+    capacity left with the worst node down against the demand. None for jobs."""
+    if entry.get("kind") not in ("inference", "batch_inference"):
+        return None
     rows = []
-    for metric, m in margins.items():
+    for metric, m in (entry.get("margins") or {}).items():
         basis = "median" if m.get("basis") == "median" else f"p{m.get('percentile')}"
-        rows.append({"workload": name,
-                     "metric": f"{metric.removesuffix('_ms').upper()} ms",
-                     "predicted": f"{_fmt(m.get('predicted_ms'))} at {basis}",
-                     "target": "≤ " + _fmt(m.get("target_ms")),
-                     "verdict": ("✓ meets" if m.get("met") else "✗ misses")
-                     + (f" (margin {m['margin']:.0%})" if m.get("margin") is not None
-                        else "")})
-    return rows
+        rows.append({"check": f"{metric.removesuffix('_ms').upper()} at {basis}",
+                     "target": f"≤ {_fmt(m.get('target_ms'))} ms",
+                     "predicted": f"{_fmt(m.get('predicted_ms'))} ms",
+                     "margin": _pct(m.get("margin")),
+                     "verdict": "✓ met" if m.get("met") else "✗ missed"})
+    if entry.get("utilization") is not None:
+        goal = entry.get("target_utilization") or 1.0
+        used = entry["utilization"]
+        rows.append({"check": "utilisation (demand ÷ capacity bought)",
+                     "target": f"≤ {goal:.0%}", "predicted": f"{used:.0%}",
+                     "margin": _pct(1 - used / goal) if goal else "-",
+                     "verdict": "✓ met" if used <= goal + 1e-6 else "✗ missed"})
+    spare = entry.get("n_plus_1")
+    demand = entry.get("demand") or {}
+    if spare:
+        for key, label, unit in (("concurrency", "concurrency", "requests"),
+                                 ("qps", "requests/s", "req/s")):
+            left, need = spare.get(f"{key}_one_node_down"), demand.get(key)
+            if left is None or not need:
+                continue
+            rows.append({"check": f"n+1: {label} with {spare.get('worst_node', 'a node')} "
+                                  "down",
+                         "target": f"≥ {_fmt(need)} {unit}", "predicted": f"{_fmt(left)} {unit}",
+                         "margin": _pct(1 - need / left) if left else "-",
+                         "verdict": "✓ met" if left >= need - 1e-9 else "✗ missed"})
+    if not rows:
+        return None
+    return pd.DataFrame(rows)
+
+
+def serving_note(entry: dict[str, Any]) -> str:
+    """Engine, SLO percentile and redundancy of a serving workload, in one line."""
+    parts = [f"**{entry['name']}**"]
+    if entry.get("engine"):
+        parts.append(f"engine {entry['engine']}")
+    if entry.get("slo_percentile") is not None:
+        parts.append(f"SLOs held for {entry['slo_percentile']} % of requests")
+    redundancy = entry.get("redundancy")
+    if redundancy:
+        parts.append("redundancy n+1 (demand met with any one node down)" if redundancy == "n+1"
+                     else "no redundancy")
+    return " · ".join(parts)
 
 
 def decision_path(plan: dict[str, Any]) -> None:
@@ -216,14 +285,44 @@ def decision_path(plan: dict[str, Any]) -> None:
         st.markdown("\n".join(lines), unsafe_allow_html=True)
 
 
+COST_WORDS = {"gpus_usd": "GPUs", "servers_usd": "Servers (without GPUs)",
+              "network_usd": "Network (NICs, switches, cables)", "storage_usd": "Shared storage",
+              "capex_usd": "Capex (sum of the above)", "power_usd": "Power",
+              "operations_usd": "Operations", "multinode_overhead_usd":
+              "Multi-node engineering overhead", "tco_usd": "Total cost of ownership"}
+OVER_HORIZON = ("power_usd", "operations_usd", "multinode_overhead_usd", "tco_usd")
+
+
+def cost_word(key: str, horizon: float | None = None) -> str:
+    """A cost term in words; running costs say the horizon they cover."""
+    word = COST_WORDS.get(key) or key.removesuffix("_usd").replace("_", " ").capitalize()
+    if horizon and key in OVER_HORIZON:
+        word += f" ({years(horizon)})"
+    return word
+
+
+def cost_terms_table(plan: dict[str, Any], horizon: float | None) -> pd.DataFrame:
+    """The plan's cost terms in words with dollars, capex and TCO included."""
+    return pd.DataFrame([{"cost": cost_word(key, horizon), "amount": usd(value)}
+                         for key, value in plan["cost"].items()
+                         if isinstance(value, int | float)])
+
+
+def same_as_chosen(plan: dict[str, Any], alt: dict[str, Any]) -> bool:
+    """An alternative that is the chosen plan itself (same cost, same cluster)."""
+    return (alt.get("feasible") and alt.get("delta_usd") is not None
+            and abs(alt["delta_usd"]) < 0.5 and alt.get("cluster") is not None
+            and cluster_label({"cluster": alt["cluster"]}) == cluster_label(plan))
+
+
 def counterfactual_table(alternatives: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for alt in alternatives:
         rows.append({
             "alternative": alt["alternative"],
             "TCO": "infeasible" if not alt["feasible"] else f"${alt['tco_usd']:,.0f}",
-            "vs chosen": "-" if alt.get("delta_usd") is None else money_delta(alt["delta_usd"]),
-            "cluster": cluster_label({"cluster": alt["cluster"]}) if alt.get("cluster") else "-",
+            "vs chosen": "—" if alt.get("delta_usd") is None else money_delta(alt["delta_usd"]),
+            "cluster": cluster_label({"cluster": alt["cluster"]}) if alt.get("cluster") else "—",
             "why": alt["why"],
         })
     return pd.DataFrame(rows)
@@ -243,6 +342,6 @@ def plan_card(plan: dict[str, Any], title: str) -> None:
     cost = plan["cost"]
     st.markdown(f"{status_badge(plan)} · TCO **${cost['tco_usd']:,.0f}** · capex "
                 f"${cost['capex_usd']:,.0f}  \n{cluster_label(plan)}")
-    st.dataframe(layout_table(plan)[["workload", "precision", "GPU", "TP × PP × DP", "GPUs",
-                                     "nodes per replica/job"]],
-                 hide_index=True, width="stretch")
+    st.table(layout_table(plan)[["workload", "precision", "GPU", "TP × PP × DP", "GPUs",
+                                 "nodes per replica/job"]],
+             hide_index=True, border="horizontal")

@@ -22,6 +22,33 @@ IDLE = "#D9D9D9"
 MAX_DRAWN_NODES = 24
 NODES_PER_ROW = 4
 GPU_COLUMNS = 4
+def _bound(row: dict, value: float) -> str:
+    """A tornado range end: prices in whole dollars, other values to 3 significant digits."""
+    if "price" in row.get("label", "") or str(row.get("path", "")).endswith("_usd"):
+        return f"${value:,.0f}"
+    if "USD/kWh" in row.get("label", ""):
+        return f"${value:.2f}"
+    return f"{value:.3g}"
+
+
+def _log_ticks(low: float, high: float) -> dict:
+    """Tick values 1-2-5 per decade covering [low, high], labelled ``$200,000``."""
+    values = []
+    decade = 10 ** math.floor(math.log10(low))
+    while decade <= high * 10:
+        values += [decade * m for m in (1, 2, 5) if low / 1.5 <= decade * m <= high * 1.5]
+        decade *= 10
+    return {"type": "log", "tickvals": values, "ticktext": [f"${v:,.0f}" for v in values]}
+
+
+def _short_usd(value: float) -> str:
+    """``$34k`` for a bar label, ``$1.72M`` from a million on (as the TCO tile); small
+    amounts in dollars (``$19``, not ``$0k``)."""
+    if abs(value) >= 1e6:
+        return f"${value / 1e6:,.2f}M"
+    return f"${value / 1000:,.0f}k" if abs(value) >= 1000 else f"${value:,.0f}"
+
+
 COST_TERMS = (("gpus_usd", "GPUs"), ("servers_usd", "Servers"), ("network_usd", "Network"),
               ("storage_usd", "Storage"), ("power_usd", "Power"),
               ("operations_usd", "Operations"), ("multinode_overhead_usd",
@@ -221,8 +248,8 @@ def cost_figure(cost: dict[str, float], objective: str = "tco") -> go.Figure:
     measures = ["relative"] * len(terms) + ["total"]
     fig = go.Figure(go.Waterfall(
         x=labels, y=values, measure=measures, textposition="outside",
-        text=[f"${v / 1000:,.0f}k" if v else "" for v in values[:-1]]
-        + [f"${(cost.get('capex_usd' if objective == 'capex' else 'tco_usd') or 0) / 1000:,.0f}k"],
+        text=[_short_usd(v) if v else "" for v in values[:-1]]
+        + [_short_usd(cost.get("capex_usd" if objective == "capex" else "tco_usd") or 0)],
         connector={"line": {"color": "#999"}},
         increasing={"marker": {"color": "#4C78A8"}}, totals={"marker": {"color": "#333"}}))
     fig.update_layout(title="Cost breakdown over the horizon", height=360,
@@ -290,12 +317,16 @@ def frontier_figure(result: dict[str, Any], selected: int | None = None,
                                       "line": {"width": 3}}))
     if target is not None:
         fig.add_hline(y=target, line_dash="dash", line_color="#E45756",
-                      annotation_text=f"SLO target {target:,g}",
+                      annotation_text=f"SLO target {target:,g}"
+                                      + (" ms" if metric.endswith("_ms") else
+                                         " h" if metric.startswith("hours") else ""),
                       annotation_position="top left")
     better = "lower" if result["lower_is_better"][metric] else "higher"
     costs = [p[cost_key] for p in points if p[cost_key] > 0]
     log = bool(costs) and max(costs) / min(costs) > LOG_SCALE_RATIO
-    fig.update_xaxes(**MONEY_AXIS, **({"type": "log", "dtick": 1} if log else {}))
+    # log axis: ticks at 1, 2 and 5 of each decade, each labelled in dollars (plotly's own
+    # 'D2' ticks drop the $ prefix on the 2s and 5s; whole decades may leave one label)
+    fig.update_xaxes(**MONEY_AXIS, **(_log_ticks(min(costs), max(costs)) if log else {}))
     fig.update_layout(
         title=f"{result['rfq']}: {axis_words(cost_key).removesuffix(' (USD)').lower()} "
               f"against {result['workload']}'s {axis_words(metric).lower()} "
@@ -325,7 +356,7 @@ def tornado_figure(report: dict[str, Any]) -> go.Figure:
     base = report["base"]["tco_usd"] or 0.0
     rows = [r for r in report["parameters"] if r["tco_low_usd"] is not None
             and r["tco_high_usd"] is not None][::-1]
-    labels = [f"{r['label']} [{r['low']:g} .. {r['high']:g}]" for r in rows]
+    labels = [f"{r['label']} [{_bound(r, r['low'])} .. {_bound(r, r['high'])}]" for r in rows]
     fig = go.Figure([
         go.Bar(y=labels, x=[r["tco_low_usd"] - base for r in rows], base=base,
                orientation="h", name="at low end", marker_color="#54A24B"),

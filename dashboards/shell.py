@@ -67,6 +67,8 @@ def main() -> None:
                    icon=":material/edit_note:")
     pages = [st.Page(fn, title=title, url_path=url, icon=icon, default=(url == "plan"))
              for fn, title, url, icon in PAGES]
+    st.session_state[state.NAV_PAGES] = {url: page for (_, _, url, _), page
+                                         in zip(PAGES, pages, strict=True)}
     current = st.navigation(pages, position="sidebar", expanded=True)
     sidebar()
     current.run()

@@ -32,6 +32,13 @@ RFQ_DATA = "rfq_data"          # the active RFQ (validated), as a plain dict
 RFQ_SOURCE = "rfq_source"      # where it came from (example name, upload, form)
 PRICE_OVERLAY = "price_overlay"  # {entry id: price USD}: the Catalog page's session overlay
 
+NAV_PAGES = "nav_pages"         # {url path: st.Page} of this session's navigation (shell)
+
+
+def nav_page(url_path: str) -> Any:
+    """The app's ``st.Page`` for a URL path (None when a page runs alone, as in tests)."""
+    return (st.session_state.get(NAV_PAGES) or {}).get(url_path)
+
 
 # --- catalog and examples ---------------------------------------------------------------
 

@@ -62,6 +62,11 @@ def texts(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
+def serving_tables(at: AppTest) -> list:
+    """The Plan page's serving SLO tables, one per serving workload."""
+    return [d.value for d in at.dataframe if "check" in d.value.columns]
+
+
 def charts(at: AppTest) -> list:
     return at.get("plotly_chart")
 
@@ -177,16 +182,60 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     load_example(at, "chat-70b-one-node")
     at.run()
     assert not at.exception
-    assert [m.label for m in at.metric] == ["TCO", "Capex", "Nodes", "GPUs", "Power", "Fabric"]
+    assert [m.label for m in at.metric] == ["TCO", "Capex", "GPU", "Server", "Nodes", "GPUs",
+                                            "Power", "Fabric"]
     assert at.metric[-1].value == "none"
+    tiles = {m.label: m.value for m in at.metric}
+    node = _plan_nodes(at)
+    assert tiles["GPU"] == node["gpu"] and tiles["Server"] == node["server"]
+    assert tiles["TCO"].startswith("$") and tiles["Capex"].startswith("$")
     assert len(charts(at)) == 2  # the cluster and the cost waterfall
     headers = [h.value for h in at.subheader]
     for needed in ("Layouts", "Predicted against targets", "Decision path", "Counterfactuals"):
         assert needed in headers
     targets = at.dataframe[1].value
-    assert {"TTFT ms", "TPOT ms"} <= set(targets["metric"])
+    assert "concurrency held" in set(targets["metric"])
     assert all(v.startswith("✓") for v in targets["verdict"] if v)
+    serving = serving_tables(at)[0]  # the SLOs at their percentile
+    assert {"TTFT at p90", "TPOT at p90"} <= set(serving["check"])
+    assert all(v.startswith("✓") for v in serving["verdict"])
     assert "Does the model fit" in texts(at)
+    cost = next(t.value for t in at.table if "cost" in t.value.columns)
+    horizon = at.session_state["rfq_data"]["horizon_years"]
+    assert f"Total cost of ownership ({horizon:g} years)" in list(cost["cost"])
+    assert all(v.startswith("$") for v in cost["amount"])
+    assert not any("_" in v or v.islower() for v in cost["cost"])  # words, not field names
+    # alternatives that are the chosen plan itself are said once, not as table rows
+    assert "Already the chosen plan" in texts(at)
+
+
+def _plan_nodes(at: AppTest) -> dict:
+    """The single node type of the plan the page shows (from its 'Buy:' line)."""
+    from solver.catalog import load_catalog
+    from solver.rfq import validate_rfq
+    from solver.solve import solve_rfq
+
+    cat = load_catalog()
+    plan = solve_rfq(validate_rfq(at.session_state["rfq_data"], cat, "test"), cat,
+                     solver="cbc")
+    assert len(plan["cluster"]["nodes"]) == 1
+    return plan["cluster"]["nodes"][0]
+
+
+def test_plan_tiles_name_every_gpu_and_server_of_a_mixed_cluster():
+    at = page("plan")
+    load_example(at, "portfolio-lab")
+    at.run()
+    assert not at.exception
+    tiles = {m.label: m.value for m in at.metric}
+    gpu_label = next(label for label in tiles if label.startswith("GPU") and label != "GPUs")
+    server_label = next(label for label in tiles if label.startswith("Server"))
+    buy = next(m.value for m in at.markdown if m.value.startswith("**Buy:**"))
+    for name in tiles[gpu_label].split(" + ") + tiles[server_label].split(" + "):
+        assert name in buy
+    targets = at.dataframe[1].value
+    shares = targets[targets["metric"].isin(["MFU", "scaling efficiency"])]
+    assert len(shares) and all(v.endswith("%") for v in shares["predicted"])
 
 
 def test_plan_shows_the_bill_of_materials_and_offers_the_quote():
@@ -195,7 +244,7 @@ def test_plan_shows_the_bill_of_materials_and_offers_the_quote():
     at.run()
     assert not at.exception
     assert "Bill of materials" in [h.value for h in at.subheader]
-    bom = next(d.value for d in at.dataframe if "SKU" in d.value.columns)
+    bom = next(t.value for t in at.table if "SKU" in t.value.columns)
     assert bom["SKU"].iloc[-1] == "capex"
     total = float(bom["line total"].iloc[-1].replace("$", "").replace(",", ""))
     lines = sum(float(v.replace("$", "").replace(",", "")) for v in bom["line total"][:-1])
@@ -265,10 +314,14 @@ def test_whatif_resolves_and_reports_the_change_and_the_tornado():
     at.slider(key="wi_horizon").set_value(5.0).run()
     assert not at.exception
     assert at.metric[0].value != base
-    assert "rfq.horizon_years" in texts(at)
+    assert "GPU prices +50 % (all GPUs)" in texts(at) and "horizon 5 years" in texts(at)
+    assert "rfq.horizon_years" not in texts(at) and "e+0" not in texts(at)
     at.button(key="wi_run_report").click().run()
     assert not at.exception
     assert len(charts(at)) == 1  # the tornado
+    labels = json.loads(charts(at)[0].proto.spec)["data"][0]["y"]
+    prices = [label for label in labels if "price" in label]
+    assert prices and all("[$" in label for label in prices), prices
 
 
 def test_whatif_of_an_infeasible_rfq_shows_the_reason():
@@ -311,6 +364,9 @@ def test_batch_runs_a_zip_and_offers_downloads():
     assert not at.exception
     table = at.dataframe[0].value
     assert sorted(table["status"]) == ["infeasible", "invalid", "optimal"]
+    priced = table["tco_usd"].dropna()
+    assert len(priced) and all(v == round(v) for v in priced)  # whole dollars, rounded
+    assert not table["error"].isna().any()  # no 'None' shown for an RFQ without an error
     labels = [d.label for d in at.get("download_button")]
     assert labels == ["Download XLSX", "Download CSV"]
     at.multiselect(key="batch_status").set_value(["optimal"]).run()
@@ -447,3 +503,194 @@ def test_unsaved_form_changes_are_detected():
     at.session_state["edit"] = True
     at.run()
     assert at.markdown[-1].value == "UNSAVED"
+
+
+# --- state kept across pages (issue 12, item 6) ----------------------------------------
+
+SWITCH_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from dashboards import state
+from dashboards.views import scenario, whatif, pareto, plan
+st.set_page_config(layout="wide")
+state.ensure_defaults()
+scenario.keep_draft()
+{{"whatif": whatif, "pareto": pareto, "plan": plan}}[st.session_state.get("page", "whatif")].render()
+"""
+
+
+def switching_app() -> AppTest:
+    return AppTest.from_string(SWITCH_SCRIPT.format(root=str(ROOT)), default_timeout=TIMEOUT)
+
+
+def test_whatif_sliders_are_kept_across_page_switches():
+    at = switching_app()
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    at.slider(key="wi_gpu_pct").set_value(25)
+    at.slider(key="wi_pue").set_value(1.5)
+    at.selectbox(key="wi_gpu_which").select("rtx-pro-6000").run()
+    moved = at.metric[0].value
+    at.session_state["page"] = "plan"
+    at.run()
+    assert not at.exception and [t.value for t in at.title] == ["Plan"]
+    at.session_state["page"] = "whatif"
+    at.run()
+    assert not at.exception
+    assert at.slider(key="wi_gpu_pct").value == 25
+    assert at.slider(key="wi_pue").value == 1.5
+    assert at.selectbox(key="wi_gpu_which").value == "rtx-pro-6000"
+    assert at.metric[0].value == moved
+
+
+def test_pareto_point_is_kept_across_page_switches_and_reset_for_another_rfq():
+    at = switching_app()
+    load_example(at, "chat-70b-one-node")
+    at.session_state["page"] = "pareto"
+    at.run()
+    pick = at.selectbox(key="pareto_pick")
+    last = len(pick.options) - 1
+    pick.select_index(last).run()
+    at.session_state["page"] = "plan"
+    at.run()
+    at.session_state["page"] = "pareto"
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="pareto_pick").value == last
+    assert f"#### Point #{last + 1}" in [m.value for m in at.markdown]
+    load_example(at, "serve-405b-replicas")  # another RFQ: its own default comparison
+    at.run()
+    assert not at.exception
+    from dashboards.views.pareto import _default_comparison
+    from solver.catalog import load_catalog
+    from solver.pareto import frontier
+    from solver.rfq import load_rfq
+
+    cat = load_catalog()
+    result = frontier(cat, load_rfq(SCENARIOS / "serve-405b-replicas.yaml", cat), solver="cbc")
+    assert at.selectbox(key="pareto_pick").value == _default_comparison(result["points"],
+                                                                        result)
+
+
+def _cells(xlsx: bytes) -> list[str]:
+    from openpyxl import load_workbook
+
+    book = load_workbook(io.BytesIO(xlsx))
+    return [str(c.value) for sheet in book.worksheets for row in sheet.iter_rows()
+            for c in row if c.value is not None]
+
+
+def test_batch_shows_and_exports_no_temp_paths_and_opens_a_row_in_plan():
+    good = (SCENARIOS / "chat-70b-one-node.yaml").read_text()
+    other = (SCENARIOS / "serve-405b-replicas.yaml").read_text()
+    bad = json.dumps({"id": "broken", "workloads": [{"name": "x", "kind": "inference",
+                                                     "model": "nope", "concurrency": 1,
+                                                     "input_tokens": 1,
+                                                     "output_tokens": 1}]})
+    at = page("batch").run()
+    at.file_uploader(key="batch_upload").upload(
+        "rfqs.zip", _zip({"a/chat.yaml": good, "b/serve.yaml": other, "broken.json": bad,
+                          "c/chat-again.yaml": good}), "application/zip").run()
+    next(b for b in at.button if b.label == "Run batch").click().run()
+    assert not at.exception
+    result = at.session_state["batch_result"]
+    shown = texts(at) + "\n" + at.dataframe[0].value.to_csv()
+    xlsx = "\n".join(_cells(result["xlsx"]))
+    for text in (shown, result["csv"].decode(), xlsx):
+        assert "procure-batch-" not in text and "/tmp/" not in text, text
+        assert "upload-0" not in text
+    assert "rfqs.zip/a/chat.yaml" in result["csv"].decode()
+    assert "rfqs.zip/broken.json" in xlsx  # the error names the member of the upload
+    assert any("duplicate id" in w.value and "rfqs.zip/c/chat-again.yaml" in w.value
+               for w in at.warning)
+    # a result row opens in Plan as the active RFQ (and fills the Scenario form)
+    pick = at.selectbox(key="batch_open")
+    assert set(pick.options) == {"chat-70b-one-node", "serve-405b-replicas"}
+    pick.select("serve-405b-replicas")
+    at.button(key="batch_open_button").click().run()
+    assert not at.exception
+    assert at.session_state["rfq_data"]["id"] == "serve-405b-replicas"
+    assert at.session_state["rfq_source"] == "batch serve-405b-replicas"
+    assert at.session_state["form.id"] == "serve-405b-replicas"
+    assert "active RFQ" in "\n".join(s.value for s in at.success)
+
+
+def test_batch_errors_name_the_upload_not_the_temp_folder():
+    at = page("batch").run()
+    at.file_uploader(key="batch_upload").upload(
+        "rfqs.zip", _zip({"a/chat.yaml": "id: x\n", "../evil.yaml": "id: y\n"}),
+        "application/zip").run()
+    next(b for b in at.button if b.label == "Run batch").click().run()
+    assert not at.exception
+    errors = "\n".join(e.value for e in at.error)
+    assert "unsafe path" in errors and "rfqs.zip" in errors
+    assert "procure-batch-" not in errors and "/tmp/" not in errors
+
+
+def test_plan_shows_slo_margins_utilisation_and_n_plus_1_per_serving_workload():
+    at = page("plan")
+    load_example(at, "chat-n-plus-1")
+    at.run()
+    assert not at.exception
+    assert "Serving SLOs, utilisation and redundancy" in [h.value for h in at.subheader]
+    note = next(m.value for m in at.markdown if m.value.startswith("**support**"))
+    assert "95 % of requests" in note and "redundancy n+1" in note
+    table = serving_tables(at)[0]
+    checks = list(table["check"])
+    assert checks[:2] == ["TTFT at p95", "TPOT at p95"]
+    assert any(c.startswith("utilisation") for c in checks)
+    assert any(c.startswith("n+1: concurrency with node-") for c in checks)
+    utilisation = table[table["check"].str.startswith("utilisation")].iloc[0]
+    assert utilisation["target"] == "≤ 70%" and utilisation["predicted"].endswith("%")
+    assert all(v == "✓ met" for v in table["verdict"])
+    assert all(m.endswith("%") for m in table["margin"])
+    # no raw field names on the page
+    assert "n_plus_1" not in texts(at) and "target_utilization" not in texts(at)
+
+
+def test_an_example_with_fields_the_form_does_not_edit_is_not_unsaved():
+    at = AppTest.from_string(UNSAVED_SCRIPT.format(root=str(ROOT)), default_timeout=TIMEOUT)
+    load_example(at, "chat-n-plus-1")  # slo_percentile, target_utilization, redundancy n+1
+    at.run()
+    assert not at.exception
+    assert at.markdown[-1].value == "SAVED"
+    at = page("scenario")
+    load_example(at, "chat-n-plus-1")
+    at.run()
+    assert not at.exception
+    assert "redundancy n+1" in texts(at) and "slo percentile 95" in texts(at)
+    next(b for b in at.button if b.label == "Use this RFQ").click().run()
+    assert at.session_state["rfq_data"]["workloads"][0]["redundancy"] == "n+1"
+
+
+def test_log_cost_axis_labels_every_tick_in_dollars():
+    from dashboards.figures import frontier_figure
+
+    plan = {"cluster": {"nodes": [{"gpu": "l4", "server": "s", "gpus_per_node": 1,
+                                   "count": 1}], "fabric": "none", "coupled": False},
+            "workloads": []}
+    result = {"axes": ["tco_usd", "tpot_ms"], "rfq": "r", "workload": "chat",
+              "lower_is_better": {"tpot_ms": True},
+              "points": [{"tco_usd": 145_000.0, "tpot_ms": 45.0, "plan": plan},
+                         {"tco_usd": 5_400_000.0, "tpot_ms": 24.0, "plan": plan}]}
+    axis = frontier_figure(result, 1, target=50.0).layout.xaxis
+    assert axis.type == "log"
+    assert len(axis.ticktext) >= 4 and all(t.startswith("$") for t in axis.ticktext)
+    assert "$200,000" in axis.ticktext and "$5,000,000" in axis.ticktext
+
+
+def test_plan_with_two_layouts_lists_each_and_names_both_servers():
+    at = page("plan")
+    load_example(at, "capex-open-datacenter")
+    at.run()
+    assert not at.exception
+    tiles = {m.label: m.value for m in at.metric}
+    assert tiles.get("Server (2 types)") == "pcie-4gpu + pcie-8gpu", tiles
+    layouts = at.dataframe[0].value
+    rows = layouts[layouts["workload"].str.startswith("chat")]
+    assert len(rows) == 2  # one row per layout
+    assert rows["GPUs"].sum() == int(tiles["GPUs"])
+    for _, row in rows.iterrows():
+        tp, pp, dp = (int(x) for x in row["TP × PP × DP"].split(" × "))
+        assert tp * pp * dp == row["GPUs"]

@@ -48,12 +48,13 @@ def server(browser_page) -> Iterator[str]:
     log = (ARTIFACTS / "dashboard-server.log")
     ARTIFACTS.mkdir(exist_ok=True)
     with log.open("w") as handle:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboards" / "app.py"),
-             "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"],
-            cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
+        sys.path.insert(0, str(ROOT))
+        from solver.commands.dashboard import streamlit_command
+
+        command = streamlit_command(port, "127.0.0.1", headless=True)  # as `procure dashboard`
+        assert command[command.index("run") + 1] == str(ROOT / "dashboards" / "app.py")
+        process = subprocess.Popen(command + ["--server.fileWatcherType", "none"],
+                                   cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 60
@@ -131,6 +132,7 @@ def test_plan_and_pareto_render_in_chromium(server, browser_page):
     page.goto(server)
     _settled(page, charts=2)  # first load: the default example's plan
     assert page.get_by_role("heading", name="Plan").is_visible()
+    assert page.get_by_role("button", name="Deploy").count() == 0  # toolbar minimal
 
     # load another single-workload example and time the Plan page until its charts are drawn
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
@@ -170,3 +172,96 @@ def test_infeasible_example_shows_its_reason(server, browser_page):
     _settled(page)
     assert "binds" in page.inner_text('[data-testid="stMain"]')
     _screenshot(page, "dashboard-infeasible.png")
+
+
+def _plan_of(name: str) -> dict:
+    """The plan the dashboard shows for an example (built-in catalog, its solver)."""
+    sys.path.insert(0, str(ROOT))
+    from dashboards.state import SOLVER
+    from solver.catalog import load_catalog
+    from solver.rfq import load_rfq
+    from solver.solve import solve_rfq
+
+    cat = load_catalog()
+    return solve_rfq(load_rfq(ROOT / "scenarios" / f"{name}.yaml", cat), cat, solver=SOLVER)
+
+
+def test_plan_shows_the_bill_of_materials_and_downloads_the_quote(server, browser_page):
+    page = browser_page
+    page.goto(server)
+    _settled(page, charts=2)
+    _pick_example(page, "finetune-70b-full-cluster")
+    page.wait_for_function(
+        "() => document.body.innerText.includes('finetune-70b-full-cluster (example')",
+        timeout=90_000)
+    _settled(page, charts=2)
+    plan = _plan_of("finetune-70b-full-cluster")
+    main = page.locator('[data-testid="stMain"]')
+    heading = page.get_by_role("heading", name="Bill of materials")
+    heading.scroll_into_view_if_needed()
+    assert heading.is_visible()
+    # the BOM table: every SKU of the plan's bill of materials and the capex line
+    bom = page.locator('[data-testid="stTable"]')
+    text = main.inner_text()
+    for line in plan["bill_of_materials"]["lines"]:
+        assert line["sku"] in text, line["sku"]
+    capex = f"${plan['bill_of_materials']['capex_usd']:,.0f}"
+    assert capex in text, capex
+    assert bom.count() > 0
+    # the GPU and server tiles name what is bought
+    node = plan["cluster"]["nodes"][0]
+    tiles = " ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
+    assert node["gpu"] in tiles and node["server"] in tiles
+    # the quote: an HTML file whose text contains the plan's TCO
+    button = page.get_by_role("button", name="Download the quote (HTML)")
+    button.scroll_into_view_if_needed()
+    with page.expect_download(timeout=60_000) as info:
+        button.click()
+    download = info.value
+    assert download.suggested_filename == "finetune-70b-full-cluster-quote.html"
+    html = Path(download.path()).read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html")
+    tco = f"${plan['cost']['tco_usd']:,.0f}"
+    assert tco in html, tco
+    (ARTIFACTS / "dashboard-quote.html").write_text(html, encoding="utf-8")
+    _screenshot(page, "dashboard-plan-bom.png")
+
+
+def test_batch_row_opens_in_plan(server, browser_page, tmp_path):
+    import zipfile
+
+    archive = tmp_path / "rfqs.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for name in ("chat-70b-one-node", "serve-405b-replicas"):
+            out.write(ROOT / "scenarios" / f"{name}.yaml", f"rfqs/{name}.yaml")
+    page = browser_page
+    page.goto(server)
+    _settled(page, charts=2)
+    page.get_by_role("link", name="Batch").click()
+    _settled(page)
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(archive))
+    page.get_by_role("button", name="Run batch").wait_for(timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('button')].some(b => b.innerText.trim() === "
+        "'Run batch' && !b.disabled)", timeout=30_000)
+    page.get_by_role("button", name="Run batch").click()
+    page.get_by_role("button", name="Open in Plan").wait_for(timeout=90_000)
+    _settled(page)
+    text = page.inner_text('[data-testid="stMain"]')
+    assert "procure-batch-" not in text and "/tmp/" not in text
+    page.locator('[data-testid="stSelectbox"]').filter(
+        has_text="Open a result in Plan").click()
+    page.get_by_role("option", name="serve-405b-replicas", exact=True).click()
+    _settled(page)
+    page.get_by_role("button", name="Open in Plan").click()
+    try:
+        page.wait_for_function(
+            "() => document.body.innerText.includes('serve-405b-replicas (batch')",
+            timeout=60_000)
+    except Exception:
+        _screenshot(page, "dashboard-batch-failed.png")
+        raise
+    _settled(page, charts=2)
+    assert page.get_by_role("heading", name="Plan").is_visible()
+    assert "Unsaved changes" not in page.inner_text('[data-testid="stMain"]')
+    _screenshot(page, "dashboard-batch-opened.png")

@@ -21,12 +21,12 @@ def _gpus(cat: Any, overlay: dict[str, float]) -> pd.DataFrame:
     rows = []
     for gpu in cat.gpus.values():
         tf = gpu.dense_tflops
-        rows.append({"id": gpu.id, "name": gpu.name, "memory GB": gpu.memory_gb,
+        rows.append({"id": gpu.id, "name": gpu.name,
+                     "price": overlay.get(gpu.id, gpu.price_usd), "memory GB": gpu.memory_gb,
                      "BW GB/s": gpu.mem_bw_gbs, "BF16 TFLOPS": tf.get("bf16"),
                      "FP8": tf.get("fp8"), "FP4": tf.get("fp4"), "TDP W": gpu.tdp_w,
                      "form": gpu.form_factor, "link": gpu.intra_node_link,
-                     "link GB/s": gpu.intra_node_gbs, "price USD": overlay.get(gpu.id,
-                                                                             gpu.price_usd),
+                     "link GB/s": gpu.intra_node_gbs,
                      "price as of": gpu.price_as_of, "price source": gpu.price_source,
                      "source": gpu.source, "as of": gpu.as_of})
     return pd.DataFrame(rows)
@@ -41,6 +41,14 @@ def _entries(table: dict[str, Any], overlay: dict[str, float], price_field: str
             row[price_field] = overlay.get(entry.id, row[price_field])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def money(frame: pd.DataFrame) -> dict[str, Any]:
+    """Column settings: prices (``price``, ``*_usd``) in whole dollars, named in words."""
+    return {c: st.column_config.NumberColumn(
+        c.removesuffix("_usd").replace("_", " "),
+        format="dollar", step=1)
+        for c in frame.columns if c == "price" or str(c).endswith("_usd")}
 
 
 def _vendor_filter(cat: Any, frame: pd.DataFrame, kind: str, vendor: str) -> pd.DataFrame:
@@ -127,25 +135,26 @@ def render() -> None:
                             key="cat_mem")
         frame = frame[frame["form"].isin(picked) & (frame["memory GB"] >= min_mem)]
         st.dataframe(_text_filter(frame, text), hide_index=True,
-                     column_config={"source": st.column_config.TextColumn(width="large")})
+                     column_config={"source": st.column_config.TextColumn(width="large"),
+                                    **money(frame)})
     with tabs[1]:
         frame = _vendor_filter(cat, _entries(cat.servers, overlay, "price_usd"), "servers",
                                vendor)
-        st.dataframe(_text_filter(frame, text), hide_index=True)
+        st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[2]:
         frame = _vendor_filter(cat, _entries(cat.fabrics, overlay, "nic_price_usd"),
                                "fabrics", vendor)
-        st.dataframe(_text_filter(frame, text), hide_index=True)
+        st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[3]:
         frame = _entries(cat.models, {}, "")
         frame["aliases"] = frame["aliases"].apply(lambda a: ", ".join(a))
-        st.dataframe(_text_filter(frame, text), hide_index=True)
+        st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[4]:
         frame = _entries(cat.vendors, {}, "")
         for column in ("gpus", "servers", "fabrics"):
             frame[column] = frame[column].apply(lambda v: v if isinstance(v, str)
                                                 else ", ".join(v))
-        st.dataframe(_text_filter(frame, text), hide_index=True)
+        st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[5]:
         rows = [{"parameter": name, **param.model_dump()}
                 for name, param in cat.costs]

@@ -45,8 +45,10 @@ def _table(result: dict[str, Any]) -> pd.DataFrame:
     for index, point in enumerate(result["points"]):
         plan = point["plan"]
         work = next((w for w in plan["workloads"] if w["name"] == result["workload"]), None)
-        rows.append({"#": index + 1, cost_key: f"${point[cost_key]:,.0f}",
-                     metric: round(point[metric], 3), "cluster": cluster_label(plan),
+        rows.append({"#": index + 1,
+                     axis_words(cost_key).removesuffix(" (USD)"): f"${point[cost_key]:,.0f}",
+                     axis_words(metric): round(point[metric], 3),
+                     "cluster": cluster_label(plan),
                      "layout": (f"{work['precision']} TP{work['tp']}×PP{work['pp']}×"
                                 f"DP{work['dp']}" if work else "")})
     return pd.DataFrame(rows)
@@ -101,7 +103,8 @@ def render() -> None:
                "point (or choose it below) to compare its plan with the optimum.")
     st.selectbox("Compare point", list(range(len(points))), key=PICK_KEY,
                  format_func=lambda i: f"#{i + 1}: ${points[i][result['axes'][0]]:,.0f} — "
-                                       f"{result['axes'][1]} {points[i][result['axes'][1]]:,.2f}")
+                                       f"{axis_words(result['axes'][1]).lower()} "
+                                       f"{points[i][result['axes'][1]]:,.2f}")
     left, right = st.columns(2)
     with left:
         components.plan_card(points[0]["plan"], "Optimum (cheapest)")

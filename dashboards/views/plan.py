@@ -8,7 +8,6 @@ import json
 import streamlit as st
 
 from solver.errors import InputError
-from solver.wording import usd
 
 from .. import components, state
 from ..figures import cluster_figure, cost_figure
@@ -52,6 +51,16 @@ def render() -> None:
     st.subheader("Predicted against targets")
     targets = components.targets_table(plan, data)
     st.dataframe(targets, hide_index=True, height=components.table_height(len(targets)))
+    serving = [(w, components.serving_table(w)) for w in plan["workloads"]]
+    serving = [(w, table) for w, table in serving if table is not None]
+    if serving:
+        st.subheader("Serving SLOs, utilisation and redundancy")
+        for entry, table in serving:
+            st.markdown(components.serving_note(entry))
+            st.dataframe(table, hide_index=True,
+                         height=components.table_height(len(table)))
+        st.caption("Margin: how far the prediction is inside the target (1 − predicted ÷ "
+                   "target). Latency is predicted at the load the plan puts on each replica.")
 
     left, right = st.columns([3, 2])
     with left:
@@ -59,25 +68,31 @@ def render() -> None:
                         config={"displayModeBar": False})
     with right:
         st.subheader("Cost terms")
-        st.dataframe(
-            [{"term": key.removesuffix("_usd").replace("_", " "), "USD": usd(value)}
-             for key, value in plan["cost"].items() if isinstance(value, int | float)],
-            hide_index=True)
+        st.table(components.cost_terms_table(plan, data.get("horizon_years")),
+                 hide_index=True, border="horizontal")
 
     bom = components.bom_table(plan)
     if bom is not None:
         st.subheader("Bill of materials")
-        st.dataframe(bom, hide_index=True, height=components.table_height(len(bom)))
+        # a static table: the order list is read, copied and printed whole, not scrolled
+        st.table(bom, hide_index=True, border="horizontal")
         opex = components.opex_table(plan)
         if opex is not None:
-            st.dataframe(opex, hide_index=True)
+            st.markdown("**Yearly running costs**")
+            st.table(opex, hide_index=True, border="horizontal", width="content")
 
     st.subheader("Decision path")
     components.decision_path(plan)
     st.subheader("Counterfactuals")
-    if alternatives:
-        st.dataframe(components.counterfactual_table(alternatives), hide_index=True)
-    else:
+    same = [a for a in alternatives if components.same_as_chosen(plan, a)]
+    others = [a for a in alternatives if not components.same_as_chosen(plan, a)]
+    if others:
+        st.table(components.counterfactual_table(others), hide_index=True,
+                 border="horizontal")
+    if same:
+        st.caption("Already the chosen plan (same cluster, costs the same): "
+                   + " · ".join(a["alternative"] for a in same) + ".")
+    if not alternatives:
         st.caption("No alternatives to compare (the plan is already single-node without a "
                    "fabric, or none apply).")
     left, right = st.columns(2)

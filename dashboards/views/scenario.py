@@ -8,6 +8,7 @@ right under the field it names (``workloads[1].deadline_hours``).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import streamlit as st
@@ -51,13 +52,27 @@ UPLOAD_KEY = "scenario_upload"
 
 # --- the draft in session state ---------------------------------------------------------
 
-KEPT_KEYS = ("pareto_metric", "pareto_points")  # widgets of other pages kept across pages
+KEPT_KEYS = ("pareto_metric", "pareto_points", "pareto_pick")  # other pages' widgets kept
+KEPT_PREFIXES = (P, "wi_")  # the form's draft and the What-if sliders
+NOT_KEPT = ("wi_run_report",)  # buttons: their value cannot be set
+RFQ_BOUND = ("pareto_pick", "wi_horizon")  # meaningless for another RFQ: reset when it changes
+KEPT_FOR = "kept_for_rfq"
 
 
 def keep_draft() -> None:
-    """Re-assign the draft's keys (and the Pareto choices) so Streamlit keeps them while
-    other pages are shown."""
-    for key in [k for k in st.session_state if str(k).startswith(P) or k in KEPT_KEYS]:
+    """Re-assign the draft's keys, the Pareto choices and selected point, and the What-if
+    sliders so Streamlit keeps them while other pages are shown. The selected Pareto point
+    and the horizon slider (whose base is the RFQ's horizon) are reset when the active RFQ
+    changes."""
+    rfq_key = state.active_key()
+    if st.session_state.get(KEPT_FOR) != rfq_key:
+        if KEPT_FOR in st.session_state:
+            for key in RFQ_BOUND:
+                st.session_state.pop(key, None)
+        st.session_state[KEPT_FOR] = rfq_key
+    for key in [k for k in st.session_state
+                if (str(k).startswith(KEPT_PREFIXES) or k in KEPT_KEYS)
+                and k not in NOT_KEPT]:
         st.session_state[key] = st.session_state[key]
 
 
@@ -92,6 +107,9 @@ def _set_workload(wid: int, workload: dict[str, Any], fresh: bool = False) -> No
         if value is None and (fresh or name not in kind_fields):
             value = default
         s[f"{P}w{wid}.{name}"] = _typed(value, kind)
+    edited = ("name", "kind", "model", "precision", *FIELDS)
+    s[f"{P}w{wid}.extra"] = (s[f"{P}w{wid}.kind"],
+                             {k: v for k, v in workload.items() if k not in edited})
 
 
 def load_into_form(data: dict[str, Any]) -> None:
@@ -108,12 +126,20 @@ def load_into_form(data: dict[str, Any]) -> None:
     s[f"{P}fabrics"] = list(cons.get("fabrics") or [])
     for name, (_, kind, _) in LIMITS.items():
         s[f"{P}{name}"] = _typed(cons.get(name), kind)
+    # what the form does not edit is kept as it is, so the draft stays the same RFQ
+    s[f"{P}extra"] = {k: v for k, v in data.items() if k not in RFQ_EDITED}
+    s[f"{P}cons_extra"] = {k: v for k, v in cons.items()
+                           if k not in ("vendor", "gpus", "fabrics", *LIMITS)}
     start = int(s.get(f"{P}next", 0))
     ids = list(range(start, start + len(data.get("workloads") or [])))
     s[f"{P}next"] = start + len(ids)
     s[f"{P}ids"] = ids
     for wid, workload in zip(ids, data.get("workloads") or [], strict=True):
         _set_workload(wid, workload)
+
+
+RFQ_EDITED = ("id", "customer", "horizon_years", "objective", "budget_usd", "constraints",
+              "workloads")
 
 
 def blank_rfq() -> dict[str, Any]:
@@ -133,7 +159,8 @@ def draft() -> dict[str, Any]:
     data["objective"] = s.get(f"{P}objective", "tco")
     if s.get(f"{P}budget_usd") is not None:
         data["budget_usd"] = s[f"{P}budget_usd"]
-    cons: dict[str, Any] = {}
+    data.update(s.get(f"{P}extra") or {})
+    cons: dict[str, Any] = dict(s.get(f"{P}cons_extra") or {})
     if s.get(f"{P}vendor"):
         cons["vendor"] = s[f"{P}vendor"]
     for key in ("gpus", "fabrics"):
@@ -155,9 +182,19 @@ def draft() -> dict[str, Any]:
             value = s.get(f"{P}w{wid}.{name}")
             if value is not None:
                 workload[name] = value
+        workload.update(_extra(wid, kind))
         workloads.append(workload)
     data["workloads"] = workloads
     return data
+
+
+def _extra(wid: int, kind: str) -> dict[str, Any]:
+    """A workload's fields the form does not edit (SLO percentile, redundancy, engine, …),
+    kept from the file while the workload keeps its kind."""
+    kept = st.session_state.get(f"{P}w{wid}.extra")
+    if not kept or kept[0] != kind:
+        return {}
+    return dict(kept[1])
 
 
 def _problems(data: dict[str, Any]) -> list[Problem]:
@@ -306,7 +343,20 @@ def _workload_box(index: int, wid: int, errors: dict[str, list[str]]) -> None:
                                     step=1 if ftype is int else None,
                                     format=None if ftype is int else "%g")
                 _errors_at(errors, f"{base}.{name}")
+        extra = _extra(wid, kind)
+        if extra:
+            st.caption("Kept from the RFQ as it is (edit the file to change): "
+                       + " · ".join(f"{k.replace('_', ' ')} {_shown(v)}"
+                                    for k, v in extra.items()))
         _errors_at(errors, base)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and 0 < value < 1:
+        return f"{value:.0%}"
+    if isinstance(value, dict | list):
+        return json.dumps(value)[:80]
+    return str(value)
 
 
 def _form(errors: dict[str, list[str]]) -> None:

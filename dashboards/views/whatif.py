@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from solver.errors import InputError
+from solver.wording import years
 
 from .. import components, state
 from ..figures import cluster_label, tornado_figure
@@ -73,6 +74,36 @@ def _controls(data: dict[str, Any]) -> list[tuple[str, Any]]:
     return pairs
 
 
+def _at(row: dict[str, Any], value: float) -> str:
+    label = row.get("label", "")
+    if "price" in label:
+        return f"${value:,.0f}"
+    if "USD/kWh" in label:
+        return f"${value:.3f}/kWh"
+    return f"{value:,.3g}"
+
+
+def _override_words(pairs: list[tuple[str, Any]]) -> list[str]:
+    """The what-if values in words (not override paths)."""
+    words = []
+    if any(path.startswith("gpu.") for path, _ in pairs):
+        which = st.session_state.get("wi_gpu_which", ALL_GPUS)
+        words.append(f"GPU prices {st.session_state.get('wi_gpu_pct', 0):+d} % "
+                     f"({'all GPUs' if which == ALL_GPUS else which})")
+    for path, value in pairs:
+        if path == "costs.electricity_usd_per_kwh":
+            words.append(f"electricity ${value:.2f}/kWh")
+        elif path == "costs.pue":
+            words.append(f"PUE {value:.2f}")
+        elif path == "rfq.horizon_years":
+            words.append(f"horizon {years(value)}")
+        elif path == "costs.multinode_overhead_factor":
+            words.append(f"multi-node overhead {value:.1f}×")
+        elif path == "demand":
+            words.append(f"demand × {value:g}")
+    return words
+
+
 def _changes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What changed between two plans, in words."""
     out = []
@@ -94,9 +125,10 @@ def _cost_delta(base: dict[str, Any], new: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for key, value in base["cost"].items():
         after = new["cost"].get(key, 0.0)
-        rows.append({"term": key.removesuffix("_usd").replace("_", " "),
-                     "base USD": f"{value:,.0f}", "what-if USD": f"{after:,.0f}",
-                     "change": f"{after - value:+,.0f}"})
+        rows.append({"cost": components.cost_word(key), "base": f"${value:,.0f}",
+                     "what-if": f"${after:,.0f}",
+                     "change": "-" if abs(after - value) < 0.5 else
+                     f"{'+' if after > value else '−'}${abs(after - value):,.0f}"})
     return pd.DataFrame(rows)
 
 
@@ -120,13 +152,13 @@ def _sensitivity(rfq_key: str) -> None:
     st.plotly_chart(tornado_figure(report), key="tornado", config={"displayModeBar": False})
     st.caption("The tornado varies each parameter around the catalog's base values (and the "
                "Catalog page's price overlay), not around the what-if sliders above.")
-    flips = [{"parameter": row["label"], "break-even at": f"{flip['at']:,.4g}",
+    flips = [{"parameter": row["label"], "break-even at": _at(row, flip["at"]),
               "below": flip["from"], "above": flip["to"],
               "cost below": f"${flip['tco_below_usd']:,.0f}" if flip["tco_below_usd"] else "-",
               "cost above": f"${flip['tco_above_usd']:,.0f}" if flip["tco_above_usd"] else "-"}
              for row in report["parameters"] for flip in row["flips"]]
     if flips:
-        st.dataframe(pd.DataFrame(flips), hide_index=True)
+        st.table(pd.DataFrame(flips), hide_index=True, border="horizontal")
     else:
         st.success("The plan does not flip anywhere in the ranges swept: it is robust.")
     st.caption(f"{report['solves']} solves in {report['seconds']} s.")
@@ -142,7 +174,8 @@ def render() -> None:
     components.overlay_note()
     rfq_key = state.active_key() or ""
     try:
-        base = state.solve_cached(rfq_key, state.catalog_dir(), state.price_pairs())["plan"]
+        with st.spinner("Solving…"):
+            base = state.solve_cached(rfq_key, state.catalog_dir(), state.price_pairs())["plan"]
     except InputError as exc:
         components.show_problems(exc, "This RFQ cannot be solved")
         return
@@ -150,13 +183,17 @@ def render() -> None:
     if base["status"] not in ("optimal", "feasible"):
         components.infeasible(base)
     try:
-        new = state.whatif_cached(rfq_key, state.catalog_dir(), state.price_pairs(),
-                                  tuple(pairs)) if pairs else base
+        if pairs:
+            with st.spinner("Re-solving with these values…"):
+                new = state.whatif_cached(rfq_key, state.catalog_dir(), state.price_pairs(),
+                                          tuple(pairs))
+        else:
+            new = base
     except InputError as exc:
         components.show_problems(exc, "These what-if values are not valid")
         return
     if pairs:
-        st.caption("Overrides: " + ", ".join(f"`{p}` = {v:,.4g}" for p, v in pairs))
+        st.caption("What-if: " + " · ".join(_override_words(pairs)))
     if new["status"] not in ("optimal", "feasible"):
         if base["status"] in ("optimal", "feasible"):
             st.error("Under these values no plan meets the RFQ.")
@@ -166,7 +203,8 @@ def render() -> None:
         delta = new["cost"][cost_key] - base["cost"][cost_key]
         cols = st.columns(3)
         cols[0].metric("TCO" if cost_key == "tco_usd" else "Capex",
-                       components.usd_short(new["cost"][cost_key]), f"{delta:+,.0f}",
+                       components.usd_short(new["cost"][cost_key]),
+                       f"{'+' if delta >= 0 else '-'}${abs(delta):,.0f}",
                        delta_color="inverse")
         cols[1].metric("Nodes", new["cluster"]["total_nodes"],
                        new["cluster"]["total_nodes"] - base["cluster"]["total_nodes"],
