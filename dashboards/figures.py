@@ -272,6 +272,9 @@ def plan_fabric(plan: dict[str, Any]) -> str:
 
 def cluster_label(plan: dict[str, Any]) -> str:
     cluster = plan["cluster"]
+    if not cluster["nodes"]:
+        return "nothing owned (rented)" if (plan.get("cost") or {}).get("rental_usd") \
+            else "nothing owned"
     return " + ".join(f"{n['count']}× {n['server']} {n['gpus_per_node']}×{n['gpu']}"
                       for n in cluster["nodes"]) + f", fabric {cluster['fabric']}"
 

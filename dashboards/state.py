@@ -23,7 +23,7 @@ from solver.rfq import Rfq, validate_rfq
 CATALOG_ENV = "PROCURE_DASHBOARD_CATALOG"
 SCENARIOS_ENV = "PROCURE_DASHBOARD_SCENARIOS"
 DEFAULT_EXAMPLE = "chat-70b-one-node"
-SOLVER = "cbc"
+SOLVER = "highs"  # the CLI's default backend (solver.backends.DEFAULT_SOLVER)
 
 Pairs = tuple[tuple[str, Any], ...]
 

@@ -190,7 +190,8 @@ def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
     extra_nodes = sum(g["nodes_spanned"] - 1 for g in groups.values())
     if extra_nodes:
         opex.append(_opex("multinode-overhead", "Multi-node engineering overhead: each coupled "
-                          f"node beyond the first of its group ({len(groups)} group(s)) costs "
+                          f"node beyond the first of its group ({len(groups)} "
+                          f"{'group' if len(groups) == 1 else 'groups'}) costs "
                           f"{params.multinode_overhead_factor:g}x a node's engineering",
                           extra_nodes, "node",
                           (params.multinode_overhead_factor - 1.0)

@@ -202,12 +202,12 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
     if add(4, "Is it training that needs more than one coupled node (tensor/pipeline "
               "parallel across nodes)?",
            training and coupled,
-           f"{model.params_b:g}B parameters; {eff_note}{layout_note}") \
+           f"{model.params_b:.3g}B parameters; {eff_note}{layout_note}") \
             and spec.kind != "pretrain":
         return steps
     pretrain_big = spec.kind == "pretrain" and big
     add(5, "Is it pretraining 70B+ from scratch?", pretrain_big,
-        f"{spec.kind}, {model.params_b:g}B parameters"
+        f"{spec.kind}, {model.params_b:.3g}B parameters"
         + (" → multi-node with NDR InfiniBand or SXM" if pretrain_big else "") + layout_note)
     return steps
 
@@ -280,7 +280,7 @@ def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
     for spec in rfq.workloads:
         model = catalog.model(spec.model)
         if spec.kind == "pretrain" and model.params_b >= 70 and not has_sxm:
-            out.append(f"{spec.name}: pretraining {model.params_b:g}B is SXM-class work, and "
+            out.append(f"{spec.name}: pretraining {model.params_b:.3g}B is SXM-class work, and "
                        f"vendor profile {vendor.id!r} builds no SXM/HGX systems")
     from solver.realism import realism_warnings
 
@@ -493,8 +493,11 @@ def _why_lost(plan: dict[str, Any], alt: dict[str, Any]) -> str:
     base, other = plan["cost"], alt["cost"]
     diffs = sorted(((other[k] - base[k], k) for k in base if k not in ("capex_usd", "tco_usd")),
                    reverse=True)
-    top = [f"{k.removesuffix('_usd').replace('_', ' ')} +${d:,.0f}" for d, k in diffs[:2]
-           if d > 0.5]
+    words = {"gpus": "GPUs", "servers": "servers", "network": "network", "storage": "storage",
+             "power": "power", "operations": "operations", "rental": "rental",
+             "multinode_overhead": "multi-node overhead"}
+    top = [f"{words.get(k.removesuffix('_usd'), k.removesuffix('_usd').replace('_', ' '))} "
+           f"${d:,.0f} more" for d, k in diffs[:2] if d > 0.5]
     a, b = alt["cluster"]["total_nodes"], plan["cluster"]["total_nodes"]
     parts = [f"{plural(a, 'node')} instead of {b}"] if a != b else []
     parts.append(", ".join(top) if top else "no cheaper")
