@@ -1,3 +1,3 @@
 """procure: an optimisation-based GPU procurement solver."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
