@@ -73,7 +73,7 @@ def test_counterfactual_two_small_boxes_cost_more_with_overhead(catalog):
     four = alternatives["cheapest plan with 4-GPU boxes instead of 8-GPU boxes"]
     assert four["feasible"] and four["delta_usd"] > 0
     assert four["cluster"]["total_nodes"] == 2 and four["cluster"]["coupled"]
-    assert "multinode overhead" in four["why"]
+    assert "multi-node overhead" in four["why"]
 
 
 def test_more_demand_never_costs_less(catalog):
