@@ -10,10 +10,8 @@ built-in files, entries merged by ``id`` field by field, plus an optional ``pric
 
 from __future__ import annotations
 
-import csv
 import functools
 import hashlib
-import io
 import json
 import math
 import re
@@ -32,7 +30,7 @@ from pydantic import (
 
 from solver.architecture import Architecture
 from solver.errors import InputError, Problem, problems_from_pydantic, short
-from solver.inputs import guard, non_finite, parse_yaml, read_text, reject_bool
+from solver.inputs import guard, non_finite, parse_yaml, read_csv_rows, read_text, reject_bool
 from solver.rental_offers import RENTAL_FILE, RentalOffer, load_offers
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
@@ -493,12 +491,7 @@ MAX_PRICE_ROWS = 100_000
 def _apply_prices(raw: dict[str, Any], path: Path) -> None:
     """Apply a ``prices.csv`` overlay (id,price_usd[,as_of,source]) to GPUs/servers/fabrics."""
     source = str(path)
-    with guard(source):
-        text = read_text(path, source, MAX_CATALOG_FILE_BYTES)
-        try:
-            rows = list(csv.reader(io.StringIO(text, newline="")))
-        except csv.Error as exc:
-            raise InputError([Problem(source, "", None, f"CSV error: {exc}")]) from None
+    rows = read_csv_rows(path, MAX_CATALOG_FILE_BYTES)
     header = [cell.strip() for cell in rows[0]] if rows else []
     if "id" not in header or "price_usd" not in header:
         raise InputError([Problem(source, "header", short(header) if header else None,

@@ -20,6 +20,8 @@ dashboard uploads), so hostile input fails the same way everywhere, quickly and 
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import math
 import typing
@@ -312,3 +314,15 @@ def guard(source: str, what: str = "read") -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - the edge: one bad input, never a traceback
         raise _fail(source, f"cannot {what}: {type(exc).__name__}: "
                             f"{short(str(exc), 200, quote=False)}") from None
+
+
+def read_csv_rows(path: Path, max_bytes: int) -> list[list[str]]:
+    """The rows of one small CSV file (catalog overlays: prices.csv, rental.csv), read through
+    the bounded reader; any failure is that file's ``InputError``."""
+    source = str(path)
+    with guard(source):
+        text = read_text(path, source, max_bytes)
+        try:
+            return list(csv.reader(io.StringIO(text, newline="")))
+        except csv.Error as exc:
+            raise InputError([Problem(source, "", None, f"CSV error: {exc}")]) from None

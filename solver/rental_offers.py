@@ -14,8 +14,6 @@ rejected with the file, the line, the field and the reason (exit 2).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from solver.errors import InputError, Problem, short
-from solver.inputs import guard, read_text
+from solver.inputs import read_csv_rows
 
 RENTAL_FILE = "rental.csv"
 PriceType = Literal["on_demand", "reserved_1y", "reserved_3y"]
@@ -66,12 +64,7 @@ class RentalOffer(BaseModel):
 def read_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     """The rows of one ``rental.csv`` as (line number, cells by column), header checked."""
     source = str(path)
-    with guard(source):
-        text = read_text(path, source, MAX_RENTAL_BYTES)
-        try:
-            rows = list(csv.reader(io.StringIO(text, newline="")))
-        except csv.Error as exc:
-            raise InputError([Problem(source, "", None, f"CSV error: {exc}")]) from None
+    rows = read_csv_rows(path, MAX_RENTAL_BYTES)
     header = [cell.strip() for cell in rows[0]] if rows else []
     missing = [c for c in COLUMNS if c not in header]
     unknown = [c for c in header if c not in COLUMNS + OPTIONAL_COLUMNS]
