@@ -20,8 +20,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,7 +44,7 @@ def chromium() -> str:
 @contextmanager
 def dashboard() -> Iterator[str]:
     """The dashboard on 127.0.0.1 and a free port, as ``procure dashboard --headless``."""
-    from solver.commands.dashboard import streamlit_command
+    from solver.commands.dashboard import streamlit_command, wait_until_healthy
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -59,17 +57,8 @@ def dashboard() -> Iterator[str]:
                                stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("streamlit did not start")
-            time.sleep(0.3)
+        if not wait_until_healthy(url, process):
+            raise SystemExit("streamlit did not start")
         yield url
     finally:
         process.terminate()

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,7 +48,7 @@ def server(browser_page) -> Iterator[str]:
     ARTIFACTS.mkdir(exist_ok=True)
     with log.open("w") as handle:
         sys.path.insert(0, str(ROOT))
-        from solver.commands.dashboard import streamlit_command
+        from solver.commands.dashboard import streamlit_command, wait_until_healthy
 
         command = streamlit_command(port, "127.0.0.1", headless=True)  # as `procure dashboard`
         assert command[command.index("run") + 1] == str(ROOT / "dashboards" / "app.py")
@@ -57,17 +56,8 @@ def server(browser_page) -> Iterator[str]:
                                    cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                        if reply.status == 200:
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not start; see {log}")
-                time.sleep(0.3)
+            if not wait_until_healthy(url, process):
+                pytest.fail(f"streamlit did not start; see {log}")
             yield url
         finally:
             process.terminate()

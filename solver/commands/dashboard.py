@@ -44,6 +44,25 @@ def streamlit_command(port: int | None, address: str, headless: bool) -> list[st
     return command
 
 
+def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 60.0) -> bool:
+    """Poll Streamlit's health endpoint at ``url`` until it answers 200 (True), or the
+    process exits or ``seconds`` pass (False). For the browser test and the screenshots."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return True
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.3)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def dashboard(
