@@ -260,12 +260,16 @@ def prefill_s(e: EngineFactors, f: Features) -> float:
     return e.ttft_kernel_scale.value * f.prefill
 
 
+def _closed_ttft_s(e: EngineFactors, f: Features, p: int) -> float:
+    """Closed-loop TTFT at percentile ``p``: own prefill, overhead, the wave wait."""
+    return (prefill_s(e, f) + e.ttft_overhead_ms.value * 1e-3
+            + e.ttft_wave_fraction.value * f.wait * _share(p))
+
+
 def closed_loop(c: Constants, e: EngineFactors, batch: float, inp: int, out: int) -> Latency:
     """Latency with ``batch`` requests always in flight on this replica (closed loop)."""
     f = features(c, batch, inp, out)
-    own = prefill_s(e, f) + e.ttft_overhead_ms.value * 1e-3
-    wait = e.ttft_wave_fraction.value * f.wait
-    return Latency(ttft={p: own + wait * _share(p) for p in PERCENTILES},
+    return Latency(ttft={p: _closed_ttft_s(e, f, p) for p in PERCENTILES},
                    tpot={p: tpot_s(e, f, _share(p)) for p in PERCENTILES},
                    live=max(batch, 1.0))
 
@@ -297,23 +301,31 @@ def queued(c: Constants, e: EngineFactors, rate: float, live: float, inp: int,
     """Open-loop latency at arrival ``rate`` with ``live`` requests in flight on this
     replica (M/D/1 prefill queue; None when the prefill load reaches 1)."""
     f = features(c, live, inp, out)
-    own = prefill_s(e, f)
-    # service of one prompt: its tokens' share of the chunk steps it occupies (short
-    # prompts share a step's prefill budget)
-    service = own * min(1.0, inp / (f.chunks * f.chunk)) if f.chunk > 0 else own
+    own, service = _prefill_service_s(e, f, inp)
     rho = rate * service
     if rho >= 1.0:
         return None
-    mean_wait = rho * service / (2.0 * (1.0 - rho))
     ttft, tpot = {}, {}
     for p in PERCENTILES:
-        tail = 1.0 - p / 100.0
-        wait = 0.0
-        if rho > tail and mean_wait > 0.0:
-            wait = mean_wait / rho * math.log(rho / tail)
-        ttft[p] = own + e.ttft_overhead_ms.value * 1e-3 + wait
+        ttft[p] = own + e.ttft_overhead_ms.value * 1e-3 + _queue_wait_s(rho, service, p)
         tpot[p] = tpot_s(e, features(c, live + _Z[p] * math.sqrt(live), inp, out))
     return Latency(ttft=ttft, tpot=tpot, live=live)
+
+
+def _prefill_service_s(e: EngineFactors, f: Features, inp: int) -> tuple[float, float]:
+    """A prompt's own prefill time and its service time in the prefill queue: its tokens'
+    share of the chunk steps it occupies (short prompts share a step's prefill budget)."""
+    own = prefill_s(e, f)
+    return own, (own * min(1.0, inp / (f.chunks * f.chunk)) if f.chunk > 0 else own)
+
+
+def _queue_wait_s(rho: float, service: float, p: int) -> float:
+    """Wait at percentile ``p`` of an M/D/1 queue at load ``rho``: mean
+    rho s / (2 (1 - rho)) with the tail P(W > t) = rho exp(-t rho / mean)."""
+    tail = 1.0 - p / 100.0
+    if rho <= tail or service <= 0.0:
+        return 0.0
+    return service / (2.0 * (1.0 - rho)) * math.log(rho / tail)
 
 
 # --------------------------------------------------------------------------- capacity
@@ -331,14 +343,9 @@ def _closed_meets(c: Constants, e: EngineFactors, batch: float, w: Workload, inp
     """:func:`closed_loop` at ``batch`` meets the SLOs at the workload's percentile (the
     same formulas, that one percentile only: the capacity search's probe)."""
     f = features(c, batch, inp, out)
-    share = _share(w.percentile)
-    if w.tpot_ms is not None and tpot_s(e, f, share) * 1e3 > w.tpot_ms:
+    if w.tpot_ms is not None and tpot_s(e, f, _share(w.percentile)) * 1e3 > w.tpot_ms:
         return False
-    if w.ttft_ms is None:
-        return True
-    ttft = (prefill_s(e, f) + e.ttft_overhead_ms.value * 1e-3
-            + e.ttft_wave_fraction.value * f.wait * share)
-    return ttft * 1e3 <= w.ttft_ms
+    return w.ttft_ms is None or _closed_ttft_s(e, f, w.percentile) * 1e3 <= w.ttft_ms
 
 
 def max_concurrency(c: Constants, e: EngineFactors, mem_limit: int, w: Workload,
@@ -374,16 +381,12 @@ def _open_meets(c: Constants, e: EngineFactors, live: float, w: Workload, inp: i
         return False
     f = features(c, live, inp, out)
     if w.ttft_ms is not None:
-        own = prefill_s(e, f)
-        rate = live / (own + e.ttft_overhead_ms.value * 1e-3 + out * tpot_s(e, f))
-        service = own * min(1.0, inp / (f.chunks * f.chunk)) if f.chunk > 0 else own
-        rho = rate * service
+        own, service = _prefill_service_s(e, f, inp)
+        rho = live / _cycle_s(e, f, out) * service
         if rho >= 1.0:
             return False
-        tail, wait = 1.0 - p / 100.0, 0.0
-        if rho > tail:
-            wait = service / (2.0 * (1.0 - rho)) * math.log(rho / tail)
-        if (own + e.ttft_overhead_ms.value * 1e-3 + wait) * 1e3 > w.ttft_ms:
+        ttft = own + e.ttft_overhead_ms.value * 1e-3 + _queue_wait_s(rho, service, p)
+        if ttft * 1e3 > w.ttft_ms:
             return False
     if w.tpot_ms is not None:
         at = f if z == 0.0 else features(c, live + z * math.sqrt(live), inp, out)
