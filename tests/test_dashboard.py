@@ -433,16 +433,20 @@ def test_the_library_never_imports_streamlit():
     assert offenders == []
 
 
-def test_frontier_has_plain_axis_titles_dollar_ticks_and_the_slo_line():
-    from dashboards.figures import frontier_figure
-
+def _frontier(points: tuple[tuple[float, float], ...]) -> dict:
+    """A two-axis frontier result (TCO against TPOT) over one tiny plan, for the figures."""
     plan = {"cluster": {"nodes": [{"gpu": "l4", "server": "s", "gpus_per_node": 1,
                                    "count": 1}], "fabric": "none", "coupled": False},
             "workloads": []}
-    result = {"axes": ["tco_usd", "tpot_ms"], "rfq": "r", "workload": "chat",
-              "lower_is_better": {"tpot_ms": True},
-              "points": [{"tco_usd": 100_000.0, "tpot_ms": 40.0, "plan": plan},
-                         {"tco_usd": 150_000.0, "tpot_ms": 20.0, "plan": plan}]}
+    return {"axes": ["tco_usd", "tpot_ms"], "rfq": "r", "workload": "chat",
+            "lower_is_better": {"tpot_ms": True},
+            "points": [{"tco_usd": tco, "tpot_ms": tpot, "plan": plan} for tco, tpot in points]}
+
+
+def test_frontier_has_plain_axis_titles_dollar_ticks_and_the_slo_line():
+    from dashboards.figures import frontier_figure
+
+    result = _frontier(((100_000.0, 40.0), (150_000.0, 20.0)))
     fig = frontier_figure(result, 1, target=50.0)
     layout = fig.layout
     assert layout.xaxis.title.text == "Total cost of ownership (USD)"
@@ -667,13 +671,7 @@ def test_an_example_with_fields_the_form_does_not_edit_is_not_unsaved():
 def test_log_cost_axis_labels_every_tick_in_dollars():
     from dashboards.figures import frontier_figure
 
-    plan = {"cluster": {"nodes": [{"gpu": "l4", "server": "s", "gpus_per_node": 1,
-                                   "count": 1}], "fabric": "none", "coupled": False},
-            "workloads": []}
-    result = {"axes": ["tco_usd", "tpot_ms"], "rfq": "r", "workload": "chat",
-              "lower_is_better": {"tpot_ms": True},
-              "points": [{"tco_usd": 145_000.0, "tpot_ms": 45.0, "plan": plan},
-                         {"tco_usd": 5_400_000.0, "tpot_ms": 24.0, "plan": plan}]}
+    result = _frontier(((145_000.0, 45.0), (5_400_000.0, 24.0)))
     axis = frontier_figure(result, 1, target=50.0).layout.xaxis
     assert axis.type == "log"
     assert len(axis.ticktext) >= 4 and all(t.startswith("$") for t in axis.ticktext)
