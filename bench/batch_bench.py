@@ -28,7 +28,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from solver.batch import run_batch  # noqa: E402
+from solver.batch.runner import run_batch  # noqa: E402
 
 MODELS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "qwen2.5-14b")
 GPU_LISTS = (["l40s"], ["rtx-pro-6000"], ["l40s", "rtx-pro-6000"], ["rtx-5090", "l40"],

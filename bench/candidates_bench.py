@@ -11,10 +11,10 @@ import statistics
 import time
 from pathlib import Path
 
-from solver.candidates import build_candidates
-from solver.catalog import load_catalog
-from solver.performance import _estimate_cached
-from solver.rfq import load_rfq
+from solver.catalog.data import load_catalog
+from solver.optimize.candidates import build_candidates
+from solver.physics.performance import _estimate_cached
+from solver.rfq.schema import load_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -13,9 +13,9 @@ import argparse
 import statistics
 import time
 
-from solver.catalog import load_catalog
-from solver.layout import Layout, Workload
-from solver.performance import _estimate_cached, estimate
+from solver.catalog.data import load_catalog
+from solver.physics.layout import Layout, Workload
+from solver.physics.performance import _estimate_cached, estimate
 
 LAYOUTS = [Layout(m, g, "fp8", tp=t) for m in ("llama-3.1-70b", "qwen2.5-32b", "mixtral-8x7b")
            for g in ("rtx-pro-6000", "h100-sxm", "l40s") for t in (1, 2, 4, 8)]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import time
 
-from solver.catalog import load_catalog
-from solver.pareto import frontier
-from solver.rfq import validate_rfq
-from solver.sensitivity import report
+from solver.analysis.pareto import frontier
+from solver.analysis.sensitivity import report
+from solver.catalog.data import load_catalog
+from solver.rfq.schema import validate_rfq
 
 RFQ = {"id": "bench-chat-70b", "constraints": {"gpus": ["rtx-pro-6000", "l40s"]},
        "workloads": [{"name": "chat", "kind": "inference", "model": "llama-3.1-70b",

@@ -2,7 +2,7 @@
 
 Run once, by hand (not in CI): ``python bench/scale_bench.py [--sizes 1,10,50,100]
 [--repeats 3] [--limit 120] [--backends cbc,highs,cpsat]``. For each size a varied portfolio
-is drawn from the shipped scenarios' workloads (:func:`solver.portfolio.portfolio_rfq`, no
+is drawn from the shipped scenarios' workloads (:func:`solver.rfq.portfolio.portfolio_rfq`, no
 limits, seeded); candidates are built once (cold, then warm), and each backend solves the
 same MIP in-process (median of ``--repeats``; one run for sizes ≥ 50). ``--limit`` caps one
 MIP solve (seconds); a run that hits it reports its status and gap. It also times whole
@@ -19,12 +19,12 @@ import sys
 import time
 from pathlib import Path
 
-from solver.backends import BACKENDS, EXTRA_BACKENDS, installed_backends
-from solver.candidates import build_candidates
-from solver.catalog import load_catalog
-from solver.mip import build_model
-from solver.portfolio import portfolio_rfq
-from solver.rfq import validate_rfq
+from solver.catalog.data import load_catalog
+from solver.optimize.backends import BACKENDS, EXTRA_BACKENDS, installed_backends
+from solver.optimize.candidates import build_candidates
+from solver.optimize.mip import build_model
+from solver.rfq.portfolio import portfolio_rfq
+from solver.rfq.schema import validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "scenarios" / "chat-70b-one-node.yaml"
@@ -35,7 +35,7 @@ def process_seconds(args: list[str], repeats: int) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "solver.cli", *args], cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "solver.cli.main", *args], cwd=ROOT,
                        capture_output=True, check=False)
         times.append(time.perf_counter() - start)
     return statistics.median(times)

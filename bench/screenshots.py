@@ -44,7 +44,7 @@ def chromium() -> str:
 @contextmanager
 def dashboard() -> Iterator[str]:
     """The dashboard on 127.0.0.1 and a free port, as ``procure dashboard --headless``."""
-    from solver.commands.dashboard import streamlit_command, wait_until_healthy
+    from solver.cli.dashboard import streamlit_command, wait_until_healthy
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

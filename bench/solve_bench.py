@@ -16,10 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from solver.candidates import build_candidates
-from solver.catalog import load_catalog
-from solver.rfq import validate_rfq
-from solver.solve import solve_rfq
+from solver.catalog.data import load_catalog
+from solver.optimize.candidates import build_candidates
+from solver.optimize.solve import solve_rfq
+from solver.rfq.schema import validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "qwen2.5-14b", "qwen2.5-32b",
@@ -82,7 +82,7 @@ def main() -> None:
     runs = []
     for _ in range(3):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "solver.cli", "solve", str(scenario), "--solver",
+        subprocess.run([sys.executable, "-m", "solver.cli.main", "solve", str(scenario), "--solver",
                         args.solver], check=True, capture_output=True)
         runs.append(time.perf_counter() - start)
     print(f"\nwhole `procure solve {scenario.name}` process: median {statistics.median(runs):.2f} s")

@@ -7,9 +7,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from solver.errors import InputError, Problem
-from solver.explain import money_delta
-from solver.wording import node_lines, opex_rows, qty, relaxations, usd, years
+from solver.analysis.explain import money_delta
+from solver.common.errors import InputError, Problem
+from solver.common.wording import node_lines, opex_rows, qty, relaxations, usd, years
 
 from . import state
 from .figures import cluster_label

@@ -14,7 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from solver.wording import axis_words
+from solver.common.wording import axis_words
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
            "#9D755D", "#EECA3B", "#BAB0AC")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from solver.errors import InputError
+from solver.common.errors import InputError
 
 from . import state
 from .views import batch, catalog, pareto, plan, scenario, whatif

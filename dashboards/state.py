@@ -2,7 +2,7 @@
 
 Everything that solves goes through a cached function keyed by plain values: the RFQ as
 canonical JSON, the ``--catalog`` directory, and the price overlay and what-if overrides as
-tuples of ``(override path, value)`` (the scenario language of :mod:`solver.overrides`).
+tuples of ``(override path, value)`` (the scenario language of :mod:`solver.rfq.overrides`).
 The library does the work; this module only remembers answers.
 """
 
@@ -16,14 +16,14 @@ from typing import Any
 import streamlit as st
 import yaml
 
-from solver.catalog import Catalog, load_catalog
-from solver.errors import InputError
-from solver.rfq import Rfq, validate_rfq
+from solver.catalog.data import Catalog, load_catalog
+from solver.common.errors import InputError
+from solver.rfq.schema import Rfq, validate_rfq
 
 CATALOG_ENV = "PROCURE_DASHBOARD_CATALOG"
 SCENARIOS_ENV = "PROCURE_DASHBOARD_SCENARIOS"
 DEFAULT_EXAMPLE = "chat-70b-one-node"
-SOLVER = "highs"  # the CLI's default backend (solver.backends.DEFAULT_SOLVER)
+SOLVER = "highs"  # the CLI's default backend (solver.optimize.backends.DEFAULT_SOLVER)
 
 Pairs = tuple[tuple[str, Any], ...]
 
@@ -79,7 +79,7 @@ def examples() -> dict[str, Path]:
 
 @st.cache_data(show_spinner=False)
 def _example_data(path: str) -> Any:
-    from solver.rfq import parse_text
+    from solver.rfq.schema import parse_text
 
     file = Path(path)
     return parse_text(file.read_text(encoding="utf-8"), file.name, file.suffix.lower())
@@ -178,7 +178,7 @@ def scenario(rfq_json: str, directory: str | None, pairs: Pairs) -> tuple[Catalo
     cat = _catalog(directory)
     rfq = validate_rfq(json.loads(rfq_json), cat, "dashboard")
     if pairs:
-        from solver.overrides import apply_pairs
+        from solver.rfq.overrides import apply_pairs
 
         cat, rfq = apply_pairs(cat, rfq, list(pairs), "dashboard")
     return cat, rfq
@@ -187,9 +187,9 @@ def scenario(rfq_json: str, directory: str | None, pairs: Pairs) -> tuple[Catalo
 @st.cache_data(show_spinner=False, max_entries=64)
 def solve_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str, Any]:
     """The plan and the counterfactuals of ``explain`` (contract.md plan dict)."""
-    from solver.candidates import build_candidates
-    from solver.explain import counterfactuals
-    from solver.solve import solve_rfq
+    from solver.analysis.explain import counterfactuals
+    from solver.optimize.candidates import build_candidates
+    from solver.optimize.solve import solve_rfq
 
     cat, rfq = scenario(rfq_json, directory, pairs)
     table = build_candidates(cat, rfq)
@@ -201,7 +201,7 @@ def solve_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _evaluator(rfq_json: str, directory: str | None, pairs: Pairs) -> Any:
-    from solver.sensitivity import Evaluator
+    from solver.analysis.sensitivity import Evaluator
 
     cat, rfq = scenario(rfq_json, directory, pairs)
     return Evaluator(cat, rfq, SOLVER)
@@ -211,8 +211,8 @@ def _evaluator(rfq_json: str, directory: str | None, pairs: Pairs) -> Any:
 def whatif_cached(rfq_json: str, directory: str | None, pairs: Pairs,
                   whatif: Pairs) -> dict[str, Any]:
     """The plan under what-if overrides, re-using the base candidate table where it can."""
-    from solver.overrides import apply_pairs
-    from solver.solve import solve_rfq
+    from solver.optimize.solve import solve_rfq
+    from solver.rfq.overrides import apply_pairs
 
     ev = _evaluator(rfq_json, directory, pairs)
     table, rfq = ev.table_for(list(whatif))
@@ -224,7 +224,7 @@ def whatif_cached(rfq_json: str, directory: str | None, pairs: Pairs,
 def pareto_cached(rfq_json: str, directory: str | None, pairs: Pairs, metric: str | None,
                   points: int | None) -> dict[str, Any]:
     """The Pareto frontier (contract.md ``pareto --json``)."""
-    from solver.pareto import frontier
+    from solver.analysis.pareto import frontier
 
     cat, rfq = scenario(rfq_json, directory, pairs)
     return frontier(cat, rfq, metric=metric, points=points, solver=SOLVER)
@@ -233,7 +233,7 @@ def pareto_cached(rfq_json: str, directory: str | None, pairs: Pairs, metric: st
 @st.cache_data(show_spinner=False, max_entries=32)
 def sensitivity_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str, Any]:
     """The sensitivity report: tornado rows and break-evens."""
-    from solver.sensitivity import report
+    from solver.analysis.sensitivity import report
 
     cat, rfq = scenario(rfq_json, directory, pairs)
     return report(cat, rfq, solver=SOLVER)

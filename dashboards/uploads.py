@@ -11,10 +11,10 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from solver.catalog import Catalog
-from solver.errors import InputError, Problem, short
-from solver.inputs import decode, guard
-from solver.rfq import MAX_FILE_BYTES, Rfq, iter_csv_rfqs, parse_text, validate_rfq
+from solver.catalog.data import Catalog
+from solver.common.errors import InputError, Problem, short
+from solver.common.inputs import decode, guard
+from solver.rfq.schema import MAX_FILE_BYTES, Rfq, iter_csv_rfqs, parse_text, validate_rfq
 
 RFQ_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_UPLOAD_MB = 20                      # Streamlit's server.maxUploadSize for the dashboard

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from solver.layout import TRAINING_KINDS
+from solver.physics.layout import TRAINING_KINDS
 
 COST_CATEGORIES = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "power_usd",
                    "operations_usd", "multinode_overhead_usd")

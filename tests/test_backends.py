@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.backends import (
+from solver.optimize.backends import (
     BACKENDS,
     CpSatBackend,
     HighsBackend,
@@ -23,11 +23,11 @@ from solver.backends import (
     map_status,
     verified,
 )
-from solver.bounds import tighten_bounds
-from solver.candidates import build_candidates
-from solver.mip import build_model
-from solver.portfolio import portfolio_rfq
-from solver.rfq import load_rfq, validate_rfq
+from solver.optimize.bounds import tighten_bounds
+from solver.optimize.candidates import build_candidates
+from solver.optimize.mip import build_model
+from solver.rfq.portfolio import portfolio_rfq
+from solver.rfq.schema import load_rfq, validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted(p for p in (ROOT / "scenarios").iterdir()
@@ -240,7 +240,7 @@ def test_portfolios_are_seeded_and_varied():
 
 # --- the time limit bounds the whole run ----------------------------------------------------
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from solver.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from solver.cli.main import main; main()", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
@@ -261,7 +261,7 @@ def test_a_tiny_time_limit_is_never_infeasible(tmp_path, catalog):
 
 def test_solve_rfq_timeout_before_the_mip(catalog):
     """A deadline that passes while candidates are built: status timeout, no MIP."""
-    from solver.solve import solve_rfq
+    from solver.optimize.solve import solve_rfq
 
     rfq = validate_rfq(portfolio_rfq(8, 3, limits=False), catalog)
     plan = solve_rfq(rfq, catalog, solver=INSTALLED[0], time_limit=1e-9, explain=False)

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from solver.batch import find_sources, run_batch
-from solver.batch_export import EXPORT_COLUMNS, export
-from solver.batch_store import ResultStore
-from solver.errors import InputError
+from solver.batch.export import EXPORT_COLUMNS, export
+from solver.batch.runner import find_sources, run_batch
+from solver.batch.store import ResultStore
+from solver.common.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRACT_COLUMNS = ["rfq", "status", "tco_usd", "capex_usd", "total_nodes", "total_gpus", "gpu",
@@ -307,7 +307,7 @@ def test_summary_counts_tco_median_and_mix(tmp_path: Path) -> None:
     write_rfqs(tmp_path / "rfqs", 4)  # concurrency 1..4
     summary = run_batch([tmp_path / "rfqs"], tmp_path / "b.db", workers=1, solve_fn=fake_solve)
     price = 5200.0
-    from solver.catalog import load_catalog
+    from solver.catalog.data import load_catalog
 
     gpu = load_catalog().gpus["l40s"].price_usd
     tcos = [gpu * n + price for n in (1, 2, 3, 4)]
@@ -383,7 +383,7 @@ def test_find_sources_recurses_skips_hidden_and_rejects_missing(tmp_path: Path) 
                                   "db-not-sqlite", "bad-export", "bad-executor"])
 def test_usage_errors_exit_2(tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch,
                              capsys: pytest.CaptureFixture[str]) -> None:
-    from solver import cli
+    from solver.cli import main as cli
 
     write_rfqs(tmp_path / "rfqs", 1)
     (tmp_path / "empty").mkdir()
@@ -415,7 +415,7 @@ def test_dask_missing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monke
 def test_folder_search_leaves_model_configs_out() -> None:
     """The shipped scenarios folder holds a Hugging Face config an RFQ points at: a batch
     over the folder takes every RFQ and no config (the README's `procure batch scenarios/`)."""
-    from solver.batch import find_sources
+    from solver.batch.runner import find_sources
 
     root = Path(__file__).resolve().parent.parent / "scenarios"
     found = find_sources([root])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.calibration import default_csv, match_gpu, match_model, run, summarise
+from solver.physics.calibration import default_csv, match_gpu, match_model, run, summarise
 
 
 @pytest.fixture(scope="module")

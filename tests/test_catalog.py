@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver.catalog import builtin_catalog_dir, load_catalog
-from solver.errors import InputError
+from solver.catalog.data import builtin_catalog_dir, load_catalog
+from solver.common.errors import InputError
 
 CONTRACT_GPUS = ["rtx-5090", "rtx-pro-6000", "l40", "l40s", "l4", "h100-sxm", "h200-sxm",
                  "b200-sxm", "rtx-4090", "h100-pcie", "a100-80g-sxm", "mi300x", "gb200"]
@@ -150,8 +150,8 @@ def test_cost_parameters_out_of_range_are_rejected(tmp_path: Path, param: str, v
 
 
 def test_cost_overrides_are_range_checked(catalog):
-    from solver.overrides import apply_overrides
-    from solver.rfq import validate_rfq
+    from solver.rfq.overrides import apply_overrides
+    from solver.rfq.schema import validate_rfq
 
     rfq = validate_rfq({"id": "r", "workloads": [
         {"name": "a", "kind": "inference", "model": "llama-3.1-8b", "concurrency": 4,

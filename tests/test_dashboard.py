@@ -45,8 +45,8 @@ def page(name: str) -> AppTest:
 
 def load_example(at: AppTest, name: str) -> None:
     """Make an example the active RFQ, as the Scenario page's loader does."""
-    from solver.catalog import load_catalog
-    from solver.rfq import load_rfq
+    from solver.catalog.data import load_catalog
+    from solver.rfq.schema import load_rfq
 
     rfq = load_rfq(SCENARIOS / f"{name}.yaml", load_catalog())
     at.session_state["rfq_data"] = rfq.model_dump(mode="json", exclude_none=True)
@@ -211,9 +211,9 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
 
 def _plan_nodes(at: AppTest) -> dict:
     """The single node type of the plan the page shows (from its 'Buy:' line)."""
-    from solver.catalog import load_catalog
-    from solver.rfq import validate_rfq
-    from solver.solve import solve_rfq
+    from solver.catalog.data import load_catalog
+    from solver.optimize.solve import solve_rfq
+    from solver.rfq.schema import validate_rfq
 
     cat = load_catalog()
     plan = solve_rfq(validate_rfq(at.session_state["rfq_data"], cat, "test"), cat,
@@ -383,7 +383,7 @@ def test_catalog_browses_with_sources_and_overlays_prices():
     at.selectbox(key="cat_vendor").select("kentino").run()
     assert "h100-sxm" not in set(at.dataframe[0].value["id"])
     from dashboards.views.catalog import prices_csv
-    from solver.catalog import load_catalog
+    from solver.catalog.data import load_catalog
 
     text = prices_csv(load_catalog(), {"rtx-pro-6000": 9500.0})
     assert text.splitlines()[0] == "id,price_usd,as_of,source"
@@ -407,7 +407,7 @@ def test_price_overlay_reaches_the_plan(tmp_path):
 
 def test_overlay_csv_is_usable_with_catalog_dir(tmp_path):
     from dashboards.views.catalog import prices_csv
-    from solver.catalog import load_catalog
+    from solver.catalog.data import load_catalog
 
     (tmp_path / "prices.csv").write_text(prices_csv(load_catalog(), {"rtx-pro-6000": 9500.0,
                                                                      "ib-hdr-200": 800.0}))
@@ -419,7 +419,7 @@ def test_overlay_csv_is_usable_with_catalog_dir(tmp_path):
 # --- the command and the library boundary ----------------------------------------------
 
 def test_dashboard_command_finds_the_app_and_builds_the_streamlit_command():
-    from solver.commands.dashboard import app_path, streamlit_command
+    from solver.cli.dashboard import app_path, streamlit_command
 
     assert app_path().is_file() and app_path().name == "app.py"
     command = streamlit_command(8600, "127.0.0.1", headless=True)
@@ -469,7 +469,7 @@ def test_dashboard_command_hides_deploy_and_forwards_sigterm():
     import signal
     import threading
 
-    from solver.commands.dashboard import run_child, streamlit_command
+    from solver.cli.dashboard import run_child, streamlit_command
 
     command = streamlit_command(None, "127.0.0.1", headless=True)
     assert command[command.index("--client.toolbarMode") + 1] == "minimal"
@@ -567,9 +567,9 @@ def test_pareto_point_is_kept_across_page_switches_and_reset_for_another_rfq():
     at.run()
     assert not at.exception
     from dashboards.views.pareto import _default_comparison
-    from solver.catalog import load_catalog
-    from solver.pareto import frontier
-    from solver.rfq import load_rfq
+    from solver.analysis.pareto import frontier
+    from solver.catalog.data import load_catalog
+    from solver.rfq.schema import load_rfq
 
     cat = load_catalog()
     result = frontier(cat, load_rfq(SCENARIOS / "serve-405b-replicas.yaml", cat), solver="cbc")

@@ -48,7 +48,7 @@ def server(browser_page) -> Iterator[str]:
     ARTIFACTS.mkdir(exist_ok=True)
     with log.open("w") as handle:
         sys.path.insert(0, str(ROOT))
-        from solver.commands.dashboard import streamlit_command, wait_until_healthy
+        from solver.cli.dashboard import streamlit_command, wait_until_healthy
 
         command = streamlit_command(port, "127.0.0.1", headless=True)  # as `procure dashboard`
         assert command[command.index("run") + 1] == str(ROOT / "dashboards" / "app.py")
@@ -168,9 +168,9 @@ def _plan_of(name: str) -> dict:
     """The plan the dashboard shows for an example (built-in catalog, its solver)."""
     sys.path.insert(0, str(ROOT))
     from dashboards.state import SOLVER
-    from solver.catalog import load_catalog
-    from solver.rfq import load_rfq
-    from solver.solve import solve_rfq
+    from solver.catalog.data import load_catalog
+    from solver.optimize.solve import solve_rfq
+    from solver.rfq.schema import load_rfq
 
     cat = load_catalog()
     return solve_rfq(load_rfq(ROOT / "scenarios" / f"{name}.yaml", cat), cat, solver=SOLVER)

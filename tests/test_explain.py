@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from solver.candidates import build_candidates
-from solver.explain import GLOSSARY, counterfactuals, money_delta, plural
-from solver.rfq import load_rfq, validate_rfq
-from solver.solve import solve_rfq
+from solver.analysis.explain import GLOSSARY, counterfactuals, money_delta, plural
+from solver.optimize.candidates import build_candidates
+from solver.optimize.solve import solve_rfq
+from solver.rfq.schema import load_rfq, validate_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SCENARIO_FILES = sorted(p.name for p in SCENARIOS.iterdir()

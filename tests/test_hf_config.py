@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from solver.catalog import load_catalog
-from solver.errors import InputError
-from solver.geometry import geometry
-from solver.hf_config import load_hf_config, parse_hf_config
+from solver.catalog.data import load_catalog
+from solver.catalog.hf_config import load_hf_config, parse_hf_config
+from solver.common.errors import InputError
+from solver.physics.geometry import geometry
 
 MODELS = Path(__file__).resolve().parent.parent / "catalog" / "models"
 
@@ -139,9 +139,9 @@ def test_sliding_window_caches_only_the_window():
 
 
 def test_kv_bytes_per_token_in_memory_plan():
-    from solver.layout import Layout, Workload
-    from solver.memory import memory_plan
-    from solver.perf_factors import factors
+    from solver.catalog.perf_factors import factors
+    from solver.physics.layout import Layout, Workload
+    from solver.physics.memory import memory_plan
 
     catalog = load_catalog()
     eff = factors(catalog)
@@ -247,8 +247,8 @@ def test_attention_flops_follow_the_window():
 
 
 def test_checkpoint_weights_as_shipped():
-    from solver.memory import serving_weights_gb
-    from solver.perf_factors import factors
+    from solver.catalog.perf_factors import factors
+    from solver.physics.memory import serving_weights_gb
 
     catalog = load_catalog()
     eff = factors(catalog)

@@ -25,12 +25,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from solver.batch import run_batch
-from solver.catalog import load_catalog
-from solver.errors import InputError, Problem, short
-from solver.inputs import MAX_DEPTH, parse_json, parse_yaml
-from solver.overrides import apply_overrides, parse_assignment
-from solver.rfq import iter_csv_rfqs, load_rfq, validate_rfq
+from solver.batch.runner import run_batch
+from solver.catalog.data import load_catalog
+from solver.common.errors import InputError, Problem, short
+from solver.common.inputs import MAX_DEPTH, parse_json, parse_yaml
+from solver.rfq.overrides import apply_overrides, parse_assignment
+from solver.rfq.schema import iter_csv_rfqs, load_rfq, validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = ("id: good-{n}\nworkloads:\n  - {{name: chat, kind: inference, model: llama-3.1-8b,\n"
@@ -105,7 +105,7 @@ def procure(*args: str, timeout: float = 60, cwd: Path | None = None
     """Run the CLI in a subprocess under memory/CPU limits and a wall-clock timeout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     env.pop("PROCURE_DEBUG", None)
-    return subprocess.run([sys.executable, "-c", "from solver.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from solver.cli.main import main; main()", *args],
                           capture_output=True, text=True, timeout=timeout, env=env,
                           preexec_fn=_limits, cwd=cwd, check=False)
 
@@ -247,7 +247,7 @@ def test_batch_around_hostile_files_loses_no_good_rfq(tmp_path: Path) -> None:
 
 
 def test_batch_lock_refuses_a_second_run(tmp_path: Path) -> None:
-    from solver.batch_store import ResultStore
+    from solver.batch.store import ResultStore
 
     write(tmp_path / "in", good_files())
     with ResultStore(tmp_path / "r.sqlite", lock=True), \
@@ -467,7 +467,7 @@ def test_killed_solve_leaves_no_solver_process(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     path.write_text(yaml.safe_dump({"id": "big", "workloads": workloads}))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", "from solver.cli import main; main()",
+    proc = subprocess.Popen([sys.executable, "-c", "from solver.cli.main import main; main()",
                              "solve", str(path)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -540,9 +540,9 @@ def test_fuzz_rfq_schema_only_raises_input_error(data: dict, catalog: Any) -> No
 
 
 def test_sensitivity_ranges_stay_inside_the_schema(catalog: Any, rfq_data: dict) -> None:
-    from solver.overrides import apply_pairs
-    from solver.rfq import Rfq
-    from solver.sensitivity import _demand_headroom, schema_max
+    from solver.analysis.sensitivity import _demand_headroom, schema_max
+    from solver.rfq.overrides import apply_pairs
+    from solver.rfq.schema import Rfq
 
     assert schema_max(Rfq, "horizon_years") == 15
     rfq_data["workloads"][0]["concurrency"] = 900_000
@@ -555,7 +555,7 @@ def test_sensitivity_ranges_stay_inside_the_schema(catalog: Any, rfq_data: dict)
 
 
 def test_internal_error_is_one_line_and_a_log(capsys: pytest.CaptureFixture[str]) -> None:
-    from solver.cli import _internal_error
+    from solver.cli.main import _internal_error
 
     try:
         raise RuntimeError("boom\n" + "x" * 10_000)
@@ -575,7 +575,7 @@ def test_internal_error_is_one_line_and_a_log(capsys: pytest.CaptureFixture[str]
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
                     reason="root writes read-only files")
 def test_read_only_store_refused_before_solving(tmp_path: Path) -> None:
-    from solver.batch_store import ResultStore
+    from solver.batch.store import ResultStore
 
     db = tmp_path / "r.sqlite"
     with ResultStore(db):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver.rfq import Rfq
-from solver.solve import solve_rfq
+from solver.optimize.solve import solve_rfq
+from solver.rfq.schema import Rfq
 
 
 def _batch(deadline_hours: float, requests: int = 1000, output_tokens: int = 200,
@@ -70,7 +70,7 @@ def test_cli_exit_3_for_a_tiny_deadline(tmp_path: Path):
     rfq = _batch(1e-320).model_dump(mode="json", exclude_none=True)
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(rfq))
-    run = subprocess.run([sys.executable, "-c", "from solver.cli import main; main()", "solve",
+    run = subprocess.run([sys.executable, "-c", "from solver.cli.main import main; main()", "solve",
                           str(path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 3, run.stderr
     assert "Traceback" not in run.stderr and "one request" in run.stdout

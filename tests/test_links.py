@@ -6,12 +6,12 @@ import gc
 
 import pytest
 
-from solver.candidates import build_candidates, node_types
-from solver.costs import CostParams
-from solver.layout import Layout, Workload
-from solver.links import group_link
-from solver.performance import estimate
-from solver.rfq import Rfq
+from solver.optimize.candidates import build_candidates, node_types
+from solver.optimize.costs import CostParams
+from solver.physics.layout import Layout, Workload
+from solver.physics.links import group_link
+from solver.physics.performance import estimate
+from solver.rfq.schema import Rfq
 
 
 def _with_servers(catalog, **servers):

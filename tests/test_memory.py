@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.layout import Layout, Workload
-from solver.memory import memory_breakdown, memory_plan
-from solver.performance import best_layout
+from solver.physics.layout import Layout, Workload
+from solver.physics.memory import memory_breakdown, memory_plan
+from solver.physics.performance import best_layout
 
 
 def test_node_capacity(catalog):

@@ -1,5 +1,5 @@
 """The MIP is exact: known answers, a brute-force oracle on random small instances (every
-installed backend), and the packing argument of solver/mip.py checked by explicit packing."""
+installed backend), and the packing argument of solver/optimize/mip.py checked by explicit packing."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from solver.backends import installed_backends
-from solver.candidates import Candidate, CandidateTable, NodeType
-from solver.catalog import Fabric
-from solver.costs import CostParams, NodeCost
-from solver.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
-from solver.mip import Limits, build_model, replica_bound
-from solver.network import switch_counts
-from solver.plan import chosen, cost_breakdown
-from solver.solve import run_mip
+from solver.catalog.data import Fabric
+from solver.optimize.backends import installed_backends
+from solver.optimize.candidates import Candidate, CandidateTable, NodeType
+from solver.optimize.costs import CostParams, NodeCost
+from solver.optimize.mip import Limits, build_model, replica_bound
+from solver.optimize.network import switch_counts
+from solver.optimize.plan import chosen, cost_breakdown
+from solver.optimize.solve import run_mip
+from solver.physics.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
 
 BACKENDS = installed_backends()
 # the long random sweeps run on the default backend in the default run, on CBC (a
@@ -391,12 +391,12 @@ def test_model_names_variables_readably():
 def test_relaxation_bound_is_a_valid_lower_bound(backend):
     """The gap reported for a time-limited CBC run uses the LP bound: it must not exceed the
     integer optimum (else the gap would be understated)."""
-    from solver.backends import get_backend
+    from solver.optimize.backends import get_backend
 
     for table, rfq in INSTANCES[:20]:
         model = build_model(table, rfq, Limits.from_rfq(rfq), rfq.objective)
         solver = get_backend(backend)
-        exact = solver.solve(model)
+        exact = solver.optimize.solve(model)
         if exact.status != "optimal":
             continue
         bound = solver._relaxation_bound(model)
@@ -411,7 +411,7 @@ def test_placement_is_valid_on_random_instances(backend):
     nodes of their type, and exactly the bought nodes listed (200 seeded instances)."""
     from collections import Counter
 
-    from solver.placement import place
+    from solver.optimize.placement import place
 
     placed_any_spanning = False
     for table, rfq in INSTANCES:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver.catalog import load_catalog
-from solver.errors import InputError
-from solver.geometry import geometry
-from solver.rfq import load_rfq, validate_rfq
+from solver.catalog.data import load_catalog
+from solver.common.errors import InputError
+from solver.physics.geometry import geometry
+from solver.rfq.schema import load_rfq, validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "catalog" / "models"
@@ -28,7 +28,7 @@ NEW_IDS = ["gpt-oss-120b", "gpt-oss-20b", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3
 
 
 def procure(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "solver.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "solver.cli.main", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=300)
 
 
@@ -126,7 +126,7 @@ def test_inline_architecture(catalog):
     # survives pickling into a worker process
     import pickle
 
-    from solver.catalog import _REGISTERED
+    from solver.catalog.data import _REGISTERED
     _REGISTERED.pop("acme-moe")
     pickle.loads(pickle.dumps(rfq))
     assert catalog.has_model("acme-moe")
@@ -172,7 +172,7 @@ def test_bad_config_on_the_command_line_exits_2(tmp_path):
 
 
 def test_catalog_list_shows_new_models_with_sources():
-    result = subprocess.run([sys.executable, "-m", "solver.cli", "catalog", "list"],
+    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "catalog", "list"],
                             capture_output=True, text=True, cwd=ROOT, timeout=300,
                             env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from solver.costs import CostParams
-from solver.network import switch_counts
-from solver.rfq import Rfq
-from solver.solve import solve_rfq
-from solver.storage import training_storage
+from solver.optimize.costs import CostParams
+from solver.optimize.network import switch_counts
+from solver.optimize.solve import solve_rfq
+from solver.optimize.storage import training_storage
+from solver.rfq.schema import Rfq
 
 
 @pytest.mark.parametrize(("ports", "radix", "expected"), [

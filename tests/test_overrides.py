@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from solver.errors import InputError
-from solver.overrides import apply_overrides
-from solver.rfq import validate_rfq
+from solver.common.errors import InputError
+from solver.rfq.overrides import apply_overrides
+from solver.rfq.schema import validate_rfq
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_errors_name_path_and_hints(catalog: Any, rfq: Any, text: str, match: st
 
 
 def test_solve_uses_overrides(catalog: Any) -> None:
-    from solver.solve import solve_rfq
+    from solver.optimize.solve import solve_rfq
 
     rfq = validate_rfq({"id": "ovr", "constraints": {"gpus": ["rtx-pro-6000"]},
                         "workloads": [{"name": "chat", "kind": "inference",

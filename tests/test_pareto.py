@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from solver.candidates import build_candidates
-from solver.network import switch_counts
-from solver.pareto import frontier, parse_metric
-from solver.rfq import validate_rfq
-from solver.scenarios import rebuild_workload
-from solver.solve import run_mip, solve_rfq
+from solver.analysis.pareto import frontier, parse_metric
+from solver.analysis.whatif import rebuild_workload
+from solver.optimize.candidates import build_candidates
+from solver.optimize.network import switch_counts
+from solver.optimize.solve import run_mip, solve_rfq
+from solver.rfq.schema import validate_rfq
 
 GPUS = ["l40s", "rtx-pro-6000"]
 
@@ -127,7 +127,7 @@ def test_serving_frontier_matches_slo_sweep(catalog: Any, chat: Any,
                                  spec.model_copy(update={"tpot_ms": level + 5e-5}))
         solution = run_mip(table, chat)
         expected = min(c for c, m in pairs if m <= level + 1e-6)
-        from solver.plan import cost_breakdown
+        from solver.optimize.plan import cost_breakdown
 
         assert cost_breakdown(table, solution.values)["tco_usd"] == pytest.approx(expected), level
     tighter = rebuild_workload(catalog, chat, base,
@@ -154,7 +154,7 @@ def test_headroom_and_failure_domains(catalog: Any, chat: Any) -> None:
 
 
 def test_metric_parsing(catalog: Any, chat: Any) -> None:
-    from solver.errors import InputError
+    from solver.common.errors import InputError
 
     assert parse_metric(chat, None).metric == "tpot_ms"
     assert parse_metric(chat, "chat:ttft").metric == "ttft_ms"

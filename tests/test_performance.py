@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.layout import Layout, Workload
-from solver.links import all_reduce_s, group_link
-from solver.performance import best_layout, estimate
+from solver.physics.layout import Layout, Workload
+from solver.physics.links import all_reduce_s, group_link
+from solver.physics.performance import best_layout, estimate
 
 SEVENTY_B_STEP = Workload("pretrain", seq_len=4096)
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from solver.candidates import build_candidates
-from solver.explain import counterfactuals
-from solver.quote import quote_context, render_html, write_quote
-from solver.rfq import load_rfq
-from solver.solve import solve_rfq
-from solver.wording import usd
+from solver.analysis.explain import counterfactuals
+from solver.common.wording import usd
+from solver.optimize.candidates import build_candidates
+from solver.optimize.solve import solve_rfq
+from solver.report.quote import quote_context, render_html, write_quote
+from solver.rfq.schema import load_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -165,7 +165,7 @@ def test_xlsx_bom_capex_equals_the_plan(catalog, coupled, tmp_path):
 
 def test_quote_cli(tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "solver.cli", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "solver.cli.main", *args], capture_output=True,
                               text=True, cwd=tmp_path, timeout=300)
 
     ok = run("quote", str(SCENARIOS / "chat-70b-one-node.yaml"), "-o", "q.html")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from solver.calibration import default_csv
-from solver.cli import app
+from solver.cli.main import app
+from solver.physics.calibration import default_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -77,7 +77,7 @@ def test_readme_everyday_commands_run(tmp_path):
     for command in _everyday():
         if command.startswith("procure dashboard"):
             continue
-        argv = [sys.executable, "-m", "solver.cli", *shlex.split(command)[1:]]
+        argv = [sys.executable, "-m", "solver.cli.main", *shlex.split(command)[1:]]
         argv = [str(ROOT / a) if (ROOT / a).exists() and "/" in a else a for a in argv]
         if "validate" in argv and "scenarios/*.yaml" in command:
             argv = [a for a in argv if "*" not in a] + [str(p) for p in

@@ -15,16 +15,16 @@ import pytest
 import yaml
 from bom_checks import assert_bill_matches_cost
 
-from solver.candidates import build_candidates, node_types
-from solver.catalog import builtin_catalog_dir, load_catalog
-from solver.costs import CostParams, node_cost
-from solver.errors import InputError
-from solver.layout import Layout, Workload
-from solver.links import all_reduce_s, group_link
-from solver.overrides import apply_overrides
-from solver.realism import parse_as_of, precision_notes, stale_price_warnings
-from solver.rfq import load_rfq, validate_rfq
-from solver.solve import solve_rfq
+from solver.analysis.realism import parse_as_of, precision_notes, stale_price_warnings
+from solver.catalog.data import builtin_catalog_dir, load_catalog
+from solver.common.errors import InputError
+from solver.optimize.candidates import build_candidates, node_types
+from solver.optimize.costs import CostParams, node_cost
+from solver.optimize.solve import solve_rfq
+from solver.physics.layout import Layout, Workload
+from solver.physics.links import all_reduce_s, group_link
+from solver.rfq.overrides import apply_overrides
+from solver.rfq.schema import load_rfq, validate_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 CONSUMER = ("rtx-5090", "rtx-4090")
@@ -79,7 +79,7 @@ def test_new_gpus_are_sourced_and_open_only(catalog):
 
 
 def test_new_gpus_run_a_model(catalog):
-    from solver.performance import estimate
+    from solver.physics.performance import estimate
 
     work = Workload(kind="inference", input_tokens=2000, output_tokens=400, concurrency=8)
     for gpu_id in ("b300-sxm", "mi325x", "mi355x"):
@@ -118,7 +118,7 @@ def _twin_catalog(tmp_path: Path, p2p: bool):
 
 @pytest.mark.parametrize("p2p", [False, True])
 def test_tp_across_geforce_is_slower_at_equal_compute(tmp_path, p2p):
-    from solver.performance import estimate
+    from solver.physics.performance import estimate
 
     cat = _twin_catalog(tmp_path, p2p)
     work = Workload(kind="inference", input_tokens=2000, output_tokens=400, concurrency=16)
@@ -350,7 +350,7 @@ def test_one_vendor_stack_unless_mixing_is_allowed(catalog):
 
 
 def test_guide_box_counterfactual_names_the_consumer_risk(catalog):
-    from solver.explain import counterfactuals
+    from solver.analysis.explain import counterfactuals
 
     rfq = load_rfq(SCENARIOS / "batch-corpus-one-box.yaml", catalog)
     table = build_candidates(catalog, rfq)
@@ -361,7 +361,7 @@ def test_guide_box_counterfactual_names_the_consumer_risk(catalog):
 
 
 def test_policies_in_the_csv_batch_form(catalog, tmp_path):
-    from solver.rfq import iter_csv_rfqs
+    from solver.rfq.schema import iter_csv_rfqs
 
     file = tmp_path / "batch.csv"
     file.write_text("id,constraints.datacenter_grade_only,constraints.mixed_vendors,name,kind,"

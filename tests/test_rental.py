@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from solver.backends import Constraint
-from solver.candidates import build_candidates
-from solver.catalog import load_catalog
-from solver.errors import InputError
-from solver.mip import cand_var
-from solver.rental_offers import COLUMNS
-from solver.rfq import validate_rfq
-from solver.solve import run_mip, solve_rfq
+from solver.catalog.data import load_catalog
+from solver.catalog.rental_offers import COLUMNS
+from solver.common.errors import InputError
+from solver.optimize.backends import Constraint
+from solver.optimize.candidates import build_candidates
+from solver.optimize.mip import cand_var
+from solver.optimize.solve import run_mip, solve_rfq
+from solver.rfq.schema import validate_rfq
 
 HEADER = ",".join(COLUMNS)
 ROW = ("my-h100,h100-sxm,8,ib-ndr-400,on_demand,2.50,0,gpu-cloud,"
@@ -196,7 +196,7 @@ def test_bad_rental_rows_are_clean_errors(tmp_path, text, where):
 
 def test_bad_rental_csv_exits_2(tmp_path):
     directory = _overlay(tmp_path, HEADER + "\n" + ROW.replace("h100-sxm", "h999") + "\n")
-    result = subprocess.run([sys.executable, "-m", "solver.cli", "catalog", "validate",
+    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "catalog", "validate",
                              "--catalog", directory], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 2
@@ -212,8 +212,8 @@ def test_rental_switch_is_validated(catalog):
 def test_reprice_follows_the_horizon_and_the_offer_price(catalog):
     """What-if/sensitivity reuse the candidates: a rented service's cost scales with the
     horizon, and a changed offer price reprices it."""
-    from solver.costs import CostParams
-    from solver.scenarios import reprice
+    from solver.analysis.whatif import reprice
+    from solver.optimize.costs import CostParams
 
     rfq = _rfq(catalog, [BUSY_SERVICE], rental="only")
     table = build_candidates(catalog, rfq)
@@ -248,8 +248,8 @@ def test_schedule_is_one_period_bought_at_month_zero(catalog):
 def test_explain_asks_buy_or_rent_even_when_renting_is_forbidden(catalog):
     """The default RFQ forbids renting; explain still re-solves with rental: allow and says
     what renting would save (a one-off job) - and says nothing when renting is allowed."""
-    from solver.candidates import build_candidates
-    from solver.explain import counterfactuals
+    from solver.analysis.explain import counterfactuals
+    from solver.optimize.candidates import build_candidates
 
     rfq = _rfq(catalog, [SHORT_JOB], rental="forbid")
     table = build_candidates(catalog, rfq)

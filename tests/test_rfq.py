@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from solver.errors import InputError
-from solver.rfq import iter_csv_rfqs, load_rfq, validate_rfq
+from solver.common.errors import InputError
+from solver.rfq.schema import iter_csv_rfqs, load_rfq, validate_rfq
 
 
 def _write(tmp_path: Path, data: Any, name: str = "rfq.yaml") -> Path:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from solver.commands.schema import rfq_schema
-from solver.rfq import validate_rfq
+from solver.cli.schema import rfq_schema
+from solver.rfq.schema import validate_rfq
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rfq.md"
 
@@ -43,7 +43,7 @@ def test_every_kind_has_a_valid_example(catalog):
 
 
 def test_schema_command_prints_the_json_schema():
-    result = subprocess.run([sys.executable, "-m", "solver.cli", "schema"],
+    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "schema"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0
     schema = json.loads(result.stdout)

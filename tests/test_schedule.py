@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from solver.errors import InputError
-from solver.rfq import validate_rfq
-from solver.solve import solve_rfq
+from solver.common.errors import InputError
+from solver.optimize.solve import solve_rfq
+from solver.rfq.schema import validate_rfq
 
 CHAT = {"name": "chat", "kind": "inference", "model": "llama-3.1-8b", "input_tokens": 2000,
         "output_tokens": 400, "ttft_ms": 2000, "tpot_ms": 50}
@@ -45,7 +45,7 @@ def test_growth_makes_a_two_step_purchase_cheaper_than_buying_now(catalog):
 def test_schedule_costs_add_up_to_the_phased_total(catalog):
     """Recount the phased TCO from the schedule: capex per period, each bought node's
     power and operations from its purchase to the horizon, rental."""
-    from solver.candidates import build_candidates
+    from solver.optimize.candidates import build_candidates
 
     rfq = _rfq(catalog, {"concurrency": 256, "qps": 20, "growth_per_year": 1.0})
     plan = solve_rfq(rfq, catalog)

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from solver.errors import InputError
-from solver.rfq import validate_rfq
-from solver.scenarios import describe, gpu_counts
-from solver.sensitivity import Evaluator, parse_range, report
+from solver.analysis.sensitivity import Evaluator, parse_range, report
+from solver.analysis.whatif import describe, gpu_counts
+from solver.common.errors import InputError
+from solver.rfq.schema import validate_rfq
 
 
 @pytest.fixture(scope="module")

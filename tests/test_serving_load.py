@@ -1,4 +1,4 @@
-"""Serving under load (solver/serving.py, solver/serving_fit.py): queueing behaviour,
+"""Serving under load (solver/physics/serving.py, solver/physics/serving_fit.py): queueing behaviour,
 percentile order, capacity bisection consistency, and the engine fit on known answers."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from solver.catalog import load_catalog
-from solver.errors import InputError
-from solver.layout import Layout, Workload
-from solver.memory import memory_plan
-from solver.performance import estimate
-from solver.serving import (
+from solver.catalog.data import load_catalog
+from solver.common.errors import InputError
+from solver.physics.layout import Layout, Workload
+from solver.physics.memory import memory_plan
+from solver.physics.performance import estimate
+from solver.physics.serving import (
     PERCENTILES,
     closed_loop,
     constants,
@@ -21,7 +21,7 @@ from solver.serving import (
     open_loop,
     qps_capacity,
 )
-from solver.serving_fit import Point, fit_engine, predict
+from solver.physics.serving_fit import Point, fit_engine, predict
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +131,8 @@ def test_engine_fit_recovers_known_factors(catalog, physics):
     """Known answer: latencies made from chosen factors over real physics features are
     fitted back to those factors (k_p is fixed at 1, the calibrated prefill physics)."""
     c, _ = physics
-    from solver.serving import features
-    from solver.serving_fit import EngineFit
+    from solver.physics.serving import features
+    from solver.physics.serving_fit import EngineFit
 
     truth = EngineFit(tpot=(1.2, 0.3, 2.0, 20.0), ttft=(1.0, 0.1, 50.0))
     points = []
@@ -153,7 +153,7 @@ def test_held_out_serving_errors(catalog):
     fitted with its whole configuration held out. Bounds sit just above what the model
     reaches (docs/calibration.md: TTFT 31.6 %, TPOT 16.8 %, signed within 1 %), so a
     regression fails; issue 10's blind-set targets (TTFT 25 %, TPOT 12 %) are not met yet."""
-    from solver import serving_fit
+    from solver.physics import serving_fit
 
     report = serving_fit.run(catalog)
     overall = serving_fit.errors(report, "engine")["all"]

@@ -18,14 +18,14 @@ import pytest
 import yaml
 from bom_checks import assert_valid_placement
 
-from solver.candidates import Candidate, CandidateTable, NodeType, build_candidates
-from solver.costs import CostParams, NodeCost
-from solver.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
-from solver.mip import planned_demand
-from solver.placement import place
-from solver.plan import chosen, cost_breakdown
-from solver.rfq import validate_rfq
-from solver.solve import run_mip, solve_rfq
+from solver.optimize.candidates import Candidate, CandidateTable, NodeType, build_candidates
+from solver.optimize.costs import CostParams, NodeCost
+from solver.optimize.mip import planned_demand
+from solver.optimize.placement import place
+from solver.optimize.plan import chosen, cost_breakdown
+from solver.optimize.solve import run_mip, solve_rfq
+from solver.physics.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
+from solver.rfq.schema import validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -131,7 +131,7 @@ def test_n_plus_1_plan_meets_demand_with_any_node_down(catalog, fields):
 
 
 def test_explain_prices_the_n_plus_1_insurance(catalog):
-    from solver.explain import counterfactuals
+    from solver.analysis.explain import counterfactuals
 
     rfq = chat_rfq(catalog, redundancy="n+1")
     plan, table = solved(catalog, rfq)
@@ -199,7 +199,7 @@ def test_n_plus_1_formulation_on_mixed_candidates(seed):
 # --- (c) bad values exit 2 through the command line ---------------------------------------
 
 def procure(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "solver.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "solver.cli.main", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=300)
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from solver.backends import installed_backends
-from solver.candidates import build_candidates
-from solver.explain import counterfactuals
-from solver.performance import estimate
-from solver.rfq import load_rfq, validate_rfq
-from solver.solve import solve_rfq
+from solver.analysis.explain import counterfactuals
+from solver.optimize.backends import installed_backends
+from solver.optimize.candidates import build_candidates
+from solver.optimize.solve import solve_rfq
+from solver.physics.performance import estimate
+from solver.rfq.schema import load_rfq, validate_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.backends import installed_backends
+from solver.optimize.backends import installed_backends
 
 ROOT = Path(__file__).resolve().parent.parent
 RFQ = ROOT / "scenarios" / "chat-70b-one-node.yaml"
@@ -19,7 +19,7 @@ ALWAYS_HEAVY = {"pandas", "pyarrow", "plotly", "matplotlib", "streamlit", "scipy
 BACKEND_LIBS = {"cbc": "pulp", "highs": "highspy", "cpsat": "ortools"}
 RUN_CLI = """
 import json, sys
-from solver.cli import main
+from solver.cli.main import main
 sys.argv = ["procure"] + {args!r}
 try:
     main()
@@ -46,8 +46,8 @@ def test_solve_imports_only_the_requested_backend(backend):
 
 
 def test_version_and_installed_backends_import_no_solver_library():
-    code = ("import sys; from solver.backends import installed_backends; installed_backends();"
-            "from solver.catalog import load_catalog; load_catalog();"
+    code = ("import sys; from solver.optimize.backends import installed_backends; installed_backends();"
+            "from solver.catalog.data import load_catalog; load_catalog();"
             "print(sorted({m.split('.')[0] for m in sys.modules}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
@@ -58,7 +58,7 @@ def test_version_and_installed_backends_import_no_solver_library():
 def test_catalog_is_read_with_libyaml_when_present():
     import yaml
 
-    from solver import inputs
+    from solver.common import inputs
 
-    # the catalog goes through the strict reader (solver.inputs), built on libyaml's loader
+    # the catalog goes through the strict reader (solver.common.inputs), built on libyaml's loader
     assert issubclass(inputs._BASE_LOADER, getattr(yaml, "CSafeLoader", yaml.SafeLoader))

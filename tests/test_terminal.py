@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from solver.commands.solve import print_plan
-from solver.rfq import load_rfq
-from solver.solve import solve_rfq
-from solver.wording import assumptions, layout_rows, relaxations, usd
+from solver.cli.solve import print_plan
+from solver.common.wording import assumptions, layout_rows, relaxations, usd
+from solver.optimize.solve import solve_rfq
+from solver.rfq.schema import load_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 NAMES = sorted(p.name for p in SCENARIOS.iterdir() if p.suffix in (".yaml", ".yml", ".json"))

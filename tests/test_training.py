@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from solver.calibration import default_csv, training_fit, training_fit_markdown
-from solver.goodput import goodput
-from solver.layout import Layout, Workload
-from solver.performance import estimate, straggler_factor
-from solver.rfq import load_rfq
-from solver.solve import solve_rfq
+from solver.optimize.solve import solve_rfq
+from solver.physics.calibration import default_csv, training_fit, training_fit_markdown
+from solver.physics.goodput import goodput
+from solver.physics.layout import Layout, Workload
+from solver.physics.performance import estimate, straggler_factor
+from solver.rfq.schema import load_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SEVENTY_B = Layout("llama-3.1-70b", "h100-sxm", "bf16", tp=8, pp=8, dp=1, gpus_per_node=8,
@@ -133,7 +133,7 @@ def test_rfq_can_lift_the_rdma_policy(catalog):
 
 
 def _cli(monkeypatch, capsys, *args):
-    from solver import cli
+    from solver.cli import main as cli
 
     monkeypatch.setattr(sys, "argv", ["procure", *args])
     with pytest.raises(SystemExit) as exit_info:

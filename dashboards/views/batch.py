@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from solver.errors import InputError, Problem
+from solver.common.errors import InputError, Problem
 
 from .. import components, state
 from ..uploads import MAX_ZIP_MEMBERS, unpack_batch
@@ -91,7 +91,7 @@ def _openable(sources: list[Path], folder: Path) -> dict[str, dict[str, Any]]:
     """Valid RFQs of the batch as the dashboard's plain dicts, by id (first source wins), so a
     result row can be opened in Plan. RFQs that name a file of the upload (a model
     config.json) are left out: the temp folder is gone after the run."""
-    from solver.rfq import iter_csv_rfqs, parse_text, validate_rfq
+    from solver.rfq.schema import iter_csv_rfqs, parse_text, validate_rfq
 
     cat = state.catalog()
     found: dict[str, dict[str, Any]] = {}
@@ -114,9 +114,9 @@ def _openable(sources: list[Path], folder: Path) -> dict[str, dict[str, Any]]:
 
 def run(files: list[tuple[str, bytes]]) -> dict[str, Any]:
     """Unpack, run the batch into a temp SQLite store, read back the table and exports."""
-    from solver.batch import run_batch
-    from solver.batch_export import export
-    from solver.batch_store import ResultStore
+    from solver.batch.export import export
+    from solver.batch.runner import run_batch
+    from solver.batch.store import ResultStore
 
     with tempfile.TemporaryDirectory(prefix="procure-batch-") as tmp:
         folder = Path(tmp)

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from solver.errors import InputError
-from solver.wording import money_delta
+from solver.common.errors import InputError
+from solver.common.wording import money_delta
 
 from .. import components, state
 from ..figures import axis_words, cluster_label, frontier_figure

@@ -7,7 +7,7 @@ import json
 
 import streamlit as st
 
-from solver.errors import InputError
+from solver.common.errors import InputError
 
 from .. import components, state
 from ..figures import cluster_figure, cost_figure
@@ -105,7 +105,7 @@ def render() -> None:
 
 def _quote_html(plan: dict, alternatives: list) -> str:
     """The customer quote of ``procure quote`` for this plan."""
-    from solver.quote import quote_context, render_html
+    from solver.report.quote import quote_context, render_html
 
     cat, rfq = state.scenario(state.active_key() or "", state.catalog_dir(), state.price_pairs())
     return render_html(quote_context(plan, rfq, cat, alternatives))

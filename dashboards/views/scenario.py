@@ -2,7 +2,7 @@
 
 The form's draft lives in session state under ``form.*`` keys (kept across pages by
 :func:`keep_draft`). Every rerun validates the draft with the library's own
-:func:`solver.rfq.validate_rfq` *before* the widgets are drawn, so each problem is shown
+:func:`solver.rfq.schema.validate_rfq` *before* the widgets are drawn, so each problem is shown
 right under the field it names (``workloads[1].deadline_hours``).
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import streamlit as st
 
-from solver.errors import InputError, Problem
-from solver.rfq import WORKLOAD_KINDS, validate_rfq
+from solver.common.errors import InputError, Problem
+from solver.rfq.schema import WORKLOAD_KINDS, validate_rfq
 
 from .. import components, state
 from ..uploads import rfqs_from_upload

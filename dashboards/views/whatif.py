@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from solver.errors import InputError
-from solver.wording import years
+from solver.common.errors import InputError
+from solver.common.wording import years
 
 from .. import components, state
 from ..figures import cluster_label, tornado_figure

@@ -1,0 +1,506 @@
+"""Explain a plan along the guide's decision path (domain.md), with the numbers behind it.
+
+:func:`decision_path` walks steps 1–5 of the guide for one workload ("first yes ends it");
+:func:`annotate` adds the path and the warnings to a plan; :func:`counterfactuals` re-solves
+the RFQ under the alternatives a buyer asks about (one node only, no fabric, 4-GPU boxes
+instead of 8-GPU boxes, and without n+1 redundancy where asked: what the insurance costs)
+and says what each would cost and why it lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from solver.catalog.data import Catalog
+from solver.common.wording import money_delta, plural
+from solver.optimize.candidates import CandidateTable
+from solver.physics.layout import TRAINING_KINDS, Layout
+
+__all__ = ["GLOSSARY", "annotate", "counterfactuals", "decision_path", "money_delta",
+           "plural", "warnings_for", "workload_facts"]
+
+REFERENCE_GPU = "rtx-pro-6000"  # the guide's 8 × 96 GB box
+REFERENCE_GPUS = 8
+
+GLOSSARY: dict[str, str] = {
+    "TP": "tensor parallel: each layer is split across this many GPUs (inside one node)",
+    "PP": "pipeline parallel: the layers are split into this many stages, one after another",
+    "DP": "data parallel: this many copies (replicas) of the model share the work",
+    "TTFT": "time to first token: how long a user waits for the answer to start (ms)",
+    "TPOT": "time per output token: the gap between streamed tokens (ms)",
+    "TCO": "total cost of ownership over the horizon: hardware + power + operations + "
+           "the engineering overhead of coupled nodes",
+}
+
+
+def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, str]:
+    """Does the workload fit the guide's 8 × 96 GB node at this precision, with its reserve?"""
+    from solver.optimize.candidates import physics_workload
+    from solver.physics.performance import estimate
+
+    model = catalog.model(spec.model)
+    gpu = catalog.gpus.get(REFERENCE_GPU)
+    if gpu is None:
+        return False, f"reference GPU {REFERENCE_GPU} not in catalog"
+    workload = physics_workload(spec)
+    if spec.kind == "inference" and spec.concurrency:
+        workload = replace(workload, concurrency=spec.concurrency)
+    layout = Layout(model=model.id, gpu=gpu.id, precision=precision, tp=REFERENCE_GPUS,
+                    gpus_per_node=REFERENCE_GPUS)
+    training = spec.kind in TRAINING_KINDS
+    if training:
+        layout = Layout(model=model.id, gpu=gpu.id, precision=precision, tp=1,
+                        dp=REFERENCE_GPUS, gpus_per_node=REFERENCE_GPUS)
+    est = estimate(catalog, layout, workload)
+    node_gb = gpu.memory_gb * REFERENCE_GPUS
+    weights_gb = _weights_gb(catalog, model.params_b, precision)
+    total_gb = est.memory.total_gb * REFERENCE_GPUS
+    ok = est.fits and (est.comfortable or training)
+    if training:
+        rest = f"with training state {total_gb:,.0f} GB"
+    else:
+        kv_gb = est.memory.kv_cache_gb * REFERENCE_GPUS
+        load = (f"{spec.concurrency} concurrent requests" if spec.kind == "inference"
+                and spec.concurrency else "a full batch")
+        rest = (f"KV cache for {load} {kv_gb:,.0f} GB, total with reserve {total_gb:,.0f} GB")
+    note = (f"weights {weights_gb:,.1f} GB = {100 * weights_gb / node_gb:.0f} % of "
+            f"{node_gb:,.0f} GB at {precision.upper()}; {rest} "
+            f"({'fits comfortably' if ok else 'does not fit with reserve'})")
+    return ok, note
+
+
+def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
+    from solver.catalog.perf_factors import factors
+    from solver.physics.memory import weight_bytes_per_param
+
+    return params_b * weight_bytes_per_param(factors(catalog), precision)
+
+
+def workload_facts(entry: dict[str, Any], total_nodes: int | None = None) -> dict[str, Any]:
+    """What the plan bought for one workload: replicas, GPUs per replica, nodes it occupies.
+
+    ``nodes_used`` counts the nodes the workload's GPUs need at the chosen node sizes
+    (capped at the cluster's node count, since workloads can share nodes); ``spanned`` is the
+    number of coupled nodes one replica (or the training job) spans.
+    """
+    training = entry["kind"] in TRAINING_KINDS
+    per_node = entry.get("gpus_per_node") or 1
+    spanned = int(entry.get("nodes_spanned") or 1)
+    layouts = entry.get("layouts") or [{
+        "gpu": entry["gpu"], "tp": entry["tp"], "pp": entry["pp"],
+        "replicas": 1 if training else entry["dp"], "gpus_per_node": per_node}]
+    if training:
+        replicas = 1
+        nodes_used = max(spanned, -(-entry["gpus"] // per_node))
+    else:
+        replicas = sum(lay["replicas"] for lay in layouts)
+        nodes_used = sum(max(1, -(-(lay["replicas"] * lay["tp"] * lay["pp"])
+                                 // (lay.get("gpus_per_node") or 1)))
+                         for lay in layouts) * spanned
+    if total_nodes is not None:
+        nodes_used = max(min(nodes_used, total_nodes), spanned)
+    return {"training": training, "per_node": per_node, "spanned": spanned,
+            "replicas": replicas, "nodes_used": nodes_used, "layouts": layouts,
+            "one_node": nodes_used <= 1 and spanned <= 1}
+
+
+def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
+                  floor: float, total_nodes: int | None = None,
+                  policy: str = "") -> list[dict[str, Any]]:
+    """Steps 1–5 of the guide for one workload, answered for the hardware the plan bought.
+
+    The first "yes" ends it. Each step's ``answer`` and ``note`` describe the chosen plan
+    (GPU, node size, precision, replicas, nodes); where the guide's reference box (8 × 96 GB
+    at FP8) would be judged differently, ``reference`` says so separately.
+    """
+    if entry is None:
+        return _reference_path(catalog, spec)
+    steps: list[dict[str, Any]] = []
+    training = spec.kind in TRAINING_KINDS
+    model = catalog.model(spec.model)
+    facts = workload_facts(entry, total_nodes)
+    gpu = catalog.gpus.get(entry["gpu"])
+    gpu_gb = gpu.memory_gb if gpu is not None else entry["memory"]["capacity_gb"]
+    per_node, spanned = facts["per_node"], facts["spanned"]
+    node_gb = per_node * gpu_gb
+    precision = entry["precision"]
+    box = f"{per_node} × {entry['gpu']} ({gpu_gb:g} GB each, {node_gb:,.0f} GB per node)"
+    guide_box = entry["gpu"] == REFERENCE_GPU and per_node == REFERENCE_GPUS
+
+    def add(step: int, question: str, answer: bool, note: str,
+            reference: str | None = None) -> bool:
+        item = {"workload": spec.name, "step": step, "question": question,
+                "answer": answer, "note": note}
+        if reference:
+            item["reference"] = reference
+        steps.append(item)
+        return answer
+
+    weights = _weights_gb(catalog, model.params_b, precision)
+    mem = entry.get("memory") or {}
+    unit = "job" if training else "replica"
+    shape = (f"TP{entry['tp']}×PP{entry['pp']}×DP{entry['dp']}" if training
+             else f"TP{entry['tp']}×PP{entry['pp']}")
+    unit_gpus = entry["tp"] * entry["pp"] * (entry["dp"] if training else 1)
+    usage = (f"weights {weights:,.1f} GB = {100 * weights / node_gb:.0f} % of one node at "
+             f"{precision.upper()}; one {unit} runs {shape} on {plural(unit_gpus, 'GPU')}, "
+             f"{mem.get('total_gb', 0):,.1f} of {mem.get('capacity_gb', gpu_gb):,.0f} GB per "
+             f"GPU in use")
+    if facts["one_node"]:
+        verdict = "fits one node, and one node carries the load → one node"
+    elif spanned > 1:
+        verdict = (f"one {unit} spans {plural(spanned, 'coupled node')}"
+                   + ("" if training else f"; {plural(facts['replicas'], 'replica')} on "
+                      f"{plural(facts['nodes_used'], 'node')}"))
+    else:
+        verdict = (f"one {unit} fits one node, but the demand needs "
+                   f"{plural(facts['replicas'], 'replica')} on "
+                   f"{plural(facts['nodes_used'], 'node')}")
+    reference = None
+    if not guide_box or precision != _guide_precision(spec):
+        ok_ref, note_ref = _reference_fit(catalog, spec, _guide_precision(spec))
+        reference = (f"the guide's box ({REFERENCE_GPUS} × 96 GB {REFERENCE_GPU}): {note_ref}")
+    room = "the training state" if training else "the KV cache"
+    if add(1, f"Does the model fit one node of {box} at {precision.upper()} with room for "
+              f"{room}, and does one node carry the load?",
+           facts["one_node"], f"{usage}; {verdict}", reference):
+        return steps
+    if not training:
+        low_bit = precision in ("int4", "fp4")
+        fits_node = spanned <= 1
+        int4_note = (f"chosen {precision.upper()}: weights {weights:,.1f} GB; "
+                     + ("one replica fits one node at 4-bit" if low_bit and fits_node else
+                        "4-bit is not what makes it fit" if fits_node else
+                        f"one replica still spans {plural(spanned, 'node')}"))
+        if add(2, "Does it fit one node only at INT4 (inference), with the same reserve?",
+               low_bit and facts["one_node"], int4_note):
+            return steps
+        throughput_bound = fits_node and facts["nodes_used"] > 1
+        if add(3, "Is the workload throughput-bound rather than model-size-bound?",
+               throughput_bound,
+               f"{plural(facts['replicas'], 'independent replica')} on "
+               f"{plural(facts['nodes_used'], 'node')} behind a load balancer, no fabric"
+               if throughput_bound else
+               f"one replica of the model spans {plural(spanned, 'coupled node')}"):
+            return steps
+    else:
+        add(2, "Does it fit one node only at INT4 (inference), with the same reserve?", False,
+            "training: INT4 weights are not usable on the gradient path")
+        add(3, "Is the workload throughput-bound rather than model-size-bound?", False,
+            "one training job" + (f" spanning {plural(spanned, 'coupled node')}"
+                                  if spanned > 1 else ""))
+    eff = (entry.get("predicted") or {}).get("scaling_efficiency")
+    eff_note = f"predicted scaling efficiency {eff:.2f}" if eff is not None else \
+        "no scaling efficiency (one node)"
+    if eff is not None and eff < floor:
+        eff_note += f" (below the {floor:.0%} floor: re-architect, TP inside a node, PP across)"
+    big = model.params_b >= 70
+    layout_note = _fabric_note(catalog, entry, policy)
+    coupled = spanned > 1
+    # answered truthfully for pretraining too; pretraining then goes on to step 5
+    if add(4, "Is it training that needs more than one coupled node (tensor/pipeline "
+              "parallel across nodes)?",
+           training and coupled,
+           f"{model.params_b:.3g}B parameters; {eff_note}{layout_note}") \
+            and spec.kind != "pretrain":
+        return steps
+    pretrain_big = spec.kind == "pretrain" and big
+    add(5, "Is it pretraining 70B+ from scratch?", pretrain_big,
+        f"{spec.kind}, {model.params_b:.3g}B parameters"
+        + (" → multi-node with NDR InfiniBand or SXM" if pretrain_big else "") + layout_note)
+    return steps
+
+
+def _guide_precision(spec: Any) -> str:
+    """The precision the guide's step 1 asks about: FP8 (BF16 for full training, INT4 QLoRA)."""
+    if spec.kind == "qlora":
+        return "int4"
+    if spec.kind in ("full_finetune", "pretrain"):
+        return "bf16"
+    return "fp8"
+
+
+def _reference_path(catalog: Catalog, spec: Any) -> list[dict[str, Any]]:
+    """Without a plan (infeasible RFQ): step 1 for the guide's reference box only."""
+    ok, note = _reference_fit(catalog, spec, _guide_precision(spec))
+    return [{"workload": spec.name, "step": 1,
+             "question": f"Does the model fit the guide's {REFERENCE_GPUS} × 96 GB box at "
+                         f"{_guide_precision(spec).upper()} with room to spare?",
+             "answer": ok, "note": note + "; no plan was found for this RFQ"}]
+
+
+def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None, policy: str = "") -> str:
+    """Where a coupled job's fabric departs from the guide's InfiniBand, say why; name the
+    engineering policy (``policy``: who asked for RDMA only) when one narrowed the choice."""
+    if not entry or entry.get("nodes_spanned", 1) <= 1:
+        return ""
+    fabric = catalog.fabrics.get(entry.get("fabric", "none"))
+    note = (f"; chosen: TP{entry['tp']}×PP{entry['pp']}×DP{entry['dp']} over "
+            f"{entry['nodes_spanned']} nodes on {entry['fabric']}")
+    per_node = entry.get("gpus_per_node") or 8
+    if policy and fabric is not None and fabric.rdma:
+        kind = "RoCE (RDMA over Ethernet)" if fabric.family == "ethernet" else "InfiniBand"
+        return note + (f" — {kind}: coupled training runs on an RDMA fabric by engineering "
+                       f"policy (coupled_training_fabric: rdma, {policy}; the guide's advice "
+                       "— NCCL over plain TCP reaches a fraction of line rate, jitters, and "
+                       "failures multiply with nodes); set constraints."
+                       "coupled_training_fabric: any to let TCP Ethernet compete")
+    if fabric is not None and fabric.family == "ethernet":
+        if entry["tp"] <= per_node and entry["dp"] == 1:
+            note += (" — the guide suggests InfiniBand, but here only pipeline stages cross "
+                     "nodes (activations, not per-layer all-reduces), so the cheaper Ethernet "
+                     "fabric meets the deadline at this scaling efficiency")
+        else:
+            note += (" — the guide suggests InfiniBand; Ethernet is cheaper and still meets "
+                     "the deadline at this scaling efficiency")
+    return note
+
+
+def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
+    """The guide's warnings for a plan."""
+    costs = catalog.costs
+    floor = costs.scaling_efficiency_floor.value
+    weights_max = costs.weights_vram_fraction_max.value
+    out: list[str] = []
+    for entry in plan.get("workloads", []):
+        eff = (entry.get("predicted") or {}).get("scaling_efficiency")
+        if entry.get("nodes_spanned", 1) > 1 and eff is not None and eff < floor:
+            out.append(f"{entry['name']}: predicted scaling efficiency {eff:.2f} is below the "
+                       f"{floor:.0%} floor — wrong profile for multi-node on standard fabric "
+                       "(re-architect: TP inside a node, PP or DP across; or buy SXM-class)")
+        fraction = (entry.get("memory") or {}).get("weights_fraction")
+        serving = entry.get("kind") in ("inference", "batch_inference")
+        if serving and fraction is not None and fraction > weights_max:
+            out.append(f"{entry['name']}: weights take {fraction:.0%} of VRAM (> "
+                       f"{weights_max:.0%}): fits, but leaves little room under real load")
+    vendor = catalog.vendors[rfq.constraints.vendor or "open"]
+    has_sxm = any(vendor.allows("gpus", g.id) and g.form_factor == "sxm"
+                  for g in catalog.gpus.values())
+    for spec in rfq.workloads:
+        model = catalog.model(spec.model)
+        if spec.kind == "pretrain" and model.params_b >= 70 and not has_sxm:
+            out.append(f"{spec.name}: pretraining {model.params_b:.3g}B is SXM-class work, and "
+                       f"vendor profile {vendor.id!r} builds no SXM/HGX systems")
+    from solver.analysis.realism import realism_warnings
+
+    out.extend(realism_warnings(catalog, rfq, plan))
+    return out
+
+
+def _rdma_policy(catalog: Catalog, rfq: Any) -> str:
+    """Who asks coupled training to run on RDMA ('' when nobody does): the RFQ's
+    constraints.coupled_training_fabric or the vendor profile's engineering policy."""
+    wanted = getattr(rfq.constraints, "coupled_training_fabric", None)
+    if wanted is not None:
+        return "set by the RFQ" if wanted == "rdma" else ""
+    vendor = catalog.vendors[rfq.constraints.vendor or "open"]
+    if vendor.coupled_training_fabric == "rdma":
+        return f"vendor profile {vendor.id!r}"
+    return ""
+
+
+def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
+             table: CandidateTable | None = None) -> dict[str, Any]:
+    """Add the decision path and warnings to a plan (in place; also returned)."""
+    floor = catalog.costs.scaling_efficiency_floor.value
+    entries = {e["name"]: e for e in plan.get("workloads", [])}
+    path: list[dict[str, Any]] = []
+    total_nodes = (plan.get("cluster") or {}).get("total_nodes")
+    policy = _rdma_policy(catalog, rfq)
+    for spec in rfq.workloads:
+        path.extend(decision_path(catalog, spec, entries.get(spec.name), floor, total_nodes,
+                                  policy))
+    plan["decision_path"] = path
+    plan["warnings"] = warnings_for(catalog, rfq, plan) if plan.get("status") in (
+        "optimal", "feasible") else []
+    if table is not None and plan.get("status") in ("optimal", "feasible"):
+        from solver.optimize.rental import (
+            buy_vs_rent,  # owning against renting, each workload alone
+        )
+
+        plan["buy_vs_rent"] = buy_vs_rent(table, rfq, plan)
+    return plan
+
+
+def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: CandidateTable,
+                    solver: str = "cbc") -> list[dict[str, Any]]:
+    """The alternatives a buyer asks about, each re-solved: cost difference and why it lost."""
+    from solver.optimize.backends import Constraint
+    from solver.optimize.mip import Limits, fabric_var, node_var
+    from solver.optimize.plan import assemble
+    from solver.optimize.solve import run_mip
+
+    base_tco = (plan.get("cost") or {}).get("tco_usd")
+    limits = Limits.from_rfq(rfq)
+    options: list[tuple[str, list[Constraint], Limits]] = []
+    single = Limits(**{**limits.__dict__, "max_nodes": 1})
+    options.append(("cheapest single-node plan", [], single))
+    no_fabric = [Constraint("no_fabric", {fabric_var(f): 1.0 for f in table.fabrics}, "<=", 0)]
+    options.append(("cheapest plan without a fabric", no_fabric, limits))
+    eight = [k for k, n in table.node_types.items() if n.gpus >= 8]
+    if eight:
+        options.append(("cheapest plan with 4-GPU boxes instead of 8-GPU boxes",
+                        [Constraint("no_8gpu_nodes", {node_var(k): 1.0 for k in eight}, "<=", 0)],
+                        limits))
+    out = []
+    guide = _guide_box(rfq, catalog, plan, solver)
+    if guide:
+        out.append(guide)
+    insurance = _without_n_plus_1(rfq, catalog, plan, table, solver)
+    if insurance:
+        out.append(insurance)
+    renting = _with_renting(rfq, catalog, plan, solver)
+    if renting:
+        out.append(renting)
+    for label, extra, lim in options:
+        if not extra and lim.max_nodes == limits.max_nodes:
+            continue
+        solution = run_mip(table, rfq, solver=solver, limits=lim, extra=extra)
+        if solution.status not in ("optimal", "feasible"):
+            why = _why_infeasible(label)
+            if "single-node" in label and insurance:
+                why = "redundancy n+1 needs a node to spare, so at least two nodes"
+            out.append({"alternative": label, "feasible": False, "tco_usd": None,
+                        "delta_usd": None, "why": why})
+            continue
+        alt = assemble(catalog, rfq, table, solution)
+        tco = alt["cost"]["tco_usd"]
+        delta = tco - base_tco if base_tco is not None else None
+        same = abs(delta or 0.0) < 0.5
+        out.append({"alternative": label, "feasible": True, "tco_usd": tco, "delta_usd": delta,
+                    "cluster": alt["cluster"], "why": _already(label) if same else
+                    _why_lost(plan, alt)})
+    return out
+
+
+def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
+               ) -> dict[str, Any] | None:
+    """The guide's default — RTX Pro 6000 boxes — when the optimum chose other GPUs."""
+    from solver.optimize.candidates import build_candidates
+    from solver.optimize.plan import assemble
+    from solver.optimize.solve import run_mip
+
+    used = {n["gpu"] for n in plan["cluster"]["nodes"]}
+    vendor = catalog.vendors[rfq.constraints.vendor or "open"]
+    if not used or used == {REFERENCE_GPU} or REFERENCE_GPU not in catalog.gpus \
+            or not vendor.allows("gpus", REFERENCE_GPU):
+        return None
+    label = f"the guide's box: {REFERENCE_GPU} only"
+    pinned = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
+        update={"gpus": [REFERENCE_GPU]})})
+    table = build_candidates(catalog, pinned)
+    solution = run_mip(table, pinned, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return {"alternative": label, "feasible": False, "tco_usd": None, "delta_usd": None,
+                "why": f"no plan on {REFERENCE_GPU} alone meets the RFQ"}
+    alt = assemble(catalog, pinned, table, solution)
+    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
+    why = (f"departs from the guide's rule of thumb: the guide's box {money_delta(delta)} than "
+           f"{', '.join(sorted(used))}, which meets every target, at the catalog's prices; "
+           + _why_lost(plan, alt)).replace("costs the same than", "costs the same as")
+    consumer = sorted(g for g in used if g in catalog.gpus and not catalog.gpus[g].datacenter_use)
+    if consumer:
+        why += (f"; but {', '.join(consumer)} is a consumer card (not licensed for datacenter "
+                "use - see the warnings): the guide's box is the datacenter-grade choice")
+    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
+            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+
+
+def _without_n_plus_1(rfq: Any, catalog: Catalog, plan: dict[str, Any],
+                      table: CandidateTable, solver: str) -> dict[str, Any] | None:
+    """What ``redundancy: n+1`` costs: the same RFQ re-solved with no spare node (None when
+    no workload asks for n+1). The candidates do not depend on redundancy, so the table is
+    reused."""
+    from solver.optimize.mip import needs_n_plus_1
+    from solver.optimize.plan import assemble
+    from solver.optimize.solve import run_mip
+
+    names = [w.name for w in rfq.workloads if needs_n_plus_1(w)]
+    if not names:
+        return None
+    label = "the same RFQ without n+1 redundancy"
+    plain = rfq.model_copy(update={"workloads": [
+        w.model_copy(update={"redundancy": "none"}) if w.name in names else w
+        for w in rfq.workloads]})
+    solution = run_mip(table, plain, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return {"alternative": label, "feasible": False, "tco_usd": None, "delta_usd": None,
+                "why": "no plan without n+1 either"}
+    alt = assemble(catalog, plain, table, solution)
+    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
+    a, b = alt["cluster"]["total_nodes"], plan["cluster"]["total_nodes"]
+    why = (f"n+1 for {', '.join(names)} costs ${-delta:,.0f} over the horizon"
+           + (f" ({plural(b, 'node')} instead of {a})" if a != b else "")
+           + ": the insurance that any one node can fail with the demand still met")
+    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
+            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+
+
+def _with_renting(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
+                  ) -> dict[str, Any] | None:
+    """Buy or rent, asked even when the RFQ forbids renting (the default): the same RFQ
+    re-solved with ``rental: allow`` against the catalog's rental offers (None when renting
+    is already allowed, the catalog has no offers, or no offer can run any workload)."""
+    from solver.optimize.candidates import build_candidates
+    from solver.optimize.plan import assemble
+    from solver.optimize.rental import rental_mode
+    from solver.optimize.solve import run_mip
+
+    if rental_mode(rfq) != "forbid" or not getattr(catalog, "rental", None):
+        return None
+    if (plan.get("cost") or {}).get("tco_usd") is None:
+        return None
+    allowed = rfq.model_copy(update={"rental": "allow"})
+    table = build_candidates(catalog, allowed)
+    if not any(c.rental is not None for cands in table.candidates.values() for c in cands):
+        return None
+    label = "the same RFQ with renting allowed (rental: allow)"
+    solution = run_mip(table, allowed, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return None
+    alt = assemble(catalog, allowed, table, solution)
+    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
+    rented = [w["name"] for w in alt["workloads"] if w.get("sourcing") in ("rented", "hybrid")]
+    if not rented or delta > -0.5:
+        why = "owning is cheaper than every rental offer in the catalog for this demand"
+    else:
+        why = (f"renting {', '.join(rented)} would save ${-delta:,.0f} over the horizon "
+               f"(rental ${alt['cost'].get('rental_usd', 0):,.0f}); set rental: allow to plan "
+               "it (docs/rental.md)")
+    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
+            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+
+
+def _already(label: str) -> str:
+    """Why an alternative that costs the same as the plan is no alternative at all."""
+    if "single-node" in label:
+        return "the chosen plan is already a single node"
+    if "without a fabric" in label:
+        return "the chosen plan already needs no fabric"
+    if "4-GPU" in label:
+        return "the chosen plan already uses no 8-GPU boxes"
+    return "same cost as the chosen plan"
+
+
+def _why_infeasible(label: str) -> str:
+    if "single-node" in label:
+        return "no single node meets every workload's memory and targets"
+    if "without a fabric" in label:
+        return "some job needs more than one node, which needs a fabric"
+    return "4-GPU boxes cannot hold a layout the workloads need"
+
+
+def _why_lost(plan: dict[str, Any], alt: dict[str, Any]) -> str:
+    base, other = plan["cost"], alt["cost"]
+    diffs = sorted(((other[k] - base[k], k) for k in base if k not in ("capex_usd", "tco_usd")),
+                   reverse=True)
+    words = {"gpus": "GPUs", "servers": "servers", "network": "network", "storage": "storage",
+             "power": "power", "operations": "operations", "rental": "rental",
+             "multinode_overhead": "multi-node overhead"}
+    top = [f"{words.get(k.removesuffix('_usd'), k.removesuffix('_usd').replace('_', ' '))} "
+           f"${d:,.0f} more" for d, k in diffs[:2] if d > 0.5]
+    a, b = alt["cluster"]["total_nodes"], plan["cluster"]["total_nodes"]
+    parts = [f"{plural(a, 'node')} instead of {b}"] if a != b else []
+    parts.append(", ".join(top) if top else "no cheaper")
+    return "; ".join(parts)

@@ -1,0 +1,148 @@
+"""What a buyer must be told about the hardware and the model quality a plan chose.
+
+Three kinds of plan warnings, all read from catalog data:
+
+* **consumer cards** (``Gpu.datacenter_use`` false, e.g. GeForce): the driver licence's
+  datacenter clause, ECC, missing GPU peer-to-peer and the consumer warranty — whenever such
+  a card is in the plan (``constraints.datacenter_grade_only: true`` excludes them);
+* **stale prices**: a chosen GPU or server price read more than
+  ``costs.price_stale_after_days`` before the solve date;
+* **quantisation**: every workload not run at bf16 says so, and which policy allowed it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+from solver.catalog.data import Catalog
+from solver.physics.layout import TRAINING_KINDS
+
+_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2}))?(?:-(\d{1,2}))?$")
+
+
+def parse_as_of(text: str) -> dt.date | None:
+    """``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` as the earliest date it can mean (a year alone
+    is 1 January); anything else (e.g. "user quote") is None."""
+    match = _DATE.match(text.strip())
+    if not match:
+        return None
+    year, month, day = (int(g) if g else 1 for g in match.groups())
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        return None
+
+
+def stale_price_warnings(catalog: Catalog, plan: dict[str, Any],
+                         today: dt.date | None = None) -> list[str]:
+    """One warning per chosen GPU or server whose price is older than the threshold."""
+    today = today or dt.date.today()
+    limit = catalog.costs.price_stale_after_days.value
+    out: list[str] = []
+    seen: set[str] = set()
+    for node in (plan.get("cluster") or {}).get("nodes", []):
+        gpu = catalog.gpus.get(node["gpu"])
+        server = catalog.servers.get(node["server"])
+        items = []
+        if gpu is not None:
+            items.append(("GPU", gpu.id, gpu.price_usd, gpu.price_as_of, gpu.price_type))
+        if server is not None:
+            items.append(("server", server.id, server.price_usd,
+                          server.price_as_of or server.as_of, server.price_type))
+        for what, entry_id, price, as_of, kind in items:
+            if entry_id in seen:
+                continue
+            seen.add(entry_id)
+            when = parse_as_of(as_of)
+            if when is None:
+                continue
+            age = (today - when).days
+            if age > limit:
+                out.append(f"stale price: {what} {entry_id} ${price:,.0f} ({kind}) is dated "
+                           f"{as_of}, {age} days before {today.isoformat()} (threshold "
+                           f"{limit:g} days): get a current quote (prices.csv overlay)")
+    return out
+
+
+def consumer_card_warnings(catalog: Catalog, plan: dict[str, Any]) -> list[str]:
+    """Why a consumer card in the plan is a risk: licence, ECC, P2P, warranty."""
+    out: list[str] = []
+    used: dict[str, list[str]] = {}
+    for entry in plan.get("workloads", []):
+        for layout in entry.get("layouts") or [entry]:
+            used.setdefault(layout["gpu"], [])
+            if entry["name"] not in used[layout["gpu"]]:
+                used[layout["gpu"]].append(entry["name"])
+    for node in (plan.get("cluster") or {}).get("nodes", []):
+        used.setdefault(node["gpu"], [])
+    links = catalog.efficiency.get("links") or {}
+    for gpu_id, names in used.items():
+        gpu = catalog.gpus.get(gpu_id)
+        if gpu is None or gpu.datacenter_use:
+            continue
+        licence = gpu.datacenter_use_source.split(" (http")[0]
+        risks = [f"licence: not licensed for datacenter deployment ({licence})" if licence
+                 else "licence: not licensed for datacenter deployment"]
+        risks.append("ECC: none on device memory (bit flips go undetected)" if not gpu.ecc
+                     else "ECC: a driver toggle, off by default")
+        if not gpu.p2p:
+            factor = (links.get("host_staged_bw_factor") or {}).get("value")
+            extra = (links.get("host_staged_extra_latency_us") or {}).get("value")
+            detail = (f" ({factor:.0%} of the P2P bandwidth, +{extra:g} µs per hop; already in "
+                      "the predictions)" if factor is not None and extra is not None else "")
+            risks.append("P2P: no GPU peer-to-peer on stock drivers, tensor/pipeline traffic "
+                         f"is staged through host memory{detail}")
+        risks.append("warranty: the board partner's consumer warranty - confirm it covers "
+                     "24x7 server use before buying")
+        who = f" for {', '.join(names)}" if names else ""
+        out.append(f"consumer card {gpu.id} chosen{who}: " + "; ".join(risks)
+                   + ". Set constraints.datacenter_grade_only: true to exclude consumer cards")
+    return out
+
+
+def precision_notes(rfq: Any, plan: dict[str, Any]) -> list[str]:
+    """Every quantisation choice of the plan, with the policy that allowed it."""
+    specs = {spec.name: spec for spec in rfq.workloads}
+    out: list[str] = []
+    for entry in plan.get("workloads", []):
+        spec = specs.get(entry["name"])
+        if spec is None:
+            continue
+        precisions = sorted({layout["precision"] for layout in entry.get("layouts") or [entry]})
+        if spec.precisions is not None:
+            policy = f"allowed by the RFQ's precisions {list(spec.precisions)}"
+        elif spec.precision is not None:
+            policy = "pinned by the RFQ's precision"
+        elif spec.kind in TRAINING_KINDS:
+            policy = f"the {spec.kind} default ({', '.join(spec.allowed_precisions())})"
+        else:
+            policy = "the default serving policy (bf16, fp8)"
+        for precision in precisions:
+            if precision == "bf16":
+                continue
+            out.append(f"{entry['name']}: {_what(spec.kind, precision)} - {policy}")
+    return out
+
+
+def _what(kind: str, precision: str) -> str:
+    if kind == "qlora":
+        return ("QLoRA: frozen base weights quantised to 4-bit (NF4), adapters trained in "
+                "bf16")
+    if kind in TRAINING_KINDS:
+        return (f"trained with {precision.upper()} matrix multiplies (mixed precision; "
+                "master weights and optimizer state stay in higher precision)")
+    quality = {"fp8": "8-bit float weights, usually within noise of bf16",
+               "int8": "8-bit integer weights",
+               "int4": "4-bit integer weights: a measurable quality loss on some tasks",
+               "fp4": "4-bit float weights: a measurable quality loss on some tasks"}
+    return (f"served at {precision}: {quality.get(precision, precision)}; validate the "
+            "quantised model on your own evaluations")
+
+
+def realism_warnings(catalog: Catalog, rfq: Any, plan: dict[str, Any],
+                     today: dt.date | None = None) -> list[str]:
+    """Consumer-card risks, stale prices and quantisation choices of a plan."""
+    return (consumer_card_warnings(catalog, plan) + stale_price_warnings(catalog, plan, today)
+            + precision_notes(rfq, plan))

@@ -1,0 +1,276 @@
+"""Labelled empirical factors of the performance and memory model (``catalog/efficiency.yaml``).
+
+Every number the physics needs that is not a hardware fact or an architecture fact lives
+here, each with its value, source and note (conventions.md §2: never a bare ``* 0.7``).
+Factors come in two groups:
+
+* per GPU *family* (``Gpu.family``): achievable fractions of dense tensor peak (GEMMs in
+  serving, training), of memory bandwidth in decode, and fixed per-step / per-layer
+  overheads in microseconds;
+* global: byte sizes of precisions and quantisation scales, KV paging overhead, runtime
+  reserve, activation-memory coefficients, collective overlap, MoE expert efficiency,
+  continuous-batching token budget and the training defaults (ZeRO stage, LoRA rank ...).
+
+:func:`factors` validates ``catalog.efficiency`` once per catalog (cached by version).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from solver.common.errors import InputError, problems_from_pydantic
+
+if TYPE_CHECKING:
+    from solver.catalog.data import Catalog
+
+ComputePrecision = Literal["bf16", "fp8", "int8", "fp4"]
+WeightPrecision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
+
+
+class Factor(BaseModel):
+    """One labelled empirical factor: its value, where it comes from, and why."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    value: float
+    source: str = Field(min_length=2, description="key of `sources` or free text")
+    note: str = ""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FamilyFactors(_Frozen):
+    """Factors of one GPU family (the ``family`` field of a catalog GPU)."""
+
+    gemm_efficiency: dict[ComputePrecision, Factor] = Field(
+        description="achievable fraction of dense tensor peak for large serving GEMMs "
+        "(prefill), by compute precision")
+    train_efficiency: dict[ComputePrecision, Factor] = Field(
+        description="achievable fraction of dense tensor peak of a training step's "
+        "hardware FLOPs (kernels, norms, optimizer included), before parallelism losses")
+    mem_bw_efficiency: Factor = Field(description="achievable fraction of memory bandwidth "
+                                      "in memory-bound decode")
+    step_overhead_us: Factor = Field(description="fixed cost per engine step (scheduler, "
+                                     "sampling, launch), µs")
+    layer_overhead_us: Factor = Field(description="fixed cost per transformer layer per "
+                                      "step (kernel launches, syncs), µs")
+
+    def gemm(self, precision: str) -> float:
+        """Achievable fraction of dense peak for serving GEMMs at ``precision`` (0..1)."""
+        factor = self.gemm_efficiency.get(precision) or self.gemm_efficiency["bf16"]
+        return factor.value
+
+    def train(self, precision: str) -> float:
+        """Achievable fraction of dense peak for training at ``precision`` (0..1)."""
+        factor = self.train_efficiency.get(precision) or self.train_efficiency["bf16"]
+        return factor.value
+
+
+class PrecisionBytes(_Frozen):
+    """Bytes per element of each precision (weights, KV) and scale overheads."""
+
+    weight_bytes: dict[WeightPrecision, Factor] = Field(description="bytes per weight")
+    scale_bytes_per_param: dict[WeightPrecision, Factor] = Field(
+        description="quantisation scales/zeros, bytes per weight")
+    kv_bytes: dict[WeightPrecision, Factor] = Field(
+        description="bytes per KV element when serving at this weight precision")
+    embedding_bytes: Factor = Field(description="bytes per embedding / LM-head weight when "
+                                    "the body is quantised (kept in 16 bit)")
+    compute_precision: dict[WeightPrecision, ComputePrecision] = Field(
+        description="tensor-core precision the GEMMs run in for each weight precision")
+    weight_only_bw_efficiency: dict[WeightPrecision, Factor] = Field(
+        description="multiplier on memory-bandwidth efficiency for weight-only formats "
+        "whose decode kernels dequantise on the fly")
+
+
+class EngineFactors(_Frozen):
+    """One serving engine (vLLM, SGLang, TensorRT-LLM): how its kernels, scheduler and
+    waiting turn the step physics into TTFT/TPOT (solver/physics/serving.py, fitted on
+    serving_latency.csv with whole configurations held out)."""
+
+    label: str = ""
+    tpot_kernel_scale: Factor = Field(description="multiplier on the decode step's kernel "
+                                      "time (k_d)")
+    tpot_prefill_interference: Factor = Field(description="share of the steady-state "
+                                              "prefill a decode step sees (i)")
+    tpot_overhead_ms: Factor = Field(description="engine time per decode step beyond the "
+                                     "kernels: scheduling, sampling, detokenising, ms (o_d)")
+    tpot_per_request_us: Factor = Field(description="engine CPU time per live request per "
+                                        "decode step, µs (r)")
+    ttft_kernel_scale: Factor = Field(description="multiplier on a prompt's own prefill "
+                                      "time (k_p)")
+    ttft_wave_fraction: Factor = Field(description="median wait behind the other live "
+                                       "requests' prefill, as a fraction of all of it (w)")
+    ttft_overhead_ms: Factor = Field(description="fixed time to first token beyond the "
+                                     "kernels: tokenising, scheduling, ms (o_p)")
+
+
+class ServingFactors(_Frozen):
+    """Continuous-batching engine factors."""
+
+    default_engine: str = Field(default="vllm", description="engine when the RFQ names none")
+    engines: dict[str, EngineFactors] = Field(default_factory=dict, description="per-engine "
+                                              "factor sets (solver/physics/serving.py)")
+
+    token_budget: Factor = Field(description="max tokens per engine step (prefill chunk + "
+                                 "decode), tokens")
+    kv_paging_overhead: Factor = Field(description="fraction added to KV bytes for block "
+                                       "fragmentation")
+    kv_decode_fill: Factor = Field(description="fraction of output tokens an average live "
+                                   "request holds in KV (continuous batching)")
+    runtime_reserve_gb: Factor = Field(description="CUDA context, CUDA graphs, allocator "
+                                       "slack per GPU, GB")
+    nccl_buffer_gb: Factor = Field(description="collective buffers per GPU when tp/pp > 1, GB")
+    workspace_bytes_per_token_hidden: Factor = Field(
+        description="activation workspace per budget token per hidden unit, bytes")
+    moe_expert_gemm_efficiency: Factor = Field(description="multiplier on GEMM efficiency "
+                                               "for expert GEMMs (imbalance, small GEMMs)")
+    tp_comm_overlap: Factor = Field(description="fraction of TP all-reduce time hidden "
+                                    "behind compute in serving")
+    activation_bytes: Factor = Field(description="bytes per activation element on the wire")
+    min_prefill_chunk_fraction: Factor = Field(
+        description="smallest share of the token budget left to a new prompt's prefill")
+
+
+class TrainingFactors(_Frozen):
+    """Training memory and step-time factors."""
+
+    zero_stage: int = Field(ge=0, le=3, description="default optimizer sharding over DP")
+    zero_stage_note: str = ""
+    model_state_bytes_per_param: Factor = Field(description="bf16 weights 2 + grads 2 + fp32 "
+                                                "master 4 + Adam 8")
+    act_bytes_replicated: Factor = Field(description="activation bytes per token per layer "
+                                         "per hidden unit not split by TP")
+    act_bytes_tp_split: Factor = Field(description="activation bytes per token per layer per "
+                                       "hidden unit split by TP")
+    act_bytes_recompute: Factor = Field(description="bytes per token per layer per hidden "
+                                        "unit kept with full recompute (layer inputs)")
+    logits_bytes: Factor = Field(description="bytes per token per vocab entry for logits and "
+                                 "their gradient (split by TP)")
+    lora_rank: Factor = Field(description="default LoRA rank (all linear layers)")
+    nf4_bytes_per_param: Factor = Field(description="QLoRA NF4 base incl. double-quantised "
+                                        "constants, bytes per weight")
+    qlora_dequant_slowdown: Factor = Field(description="multiplier on matmul time for "
+                                           "dequantising NF4 weights")
+    tp_comm_overlap: Factor = Field(description="fraction of TP all-reduce time hidden behind "
+                                    "compute in training")
+    gemm_half_efficiency_hidden: Factor = Field(
+        description="hidden size at which training GEMMs reach half the family efficiency")
+    tp_replicated_fraction: Factor = Field(description="share of single-GPU step time in "
+                                           "work every TP rank repeats (Amdahl serial part)")
+    dp_comm_overlap: Factor = Field(description="fraction of backward time that can hide "
+                                    "gradient collectives")
+    microbatches_per_stage: Factor = Field(description="default micro-batches per pipeline "
+                                           "stage when the global batch is not given")
+    moe_expert_gemm_efficiency: Factor = Field(description="efficiency of the expert GEMMs "
+                                               "relative to dense GEMMs in training")
+    tp_comm_overlap_nvlink: Factor = Field(description="fraction of TP collective time hidden "
+                                           "behind compute when TP runs on NVLink")
+    tp_replicated_fraction_sp: Factor = Field(description="Amdahl part of TP on NVLink stacks "
+                                              "with sequence parallelism")
+    pipeline_virtual_stages: Factor = Field(description="model chunks per GPU of the "
+                                            "interleaved 1F1B schedule (bubble / v)")
+    moe_a2a_overlap: Factor = Field(description="fraction of MoE all-to-all time hidden "
+                                    "behind compute")
+    attention_score_bytes: Factor = Field(description="bytes per attention score element "
+                                          "kept without any recompute (softmax, dropout "
+                                          "mask and output: the 5 a s / h term)")
+    selective_recompute_attention_passes: Factor = Field(
+        description="extra attention-core forward passes per step when the attention core "
+        "is recomputed (selective recompute / flash attention backward)")
+    cp_comm_overlap: Factor = Field(description="fraction of the context-parallel K/V ring "
+                                    "exchange hidden behind the attention blocks")
+
+
+class FabricBehaviour(_Frozen):
+    """How collectives behave on a real inter-node fabric (coupled training): NCCL over
+    plain TCP sockets vs RDMA, and the synchronous step's wait for the slowest node."""
+
+    tcp_line_rate_fraction: Factor = Field(description="share of the fabric's effective "
+                                           "bandwidth NCCL reaches over TCP sockets")
+    tcp_extra_latency_us: Factor = Field(description="latency TCP sockets add per hop "
+                                         "(kernel stack, interrupts), µs")
+    straggler_cv_tcp: Factor = Field(description="coefficient of variation of a node's "
+                                     "step time on a TCP fabric (jitter, retransmits)")
+    straggler_cv_rdma: Factor = Field(description="coefficient of variation of a node's "
+                                      "step time on an RDMA fabric")
+
+
+class GoodputFactors(_Frozen):
+    """Failures, checkpoints and restarts of long training jobs (deadline planning)."""
+
+    failure_rate_per_gpu_hour: Factor = Field(description="unexpected job interruptions "
+                                              "per GPU-hour")
+    checkpoint_interval_hours: Factor = Field(description="hours between checkpoints")
+    restart_hours: Factor = Field(description="hours from a failure to training again "
+                                  "(detect, reschedule, reload the checkpoint)")
+    checkpoint_write_gbs_per_node: Factor = Field(description="checkpoint write bandwidth "
+                                                  "per node to shared storage, GB/s")
+    checkpoint_blocking_fraction: Factor = Field(description="share of a checkpoint write "
+                                                 "the training step waits for (async "
+                                                 "checkpoints copy to host, then write)")
+
+
+class LinkFactors(_Frozen):
+    """Intra-node links without GPU peer-to-peer (``Gpu.p2p`` false, e.g. GeForce): NCCL
+    stages every TP/PP transfer through pinned host memory."""
+
+    host_staged_bw_factor: Factor = Field(description="host-staged GPU-to-GPU bandwidth as a "
+                                          "fraction of the same link with P2P")
+    host_staged_extra_latency_us: Factor = Field(description="latency a host-staged copy adds "
+                                                 "to the P2P link latency, µs")
+
+
+class EfficiencyFactors(_Frozen):
+    """The whole of ``catalog/efficiency.yaml``."""
+
+    as_of: str
+    sources: dict[str, str] = Field(default_factory=dict)
+    families: dict[str, FamilyFactors]
+    precisions: PrecisionBytes
+    serving: ServingFactors
+    training: TrainingFactors
+    links: LinkFactors | None = None
+    fabric_behaviour: FabricBehaviour | None = None
+    goodput: GoodputFactors | None = None
+
+    @model_validator(mode="after")
+    def _labels_resolve(self) -> EfficiencyFactors:
+        for name, fam in self.families.items():
+            if "bf16" not in fam.gemm_efficiency or "bf16" not in fam.train_efficiency:
+                raise ValueError(f"families.{name}: bf16 gemm/train efficiency is required")
+        return self
+
+    def family(self, name: str) -> FamilyFactors:
+        """Factors of a GPU family; raises KeyError naming the known families."""
+        try:
+            return self.families[name]
+        except KeyError:
+            raise KeyError(f"no efficiency factors for GPU family {name!r} "
+                           f"(known: {', '.join(sorted(self.families))})") from None
+
+
+_CACHE: dict[str, EfficiencyFactors] = {}
+
+
+def factors(catalog: Catalog) -> EfficiencyFactors:
+    """The validated efficiency factors of ``catalog`` (cached per catalog content).
+
+    Raises :class:`InputError` naming the field when ``efficiency.yaml`` is invalid.
+    """
+    from solver.catalog.data import content_key
+
+    key = content_key(catalog)
+    cached = _CACHE.get(key)
+    if cached is None:
+        try:
+            cached = EfficiencyFactors.model_validate(catalog.efficiency)
+        except ValidationError as exc:
+            raise InputError(problems_from_pydantic(exc, "efficiency.yaml")) from None
+        if len(_CACHE) > 32:
+            _CACHE.clear()
+        _CACHE[key] = cached
+    return cached

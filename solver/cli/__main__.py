@@ -1,0 +1,5 @@
+"""``python -m solver.cli``: the same as the ``procure`` command."""
+
+from solver.cli.main import main
+
+main()

@@ -1,0 +1,233 @@
+"""The `procure` command line (Typer + Rich). Heavy libraries are imported lazily."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from solver import __version__
+from solver.common.console import EXIT_INVALID, err, fail_input, out
+from solver.common.errors import InputError
+
+app = typer.Typer(
+    name="procure",
+    help="What GPU hardware to buy to run these models, at minimum total cost of ownership.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+catalog_app = typer.Typer(help="Inspect and check the hardware catalog.", no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+CatalogOpt = Annotated[
+    str | None,
+    typer.Option("--catalog", help="A catalog directory or price overlay on top of the built-in."),
+]
+COMMAND_MODULES = ("physics", "solve", "pareto", "batch", "dashboard")
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"procure {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    """procure: GPU procurement as an optimisation problem."""
+
+
+@app.command()
+def validate(
+    rfqs: Annotated[list[Path], typer.Argument(help="RFQ files (.yaml, .yml, .json).")],
+    catalog: CatalogOpt = None,
+) -> None:
+    """Check RFQ files against the schema and the catalog; exit 2 on the first bad one."""
+    from rich.markup import escape
+
+    from solver.catalog.data import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    cat = load_catalog(catalog)
+    problems = []
+    for path in rfqs:
+        try:
+            rfq = load_rfq(path, cat)
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        out.print(f"[green]ok[/] {escape(str(path))}: {rfq.id} ({len(rfq.workloads)} workload"
+                  f"{'s' if len(rfq.workloads) != 1 else ''})")
+    if problems:
+        raise InputError(problems)
+
+
+@catalog_app.command("list")
+def catalog_list(catalog: CatalogOpt = None) -> None:
+    """List GPUs, servers, fabrics, models and vendor profiles."""
+    from rich.table import Table
+
+    from solver.catalog.data import load_catalog
+
+    cat = load_catalog(catalog)
+    gpus = Table(title=f"GPUs (catalog {cat.version})")
+    for column in ("id", "memory GB", "BW GB/s", "bf16 TFLOPS", "fp8", "fp4", "TDP W",
+                   "form", "link GB/s", "price USD", "price (type, as of)", "datacenter",
+                   "P2P"):
+        gpus.add_column(column)
+    for gpu in cat.gpus.values():
+        tf = gpu.dense_tflops
+        gpus.add_row(gpu.id, f"{gpu.memory_gb:g}", f"{gpu.mem_bw_gbs:g}", f"{tf['bf16']:g}",
+                     f"{tf.get('fp8', '-')}", f"{tf.get('fp4', '-')}", f"{gpu.tdp_w:g}",
+                     gpu.form_factor, f"{gpu.intra_node_gbs:g} {gpu.intra_node_link}",
+                     f"{gpu.price_usd:,.0f}", f"{gpu.price_type}, {gpu.price_as_of}",
+                     "yes" if gpu.datacenter_use else "NO (licence)",
+                     "yes" if gpu.p2p else "no (host-staged)")
+    out.print(gpus)
+    servers = Table(title="Servers")
+    for column in ("id", "slots", "form factors", "price USD (no GPUs)", "base W", "max W",
+                   "max card slots", "U"):
+        servers.add_column(column)
+    for s in cat.servers.values():
+        servers.add_row(s.id, str(s.gpu_slots), ",".join(s.form_factors), f"{s.price_usd:,.0f}",
+                        f"{s.base_power_w:g}", f"{s.max_power_w:g}" if s.max_power_w else "-",
+                        f"{s.max_width_slots:g}" if s.max_width_slots else "-",
+                        str(s.rack_units))
+    out.print(servers)
+    fabrics = Table(title="Fabrics")
+    for column in ("id", "GB/s per NIC", "latency us", "NIC USD", "port USD"):
+        fabrics.add_column(column)
+    for f in cat.fabrics.values():
+        fabrics.add_row(f.id, f"{f.effective_gbs:g}", f"{f.latency_us:g}",
+                        f"{f.nic_price_usd:,.0f}", f"{f.switch_port_price_usd:,.0f}")
+    out.print(fabrics)
+    models = Table(title="Models")
+    for column in ("id", "params B", "active B", "layers", "attention", "checkpoint", "aliases",
+                   "source"):
+        models.add_column(column)
+    for m in cat.models.values():
+        attention = m.attention
+        arch = m.architecture
+        if arch is not None and arch.sliding_layers:
+            attention += f" + {arch.sliding_layers} sliding {arch.sliding_window}"
+        if arch is not None and arch.linear_layers:
+            attention += f" + {arch.linear_layers} linear"
+        models.add_row(m.id, f"{m.params_b:.4g}", f"{m.active_params_b:.4g}", str(m.layers),
+                       attention, m.default_precision or "bf16", ", ".join(m.aliases),
+                       m.source.split(";")[0])
+    out.print(models)
+    out.print("Vendor profiles: " + ", ".join(cat.vendors))
+
+
+@catalog_app.command("show")
+def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
+                 catalog: CatalogOpt = None) -> None:
+    """Show one catalog entry (GPU, server, fabric, model or vendor) with its sources."""
+    import yaml
+
+    from solver.catalog.data import load_catalog
+    from solver.common.errors import Problem, nearest
+
+    cat = load_catalog(catalog)
+    tables = {"gpu": cat.gpus, "server": cat.servers, "fabric": cat.fabrics,
+              "vendor": cat.vendors}
+    for kind, table in tables.items():
+        if entry_id in table:
+            out.print(f"[bold]{kind} {entry_id}[/]")
+            out.print(yaml.safe_dump(table[entry_id].model_dump(mode="json"), sort_keys=False),
+                      markup=False)
+            return
+    if cat.has_model(entry_id) and not entry_id.endswith(".json"):
+        out.print(f"[bold]model {cat.model(entry_id).id}[/]")
+        out.print(yaml.safe_dump(cat.model(entry_id).model_dump(mode="json"), sort_keys=False),
+                  markup=False)
+        return
+    known = [*cat.gpus, *cat.servers, *cat.fabrics, *cat.vendors, *cat.model_ids()]
+    hint = nearest(entry_id, known)
+    raise InputError([Problem("catalog", "ID", entry_id, "no such entry"
+                              + (f"; nearest known: {', '.join(hint)}" if hint else ""))])
+
+
+@catalog_app.command("validate")
+def catalog_validate(catalog: CatalogOpt = None) -> None:
+    """Load the catalog (with any overlay) and check everything a solve would check."""
+    from solver.catalog.data import check_catalog, load_catalog
+
+    cat = load_catalog(catalog)
+    check_catalog(cat)
+    out.print(f"[green]ok[/] catalog {cat.version}: {len(cat.gpus)} GPUs, {len(cat.servers)} "
+              f"servers, {len(cat.fabrics)} fabrics, {len(cat.models)} models, "
+              f"{len(cat.vendors)} vendor profiles")
+
+
+def _register_commands() -> None:
+    for name in COMMAND_MODULES:
+        module_name = f"solver.cli.{name}"
+        if importlib.util.find_spec(module_name) is not None:
+            importlib.import_module(module_name).register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console-script entry point: input errors exit 2 with a readable message."""
+    try:
+        result = app(standalone_mode=False)
+    except InputError as exc:
+        fail_input(exc)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last guard against tracebacks
+        # click (vendored by typer) usage errors: show them the click way, exit 2
+        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
+            exc.show()
+            sys.exit(exc.exit_code or EXIT_INVALID)
+        if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):
+            sys.exit(exc.exit_code)
+        if os.environ.get("PROCURE_DEBUG"):
+            raise
+        _internal_error(exc)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+def _internal_error(exc: BaseException) -> NoReturn:
+    """A bug: one line on the terminal, the traceback in a log file, exit 1."""
+    import tempfile
+    import time
+    import traceback
+
+    from solver.common.errors import short
+
+    log = Path(tempfile.gettempdir()) / f"procure-crash-{time.strftime('%Y%m%d-%H%M%S')}-" \
+        f"{os.getpid()}.log"
+    try:
+        with log.open("w", encoding="utf-8") as handle:
+            handle.write(f"procure {__version__}\nargv: {short(sys.argv, 2000)}\n\n")
+            traceback.print_exception(exc, file=handle)
+        where = f"details in {log}"
+    except OSError:
+        where = "rerun with PROCURE_DEBUG=1 for the traceback"
+    message = short(str(exc), 200, quote=False).replace("\n", " ")
+    err.print(f"internal error ({type(exc).__name__}: {message}); this is a bug in procure, "
+              f"not in your input; {where}", markup=False)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""`procure pareto` and `procure sensitivity`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from solver.cli.solve import CatalogOpt, SolverOpt, check_solver, load
+from solver.common.console import EXIT_INFEASIBLE, out
+from solver.optimize.backends import DEFAULT_SOLVER
+
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a parameter, e.g. gpu.rtx-pro-6000.price_usd=9500.")]
+OverridesOpt = Annotated[Path | None, typer.Option(
+    "--overrides", help="YAML file of parameter overrides.")]
+RfqArg = Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")]
+
+
+def _print_frontier(result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from solver.report.charts import cluster_text
+
+    cost_key, metric = result["axes"]
+    better = "lower" if result["lower_is_better"][metric] else "higher"
+    table = Table(title=f"Pareto frontier of {result['rfq']}: {cost_key} vs "
+                        f"{result['workload']} {metric} ({better} is better)")
+    for column in ("#", cost_key, metric, "GPUs", "nodes", "cluster", "layout"):
+        table.add_column(column, justify="right" if column in ("#", cost_key, metric, "GPUs",
+                                                                "nodes") else "left")
+    for index, point in enumerate(result["points"], start=1):
+        plan = point["plan"]
+        work = next(w for w in plan["workloads"] if w["name"] == result["workload"])
+        table.add_row(str(index), f"{point[cost_key]:,.0f}", f"{point[metric]:,.2f}",
+                      str(plan["cluster"]["total_gpus"]), str(plan["cluster"]["total_nodes"]),
+                      cluster_text(plan["cluster"]),
+                      f"{work['precision']} TP{work['tp']}×PP{work['pp']}×DP{work['dp']}")
+    out.print(table)
+    out.print(f"{len(result['points'])} non-dominated plans from {result['candidates_solved']} "
+              f"solves in {result['seconds']} s ({result['method']})", markup=False)
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    base = report["base"]
+    out.print(f"[bold]RFQ {report['rfq']}[/]: base {report['objective']} "
+              f"{base['tco_usd'] or 0:,.0f} USD — {base['cluster']}")
+    table = Table(title="Tornado: cost at the ends of each parameter's range")
+    for column in ("parameter", "range", "cost at low", "cost at high", "swing", "plan flips"):
+        table.add_column(column, justify="right" if column.startswith(("cost", "swing"))
+                         else "left")
+    for row in report["parameters"]:
+        flips = "\n".join(f"at {f['at']:g}: → {f['to']}" for f in row["flips"]) or "-"
+        table.add_row(row["label"], f"{row['low']:g} .. {row['high']:g}",
+                      _usd(row["tco_low_usd"]), _usd(row["tco_high_usd"]),
+                      _usd(row["swing_usd"]), flips)
+    out.print(table)
+    out.print(f"{report['solves']} solves in {report['seconds']} s", markup=False)
+
+
+def _usd(value: float | None) -> str:
+    return "infeasible" if value is None else f"{value:,.0f}"
+
+
+def _prepare(rfq: Path, catalog: str | None, set_: list[str] | None,
+             overrides: Path | None, solver: str, plot: Path | None) -> tuple[Any, Any]:
+    """Check the solver and plot path, then load catalog + RFQ with overrides applied."""
+    check_solver(solver)
+    if plot is not None:
+        from solver.report.charts import check_plot_path
+
+        check_plot_path(plot, "--plot")
+    return load(rfq, catalog, set_, overrides)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def pareto(
+        rfq: RfqArg,
+        json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+        points: Annotated[int | None, typer.Option(
+            "--points", min=1, help="At most N plans (the cheapest and N-1 spread out).")] = None,
+        csv_out: Annotated[Path | None, typer.Option("--csv", help="Write the points as CSV.")
+                           ] = None,
+        plot: Annotated[Path | None, typer.Option(
+            "--plot", help="Write a chart: out.html (plotly) or out.png (matplotlib).")] = None,
+        metric: Annotated[str | None, typer.Option(
+            "--metric", help="WORKLOAD:METRIC — tpot_ms, ttft_ms, hours_to_complete, "
+                             "headroom or failure_domains (default: first workload's).")] = None,
+        solver: SolverOpt = DEFAULT_SOLVER,
+        catalog: CatalogOpt = None,
+        set_: SetOpt = None,
+        overrides: OverridesOpt = None,
+    ) -> int:
+        """Non-dominated plans: cost against latency or time-to-finish."""
+        from solver.analysis.pareto import frontier
+        from solver.report.charts import frontier_csv, frontier_plot
+
+        cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
+        result = frontier(cat, parsed, metric=metric, points=points, solver=solver)
+        if csv_out is not None:
+            frontier_csv(result, csv_out)
+        if plot is not None and result["points"]:
+            frontier_plot(result, plot)
+        if json_out:
+            print(json.dumps(result, indent=2))
+        elif result["points"]:
+            _print_frontier(result)
+        else:
+            out.print("[red]No plan meets this RFQ[/] — run `procure solve` for what binds.")
+        return 0 if result["points"] else EXIT_INFEASIBLE
+
+    @app.command()
+    def sensitivity(
+        rfq: RfqArg,
+        param: Annotated[str | None, typer.Option(
+            "--param", help="One parameter path, e.g. gpu.rtx-pro-6000.price_usd or demand."
+        )] = None,
+        range_: Annotated[str | None, typer.Option(
+            "--range", help="LOW:HIGH, relative (-30%:+30%) or absolute (0.1:0.3).")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+        plot: Annotated[Path | None, typer.Option(
+            "--plot", help="Write a tornado chart: .html (plotly) or .png (matplotlib).")
+        ] = None,
+        solver: SolverOpt = DEFAULT_SOLVER,
+        catalog: CatalogOpt = None,
+        set_: SetOpt = None,
+        overrides: OverridesOpt = None,
+    ) -> int:
+        """How TCO and the chosen plan move with prices, power, overhead, demand; flips."""
+        from solver.analysis.sensitivity import report as build_report
+        from solver.report.charts import tornado_plot
+
+        cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
+        report = build_report(cat, parsed, param=param, range_text=range_, solver=solver)
+        if plot is not None:
+            tornado_plot(report, plot)
+        if json_out:
+            print(json.dumps(report, indent=2))
+        else:
+            _print_report(report)
+        return 0 if report["base"]["status"] in ("optimal", "feasible") else EXIT_INFEASIBLE

@@ -1,0 +1,465 @@
+"""`procure fit`, `procure estimate` and `procure calibrate`: the physics on the command line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from solver.common.console import out
+from solver.common.errors import InputError, Problem
+
+CatalogOpt = Annotated[
+    str | None,
+    typer.Option("--catalog", help="A catalog directory or price overlay on top of the built-in."),
+]
+MEMORY_KEYS = ("weights_gb", "kv_cache_gb", "activations_gb", "optimizer_gb", "gradients_gb",
+               "reserve_gb", "total_gb", "capacity_gb", "weights_fraction", "utilization")
+PREDICTED_KEYS = ("tokens_per_s", "tokens_per_s_per_gpu", "ttft_ms", "tpot_ms",
+                  "qps_capacity", "max_concurrency", "mfu", "scaling_efficiency",
+                  "step_time_s", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99",
+                  "ttft_ms_slo", "tpot_ms_slo")
+PERCENTILE_KEYS = frozenset(PREDICTED_KEYS[9:])
+ENGINES = ("vllm", "sglang", "trtllm")
+PERCENTILES = (50, 90, 95, 99)
+
+
+def _bad(field: str, value: object, reason: str) -> InputError:
+    return InputError([Problem("command line", field, value, reason)])
+
+
+def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise _bad(field, value, f"must be one of {', '.join(choices)}")
+    return value
+
+
+def _positive(field: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise _bad(field, value, "must be >= 1")
+
+
+def _concurrency(value: str | None) -> int | None:
+    if value is None or value.lower() == "max":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise _bad("--concurrency", value, "must be a positive integer or 'max'") from None
+    _positive("--concurrency", number)
+    return number
+
+
+def _serving_load(kind: str, concurrency: str | None, qps: float | None, engine: str,
+                  percentile: int) -> dict:
+    """The serving-under-load options as Workload fields, checked: ``--qps`` (open loop,
+    Poisson arrivals) or ``--concurrency`` (closed loop), not both; ``--engine`` one of
+    ENGINES; ``--percentile`` one of PERCENTILES. Training kinds take neither qps nor a
+    percentile."""
+    _check_choice("--engine", engine, ENGINES)
+    if percentile not in PERCENTILES:
+        raise _bad("--percentile", percentile,
+                   f"must be one of {', '.join(map(str, PERCENTILES))}")
+    if qps is not None:
+        if kind not in ("inference", "batch_inference"):
+            raise _bad("--qps", qps, "applies to serving kinds (inference, batch_inference)")
+        if not qps > 0 or qps == float("inf"):
+            raise _bad("--qps", qps, "must be a finite number > 0 (requests per second)")
+        if concurrency is not None:
+            raise _bad("--qps", qps, "give --qps (open loop) or --concurrency (closed loop), "
+                       "not both")
+    return {"concurrency": _concurrency(concurrency), "qps": qps, "engine": engine,
+            "percentile": percentile}
+
+
+def _zero(value: str | None) -> int | None:
+    """``--zero``: a ZeRO stage 0..3, or ``fsdp`` (full shard = stage 3)."""
+    if value is None:
+        return None
+    if value.strip().lower() == "fsdp":
+        return 3
+    if value.strip() in ("0", "1", "2", "3"):
+        return int(value)
+    raise _bad("--zero", value, "must be 0, 1, 2, 3 or fsdp")
+
+
+def training_knobs(recompute: str, zero: str | None, micro_batch: int,
+                   global_batch: int | None, seq_len: int, sequence_parallel: bool | None,
+                   interleave: int | None, context_parallel: int) -> dict:
+    """The training knobs of ``procure estimate`` as Workload fields, checked: a bad value
+    raises :class:`InputError` naming the flag (exit 2)."""
+    from solver.physics.layout import RECOMPUTE_MODES
+
+    _check_choice("--recompute", recompute, RECOMPUTE_MODES)
+    if global_batch is not None and global_batch < micro_batch:
+        raise _bad("--global-batch", global_batch,
+                   f"must be at least the micro-batch ({micro_batch} sequences)")
+    return {"recompute": recompute, "zero": _zero(zero), "micro_batch": micro_batch,
+            "global_batch_tokens": global_batch * seq_len if global_batch else None,
+            "sequence_parallel": sequence_parallel, "interleave": interleave,
+            "context_parallel": context_parallel}
+
+
+def _round(value: object) -> object:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def estimate_json(est) -> dict:  # noqa: ANN001 - solver.physics.layout.Estimate
+    """The contract JSON of one estimate."""
+    lay, mem, pred = est.layout, asdict(est.memory), asdict(est.predicted)
+    return {
+        "model": lay.model, "gpu": lay.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
+        "dp": lay.dp, "gpus_per_node": lay.gpus_per_node, "nodes_spanned": lay.nodes_spanned,
+        "fabric": lay.fabric, "precision": lay.precision, "kind": est.workload.kind,
+        "fits": est.fits, "comfortable": est.comfortable, "reason": est.reason,
+        "memory": {k: _round(mem[k]) for k in MEMORY_KEYS},
+        "predicted": {k: _round(pred[k]) for k in PREDICTED_KEYS},
+        "notes": list(est.predicted.notes),
+        "load": {"concurrency": est.workload.concurrency, "qps": est.workload.qps,
+                 "engine": est.workload.engine, "percentile": est.workload.percentile},
+    } | ({"training": dict(est.training)} if est.training is not None else {})
+
+
+def _memory_table(title: str, memory: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("per GPU")
+    table.add_column("value", justify="right")
+    for key in MEMORY_KEYS:
+        value = memory[key]
+        shown = f"{value:.1%}" if key in ("weights_fraction", "utilization") else f"{value:.2f}"
+        table.add_row(key, shown)
+    out.print(table)
+
+
+def _verdict(data: dict) -> None:
+    fits = "[green]fits[/]" if data["fits"] else "[red]does not fit[/]"
+    comfy = "comfortably" if data["comfortable"] else "[yellow]not comfortably[/]"
+    out.print(f"{fits}, {comfy}" + (f" — {data['reason']}" if data["reason"] else ""))
+
+
+def _check_context(cat: object, model: str, kind: str, workload_kwargs: dict,
+                   context_flag: str | None) -> None:
+    """Tokens per request (serving) or sequence length (training) within the model's context
+    window: beyond it the memory and speed figures are meaningless (no error before)."""
+    if model not in cat.model_ids():  # type: ignore[attr-defined]
+        return
+    limit = cat.model(model).max_context  # type: ignore[attr-defined]
+    if kind in ("inference", "batch_inference"):
+        tokens = workload_kwargs.get("input_tokens", 0) + workload_kwargs.get("output_tokens", 0)
+        flag = context_flag or "--input-tokens + --output-tokens"
+    else:
+        tokens, flag = workload_kwargs.get("seq_len", 0), context_flag or "--seq-len"
+    if tokens > limit:
+        raise _bad(flag, tokens, f"exceeds {model}'s context window of {limit} tokens")
+
+
+def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
+                  precision: str | None,
+                  gpus_per_node: int | None, tp: int | None, pp: int | None,
+                  fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
+    from solver.catalog.data import PRECISIONS, load_catalog
+    from solver.physics.layout import KINDS, Workload
+    from solver.physics.performance import best_layout
+
+    _check_choice("--kind", kind, KINDS)
+    if precision is not None:
+        _check_choice("--precision", precision, PRECISIONS)
+    for name, value in (("--gpus", gpus), ("--gpus-per-node", gpus_per_node), ("--tp", tp),
+                        ("--pp", pp)):
+        _positive(name, value)
+    if gpus % ((tp or 1) * (pp or 1)):
+        raise _bad("--gpus", gpus, f"not divisible by tp x pp = {(tp or 1) * (pp or 1)}")
+    cat = load_catalog(catalog)
+    model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
+    _check_context(cat, model, kind, workload_kwargs, context_flag)
+    workload = Workload(kind=kind, **workload_kwargs)
+    est = best_layout(cat, model, gpu, gpus, workload, precision=precision,
+                      gpus_per_node=gpus_per_node or min(gpus, 8), fabric=fabric, tp=tp, pp=pp)
+    data = estimate_json(est)
+    data["notes"] = notes + data["notes"]
+    return data
+
+
+def _model_and_precision(cat, model: str, precision: str | None, kind: str,  # noqa: ANN001
+                         gpu: str) -> tuple[str, str, list[str]]:
+    """The model id (a catalog id/alias, or a config.json path relative to the working
+    directory) and the precision: ``--precision``, else for serving the checkpoint's own
+    quantisation (said in a note), else bf16."""
+    from solver.catalog.data import resolve_model
+    from solver.physics.layout import SERVING_KINDS
+    from solver.physics.performance import check_ids
+
+    try:
+        model = resolve_model(cat, model, Path.cwd())
+    except KeyError:
+        check_ids(cat, model, gpu if gpu in cat.gpus else next(iter(cat.gpus)))
+    notes: list[str] = []
+    entry = cat.model(model)
+    if entry.architecture is not None and model not in cat.models:  # a user's file: say
+        notes.extend(entry.architecture.notes)  # what was assumed or read from it
+    if precision is not None:
+        return model, precision, notes
+    default = entry.default_precision
+    if kind not in SERVING_KINDS or default is None:
+        return model, "bf16", notes
+    chosen = default
+    card = cat.gpus.get(gpu)
+    if card is not None and default not in card.dense_tflops and default in ("fp4", "fp8"):
+        chosen = "int4" if default == "fp4" else "int8"
+        notes.append(f"{gpu} has no {default} tensor cores: the {default} checkpoint runs "
+                     f"weight-only, modelled as {chosen}")
+    notes.append(f"precision {chosen}: the checkpoint's own quantisation ({default}); "
+                 "pass --precision to change it")
+    return model, chosen, notes
+
+
+def fit(
+    model: Annotated[str, typer.Option(
+        "--model", help="Model id or alias, or a Hugging Face config.json path.")],
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU id.")],
+    gpus: Annotated[int, typer.Option("--gpus", help="Number of GPUs.")],
+    precision: Annotated[str | None, typer.Option(
+        "--precision", help="bf16|fp8|int8|int4|fp4 (default: serving the checkpoint's own "
+        "quantisation, else bf16)")] = None,
+    kind: Annotated[str, typer.Option("--kind", help="Workload kind.")] = "inference",
+    concurrency: Annotated[str | None, typer.Option(
+        "--concurrency", help="Concurrent requests (default 1; 'max': as many as fit).")] = None,
+    context: Annotated[int, typer.Option("--context", help="Tokens per request (serving) "
+                                         "or sequence length (training).")] = 4096,
+    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
+    fabric: Annotated[str, typer.Option("--fabric")] = "none",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Memory breakdown per GPU and whether the model fits, and fits comfortably."""
+    _positive("--context", context)
+    conc = 1 if concurrency is None else _concurrency(concurrency)
+    data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, None, None,
+                         fabric, {"input_tokens": context, "output_tokens": 0,
+                                  "concurrency": conc, "seq_len": context},
+                         context_flag="--context")
+    result = {k: data[k] for k in ("model", "gpu", "gpus", "tp", "pp", "dp", "precision", "notes",
+                                   "kind", "fits", "comfortable", "reason", "memory")}
+    if as_json:
+        out.print_json(json.dumps(result))
+        return
+    _memory_table(f"{data['model']} on {gpus} x {gpu} ({data['precision']}, {kind}, "
+                  f"tp{data['tp']} pp{data['pp']} dp{data['dp']})", data["memory"])
+    _verdict(data)
+    for note in data["notes"]:
+        out.print(f"note: {note}")
+
+
+def estimate(
+    model: Annotated[str, typer.Option(
+        "--model", help="Model id or alias, or a Hugging Face config.json path.")],
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU id.")],
+    gpus: Annotated[int, typer.Option("--gpus", help="Number of GPUs.")],
+    kind: Annotated[str, typer.Option("--kind", help="Workload kind.")],
+    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
+    tp: Annotated[int | None, typer.Option("--tp", help="Tensor parallel (default: best).")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help="Pipeline parallel (default: best).")] = None,
+    precision: Annotated[str | None, typer.Option(
+        "--precision", help="bf16|fp8|int8|int4|fp4 (default: serving the checkpoint's own "
+        "quantisation, else bf16)")] = None,
+    input_tokens: Annotated[int, typer.Option("--input-tokens")] = 2000,
+    output_tokens: Annotated[int, typer.Option("--output-tokens")] = 400,
+    concurrency: Annotated[str | None, typer.Option(
+        "--concurrency", help="Concurrent requests, or 'max' (throughput mode).")] = None,
+    seq_len: Annotated[int, typer.Option("--seq-len")] = 4096,
+    micro_batch: Annotated[int, typer.Option(
+        "--micro-batch", help="Training: sequences per micro-batch per replica.")] = 1,
+    global_batch: Annotated[int | None, typer.Option(
+        "--global-batch", help="Training: sequences per optimizer step, all replicas "
+        "(default: the catalog's micro-batches per pipeline stage).")] = None,
+    recompute: Annotated[str, typer.Option(
+        "--recompute", help="Training: activation recompute none|selective|full, or auto "
+        "(selective plus just enough block recompute to fit).")] = "auto",
+    sequence_parallel: Annotated[bool | None, typer.Option(
+        "--sequence-parallel/--no-sequence-parallel", help="Training: Megatron sequence "
+        "parallelism (default: on where TP runs on NVLink).")] = None,
+    zero: Annotated[str | None, typer.Option(
+        "--zero", help="Training: ZeRO stage 0|1|2|3 or fsdp (= 3); default the "
+        "catalog's (3).")] = None,
+    interleave: Annotated[int | None, typer.Option(
+        "--interleave", help="Training: virtual pipeline stages per GPU (interleaved "
+        "1F1B; default the catalog's).")] = None,
+    context_parallel: Annotated[int, typer.Option(
+        "--context-parallel", help="Training: GPUs that split each sequence (taken from "
+        "the data-parallel GPUs).")] = 1,
+    ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="TTFT SLO, ms.")] = None,
+    tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="TPOT SLO, ms.")] = None,
+    qps: Annotated[float | None, typer.Option(
+        "--qps", help="Requests per second, Poisson arrivals (open loop; instead of "
+        "--concurrency).")] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Serving engine: vllm, sglang or trtllm.")] = "vllm",
+    percentile: Annotated[int, typer.Option(
+        "--percentile", help="Percentile the SLOs are checked at: 50, 90, 95 or 99.")] = 90,
+    fabric: Annotated[str, typer.Option("--fabric")] = "none",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """What one layout would do: memory and predicted performance (no solving)."""
+    for name, value in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens),
+                        ("--seq-len", seq_len), ("--micro-batch", micro_batch),
+                        ("--global-batch", global_batch), ("--interleave", interleave),
+                        ("--context-parallel", context_parallel)):
+        _positive(name, value)
+    knobs = training_knobs(recompute, zero, micro_batch, global_batch, seq_len,
+                           sequence_parallel, interleave, context_parallel)
+    for name, slo in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
+        if slo is not None and not slo > 0:
+            raise _bad(name, slo, "must be > 0")
+    data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
+                         fabric, {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                                  "seq_len": seq_len, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
+                                  **_serving_load(kind, concurrency, qps, engine, percentile),
+                                  **knobs})
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    from rich.table import Table
+
+    _memory_table(f"{data['model']} on {gpus} x {gpu} ({data['precision']}, {kind}, "
+                  f"tp{data['tp']} pp{data['pp']} dp{data['dp']}, fabric {data['fabric']})",
+                  data["memory"])
+    table = Table(title="predicted")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in data["predicted"].items():
+        if value is not None and key not in PERCENTILE_KEYS:
+            table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
+    out.print(table)
+    _latency_table(data["predicted"], percentile)
+    if "training" in data:
+        out.print("training: " + ", ".join(f"{k} {v}" for k, v in data["training"].items()),
+                  highlight=False)
+    _verdict(data)
+    for note in data["notes"]:
+        out.print(f"note: {note}")
+
+
+def _latency_table(predicted: dict, percentile: int) -> None:
+    """TTFT and TPOT at p50 (the typical value), p90, p99 and the SLO percentile, when the
+    physics gives percentiles (nothing is printed otherwise)."""
+    from rich.table import Table
+
+    if all(predicted.get(k) is None for k in PERCENTILE_KEYS):
+        return
+    table = Table(title="latency percentiles (ms)")
+    columns = [("p50", ""), ("p90", "_p90"), ("p99", "_p99"), (f"p{percentile} (SLO)", "_slo")]
+    table.add_column("metric")
+    for label, _ in columns:
+        table.add_column(label, justify="right")
+    for metric in ("ttft_ms", "tpot_ms"):
+        cells = [predicted.get(metric + suffix) for _, suffix in columns]
+        table.add_row(metric.removesuffix("_ms").upper(),
+                      *("-" if v is None else f"{v:,.4g}" for v in cells))
+    out.print(table)
+
+
+def calibrate(
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Calibration CSV (default: "
+                                                  "bench/data/calibration.csv).")] = None,
+    report: Annotated[Path | None, typer.Option(
+        "--report", help="Write the markdown report here (default docs/calibration.md).")] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Do not write a report.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    write_factors: Annotated[bool, typer.Option(
+        "--write-factors", help="Refit the serving engines' factors on serving_latency.csv "
+        "and write them into catalog/efficiency.yaml (a clone only).")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Predicted vs measured for every calibration row; median errors by kind; coverage;
+    serving latency under load with whole configurations held out."""
+    from solver.catalog.data import load_catalog
+    from solver.physics import serving_fit
+    from solver.physics.calibration import default_csv, report_markdown, run, summarise
+
+    path = csv_path or default_csv()
+    if not path.is_file():
+        raise _bad("--csv", str(path), "file not found" + (
+            "" if csv_path else "; this installation ships no calibration data: pass --csv "
+            "with bench/data/calibration.csv from a clone of the repository"))
+    cat = load_catalog(catalog)
+    repo = Path(__file__).resolve().parents[2]
+    serving_csv = path.parent / "serving_latency.csv"
+    serving = None
+    if serving_csv.is_file():
+        out.print(f"serving latency: fitting and holding out {serving_csv.name} ...",
+                  highlight=False)
+        serving = serving_fit.run(cat, serving_csv)
+        if write_factors:
+            target_yaml = repo / "catalog" / "efficiency.yaml"
+            if not target_yaml.is_file():
+                raise _bad("--write-factors", str(target_yaml), "not a clone of the "
+                           "repository: no catalog/efficiency.yaml to write")
+            serving_fit.write_factors(serving, target_yaml)
+            load_catalog.cache_clear()  # the file changed under the cached catalog
+            cat = load_catalog(catalog)
+            out.print(f"wrote the serving engines' factors to {target_yaml}")
+    results = run(cat, path)
+    summary = summarise(results)
+    from solver.physics.calibration import training_fit, training_fit_markdown
+
+    train_fit = training_fit(cat, path)
+    server = serving_fit.mlperf_server(cat, path) if serving else []
+    if not no_report:
+        # in a clone: the repository's docs/; installed: calibration.md in the current folder
+        target = report or (repo / "docs" / "calibration.md" if (repo / "pyproject.toml")
+                            .is_file() else Path("calibration.md"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = report_markdown(results, summary, cat.version)
+        text += "\n" + training_fit_markdown(train_fit)
+        if serving is not None:
+            text += "\n" + serving_fit.report_markdown(serving, server)
+        target.write_text(text, encoding="utf-8")
+    if as_json:
+        out.print_json(json.dumps({
+            "medians": summary.medians, "counts": summary.counts, "coverage": summary.coverage,
+            "training_fit": {
+                "values": {f"{f}.{p}": v for (f, p), v in train_fit.values.items()},
+                "fit_check": train_fit.fit_check, "held_out": train_fit.held_out},
+            "rows": [{"id": r.id, "category": r.category, "measured": r.measured,
+                      "predicted": r.predicted, "error": r.error, "status": r.status,
+                      "why": r.why} for r in results]}))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"calibration ({path.name})")
+    for column in ("row", "category", "model", "gpu", "layout", "measured", "predicted",
+                   "error"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(r.id, r.category, r.model, r.gpu, r.layout, f"{r.measured:.4g}",
+                      "" if r.predicted is None else f"{r.predicted:.4g}",
+                      r.status if r.error is None else f"{r.error:+.0%}")
+    out.print(table)
+    for category, median in summary.medians.items():
+        out.print(f"{category}: median |error| {median:.1%} over {summary.counts[category]} rows")
+    out.print(f"coverage {summary.mapped}/{summary.in_catalog} = {summary.coverage:.0%}")
+    if train_fit.held_out:
+        import statistics
+
+        check = statistics.median(abs(e) for e in train_fit.fit_check.values())
+        held = statistics.median(abs(e) for e in train_fit.held_out.values())
+        out.print(f"training throughput: fit-check |error| {check:.1%}, leave-one-source-out "
+                  f"{held:.1%} over {len(train_fit.held_out)} rows")
+    if serving is not None:
+        for engine, e in serving_fit.errors(serving, "engine").items():
+            out.print(f"serving {engine}: held-out TTFT |error| {e['ttft_abs']:.1%} "
+                      f"(signed {e['ttft_signed']:+.1%}), TPOT {e['tpot_abs']:.1%} "
+                      f"(signed {e['tpot_signed']:+.1%}) over {int(e['n'])} points")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `fit`, `estimate` and `calibrate` to the `procure` app."""
+    app.command("fit")(fit)
+    app.command("estimate")(estimate)
+    app.command("calibrate")(calibrate)

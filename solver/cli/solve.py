@@ -1,0 +1,341 @@
+"""`procure solve` and `procure explain`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from solver.common.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out
+from solver.common.errors import InputError, Problem
+from solver.optimize.backends import DEFAULT_SOLVER
+
+SolverOpt = Annotated[str, typer.Option(
+    "--solver", help="MIP backend: highs (default), cbc or cpsat.")]
+TimeLimitOpt = Annotated[float | None, typer.Option(
+    "--time-limit", min=0.01,
+    help="Seconds for the whole run: the best plan found in time (status feasible, with its "
+         "gap), or exit 4 when none was found.")]
+CatalogOpt = Annotated[str | None, typer.Option(
+    "--catalog", help="A catalog directory or price overlay on top of the built-in.")]
+
+
+def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = None,
+         overrides_file: Path | None = None) -> tuple[Any, Any]:
+    """Load catalog (+ scenario overrides) and one RFQ, validated."""
+    from solver.catalog.data import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    catalog = load_catalog(catalog_dir)
+    rfq = load_rfq(rfq_path, catalog)
+    if overrides or overrides_file:
+        from solver.rfq.overrides import apply_overrides
+
+        catalog, rfq = apply_overrides(catalog, rfq, overrides or [], overrides_file)
+    return catalog, rfq
+
+
+def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
+    """Load and solve an RFQ, then re-solve its counterfactuals (none when infeasible):
+    what `explain` and `quote` both present. Returns (catalog, rfq, plan, alternatives)."""
+    from solver.analysis.explain import counterfactuals
+    from solver.optimize.candidates import build_candidates
+    from solver.optimize.solve import solve_rfq
+
+    check_solver(solver)
+    cat, parsed = load(rfq, catalog)
+    table = build_candidates(cat, parsed)
+    plan = solve_rfq(parsed, cat, solver=solver, table=table)
+    alternatives = (counterfactuals(parsed, cat, plan, table, solver)
+                    if plan["status"] in ("optimal", "feasible") else [])
+    return cat, parsed, plan, alternatives
+
+
+def check_solver(name: str) -> None:
+    """Only the requested backend is checked (no solver library is imported here)."""
+    from solver.optimize.backends import BACKENDS
+
+    if name not in BACKENDS:
+        raise InputError([Problem("--solver", "", name,
+                                  f"unknown solver; choose one of {', '.join(BACKENDS)}")])
+    if not BACKENDS[name].available():
+        raise InputError([Problem("--solver", "", name, "this solver is not installed")])
+
+
+def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
+               rfq: Any | None = None, console: Any | None = None) -> None:
+    """A readable summary of a plan that fits 80 columns: one block per workload.
+
+    ``assumptions`` (from :func:`solver.common.wording.assumptions`) adds the horizon, electricity,
+    PUE, overhead factor and price dates to the header; ``rfq`` adds each workload's targets.
+    """
+    from rich.table import Table
+
+    from solver.common.wording import (
+        assumption_lines,
+        layout_rows,
+        node_lines,
+        plural,
+        relaxations,
+        serving_lines,
+        target_rows,
+        usd,
+        years,
+    )
+
+    con = console or out
+    status = plan["status"]
+    colour = {"optimal": "green", "feasible": "yellow"}.get(status, "red")
+    con.print(f"[bold]RFQ {plan['rfq']}[/]: [{colour}]{status}[/] "
+              f"({plan['solver']}, {plan['solve_seconds']} s"
+              + (f", gap {plan['gap']:.2%}" if status == "feasible" and plan.get("gap") else "")
+              + ")")
+    if assumptions:
+        con.print("[bold]Assumptions[/]")
+        for line in assumption_lines(assumptions):
+            con.print(f"  {line}", markup=False)
+    specs = {w.name: w for w in rfq.workloads} if rfq is not None else {}
+    if status in ("optimal", "feasible"):
+        cluster, cost = plan["cluster"], plan["cost"]
+        horizon = assumptions["horizon_years"] if assumptions else None
+        con.print(f"[bold]Buy[/] (TCO {usd(cost['tco_usd'])}"
+                  + (f" over {years(horizon)}" if horizon else "")
+                  + f", capex {usd(cost['capex_usd'])}):")
+        for line in node_lines(cluster):
+            con.print(f"  {line}", markup=False)
+        fabric = (f"fabric {cluster['fabric']}, {plural(cluster['coupled_nodes'], 'node')} "
+                  "coupled" if cluster["coupled"] else "no fabric: independent nodes")
+        con.print(f"  {fabric}; {plural(cluster['total_gpus'], 'GPU')}, "
+                  f"{cluster['power_kw']:,.1f} kW, {cluster['rack_units']} U", markup=False)
+        for w in plan["workloads"]:
+            con.print()
+            con.print(f"[bold]{w['name']}[/] — {w['kind'].replace('_', ' ')}, {w['model']}, "
+                      f"{w['precision'].upper()}")
+            rows = layout_rows(w)
+            layouts = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
+            for column in ("GPU", "precision", "TP×PP×DP", "GPUs", "nodes each"):
+                layouts.add_column(column, justify="left" if column == "GPU" else "right",
+                                   no_wrap=True)
+            for row in rows:
+                layouts.add_row(row["gpu"], row["precision"],
+                                f"{row['tp']}×{row['pp']}×{row['dp']}", str(row["gpus"]),
+                                str(row["nodes_per_replica"]))
+            if len(rows) > 1:
+                layouts.add_row("total", "", "", str(sum(r["gpus"] for r in rows)), "",
+                                style="bold")
+            con.print(layouts)
+            mem = w["memory"]
+            training = w["kind"] in ("lora", "qlora", "full_finetune", "pretrain")
+            dp_means = ("DP = data-parallel copies inside the one job" if training
+                        else "DP = independent replicas")
+            con.print(f"  {dp_means}; memory per GPU {mem['total_gb']:,.1f} of "
+                      f"{mem['capacity_gb']:,.0f} GB"
+                      + (" (first layout)" if len(rows) > 1 else ""), markup=False)
+            for line in serving_lines(w):
+                con.print(f"  {line}", markup=False)
+            targets = target_rows(w, specs.get(w["name"]))
+            if targets:
+                checks = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
+                for column in ("metric", "predicted", "target", "verdict"):
+                    checks.add_column(column, justify="left" if column in ("metric", "verdict")
+                                      else "right", no_wrap=column != "metric")
+                for row in targets:
+                    checks.add_row(row["metric"], row["predicted"], row["target"],
+                                   row["verdict"])
+                con.print(checks)
+        con.print()
+        _print_rental(plan, con)
+        _print_bom(plan, con)
+        table = Table(title="Cost" + (f" over {years(horizon)}" if horizon else "")
+                      + f" (objective {plan.get('objective', 'tco')})", title_justify="left")
+        table.add_column("term", no_wrap=True)
+        table.add_column("USD", justify="right", no_wrap=True)
+        for key, value in cost.items():
+            if not isinstance(value, int | float):
+                continue
+            style = "bold" if key in ("capex_usd", "tco_usd") else ""
+            table.add_row(COST_LABELS.get(key, key.removesuffix("_usd").replace("_", " ")),
+                          usd(value), style=style)
+        con.print(table)
+    for warning in plan.get("warnings", []):
+        con.print("[yellow]warning:[/] ", end="")
+        con.print(warning, markup=False)
+    info = plan.get("infeasibility")
+    if info:
+        con.print("[red]No plan found within the time limit.[/]" if status == "timeout"
+                  else "[red]No plan meets this RFQ.[/]")
+        for reason in info["reasons"]:
+            con.print(f"  - {reason}", markup=False)
+        words = relaxations(info, plan.get("objective", "tco"),
+                            assumptions["horizon_years"] if assumptions else None)
+        if words:
+            con.print("Nearest feasible changes:")
+            for line in words:
+                con.print(f"  - {line}", markup=False)
+        else:
+            con.print(f"  to fix: {info['to_fix']}", markup=False)
+
+
+COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "servers", "network_usd":
+               "network (NICs, switches, cables)", "storage_usd": "shared storage",
+               "capex_usd": "capex (hardware)", "power_usd": "power",
+               "operations_usd": "operations and engineering",
+               "multinode_overhead_usd": "coupled-node overhead", "tco_usd": "TCO",
+               "rental_usd": "rental"}
+
+
+def _print_rental(plan: dict[str, Any], con: Any) -> None:
+    """What the plan rents (solver/optimize/rental.py) and its phased purchase schedule
+    (solver/optimize/schedule.py), when it has them."""
+    from solver.optimize.rental import rent_lines
+
+    lines = rent_lines(plan)
+    if lines:
+        con.print(f"[bold]Rent[/] (rental {_money(plan['cost'].get('rental_usd'))}):")
+        for line in lines:
+            con.print(f"  {line}", markup=False)
+        con.print()
+    from solver.optimize.schedule import schedule_lines
+
+    phased = schedule_lines(plan)
+    if phased:
+        con.print("[bold]Purchase schedule[/] (demand over time):")
+        for line in phased:
+            con.print(f"  {line}", markup=False)
+        con.print()
+
+
+def _money(value: Any) -> str:
+    return "-" if value is None else f"${value:,.0f}"
+
+
+def _print_bom(plan: dict[str, Any], con: Any) -> None:
+    """The bill of materials (plan key ``bill_of_materials``), when the plan has one."""
+    from rich.table import Table
+
+    from solver.common.wording import opex_rows, qty, usd
+
+    bom = plan.get("bill_of_materials")
+    if not bom or not bom.get("lines"):
+        return
+    table = Table(title="Bill of materials", title_justify="left")
+    table.add_column("item", overflow="fold")
+    table.add_column("qty", justify="right", no_wrap=True)
+    table.add_column("unit", justify="right", no_wrap=True)
+    table.add_column("total", justify="right", no_wrap=True)
+    for line in bom["lines"]:
+        item = f"{line.get('sku', '')}: {line.get('description', '')}"
+        if line.get("as_of"):
+            item += f" ({line.get('price_type', 'price')} {line['as_of']})"
+        table.add_row(item, qty(line.get("quantity", 0)), usd(line.get("unit_price_usd")),
+                      usd(line.get("line_total_usd")))
+    table.add_row("capex", "", "", usd(bom.get("capex_usd")), style="bold")
+    con.print(table)
+    rows = opex_rows(bom.get("opex_per_year"))
+    if rows:
+        yearly = Table(title="Running costs per year", title_justify="left")
+        yearly.add_column("item", overflow="fold")
+        yearly.add_column("USD/year", justify="right", no_wrap=True)
+        for label, value in rows:
+            yearly.add_row(label, usd(value), style="bold" if label == "total per year" else "")
+        con.print(yearly)
+
+
+def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
+                      assumptions: dict[str, Any] | None = None, rfq: Any | None = None
+                      ) -> None:
+    """The decision path (about the chosen hardware), the plan, counterfactuals, glossary."""
+    from solver.analysis.explain import GLOSSARY, money_delta
+
+    out.print("[bold]Decision path (the buying guide's steps; the first yes ends it)[/]")
+    for step in plan["decision_path"]:
+        mark = "[green]yes[/]" if step["answer"] else "[dim]no[/]"
+        out.print(f"  {step['workload']} · step {step['step']}: ", end="", markup=True)
+        out.print(step["question"], end=" ", markup=False)
+        out.print(mark)
+        out.print(f"      {step['note']}", markup=False)
+        if step.get("reference"):
+            out.print(f"      (for comparison, {step['reference']})", markup=False)
+    print_plan(plan, assumptions, rfq)
+    if any(row.get("rented_usd") is not None for row in plan.get("buy_vs_rent") or []):
+        from solver.optimize.rental import buy_vs_rent_lines
+
+        out.print("[bold]Buy or rent (each workload alone)[/]")
+        for line in buy_vs_rent_lines(plan["buy_vs_rent"]):
+            out.print(f"  {line}", markup=False)
+    if alternatives:
+        out.print("[bold]Counterfactuals (each re-solved)[/]")
+        for alt in alternatives:
+            if not alt["feasible"]:
+                out.print(f"  - {alt['alternative']}: infeasible — {alt['why']}", markup=False)
+            else:
+                out.print(f"  - {alt['alternative']}: TCO ${alt['tco_usd']:,.0f}, "
+                          f"{money_delta(alt['delta_usd'])} — {alt['why']}", markup=False)
+    out.print("[bold]Glossary[/]")
+    for term, meaning in GLOSSARY.items():
+        out.print(f"  {term}: {meaning}", markup=False)
+
+
+def exit_code(plan: dict[str, Any]) -> int:
+    """0 a plan; 4 the time limit ran out before any plan; 3 infeasible (or solver error)."""
+    if plan["status"] == "timeout":
+        return EXIT_TIMEOUT
+    return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if isinstance(value, float) else str(value)
+
+
+def register(app: typer.Typer) -> None:
+    from solver.cli import schema as schema_commands
+
+    schema_commands.register(app)
+
+    @app.command()
+    def solve(
+        rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
+        json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+        solver: SolverOpt = DEFAULT_SOLVER,
+        time_limit: TimeLimitOpt = None,
+        catalog: CatalogOpt = None,
+        set_: Annotated[list[str] | None, typer.Option(
+            "--set", help="Override a parameter, e.g. gpu.rtx-pro-6000.price_usd=9500.")] = None,
+        overrides: Annotated[Path | None, typer.Option(
+            "--overrides", help="YAML file of parameter overrides.")] = None,
+    ) -> int:
+        """The cheapest plan (minimum TCO or capex) that meets every workload of the RFQ."""
+        from solver.optimize.solve import solve_rfq
+
+        check_solver(solver)
+        cat, parsed = load(rfq, catalog, set_, overrides)
+        plan = solve_rfq(parsed, cat, solver=solver, time_limit=time_limit)
+        if json_out:
+            print(json.dumps(plan, indent=2))
+        else:
+            from solver.common.wording import assumptions
+
+            print_plan(plan, assumptions(cat, parsed, plan), parsed)
+        return exit_code(plan)
+
+    @app.command()
+    def explain(
+        rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
+        solver: SolverOpt = DEFAULT_SOLVER,
+        catalog: CatalogOpt = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    ) -> int:
+        """The guide's decision path for each workload, the plan, and the counterfactuals."""
+
+        cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
+        if json_out:
+            print(json.dumps({"plan": plan, "counterfactuals": alternatives}, indent=2))
+            return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
+        from solver.common.wording import assumptions
+
+        print_explanation(plan, alternatives, assumptions(cat, parsed, plan), parsed)
+        return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0

@@ -1,0 +1,328 @@
+"""Bounded, strict parsing of everything a user hands in: YAML, JSON, CSV text and files.
+
+One loader for every entry point (RFQs, ``--overrides``, catalog overlays, batch inputs,
+dashboard uploads), so hostile input fails the same way everywhere, quickly and with an
+:class:`~solver.common.errors.InputError` that names the file, the place and the reason:
+
+* YAML: the safe loader (libyaml's when available) with the composed node graph checked
+  *before* any Python object is built: alias expansion is capped (a 500-byte "billion
+  laughs" file would otherwise expand to 10^9 values), as are nesting depth and recursive
+  aliases; duplicate keys are rejected (YAML would silently keep the last one); integers
+  longer than :data:`MAX_INT_DIGITS` digits are rejected.
+* JSON: duplicate keys and over-long integers rejected; nesting capped at
+  :data:`MAX_DEPTH` (``NaN``/``Infinity`` parse, and the schemas reject them by field).
+* Text: UTF-8 only, a leading byte-order mark (as Excel and Notepad write it) is dropped,
+  a bad byte is reported with its offset; files over a size cap are refused unread.
+* :func:`guard`: the last line at an edge; any unexpected exception while reading one
+  input becomes an ``InputError`` for that input instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from solver.common.errors import InputError, Problem, short
+
+MAX_DEPTH = 64
+"""Deepest nesting of mappings/lists accepted (an RFQ needs 4, the catalog 4)."""
+MAX_NODES = 200_000
+"""Most values a YAML document may expand to, aliases counted at every use."""
+MAX_INT_DIGITS = 40
+"""Longest integer literal accepted (the largest sane figure, 1e14 tokens, has 15)."""
+BOM = "\ufeff"
+
+_BASE_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _fail(source: str, reason: str, field: str = "", value: Any = None) -> InputError:
+    return InputError([Problem(source, field, value, reason)])
+
+
+# --- text ---------------------------------------------------------------------------------
+
+
+def decode(data: bytes, source: str) -> str:
+    """UTF-8 text without a leading byte-order mark; a bad byte names its offset."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(source, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                            f"{exc.start}); save the file as UTF-8") from None
+    return text.removeprefix(BOM)
+
+
+def read_text(path: Path, source: str, max_bytes: int) -> str:
+    """A file's UTF-8 text, refused unread when larger than ``max_bytes``."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise _fail(source, f"file larger than {max_bytes / 1e6:g} MB ({size:,} bytes)")
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise _fail(source, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise _fail(source, f"file larger than {max_bytes / 1e6:g} MB")
+    return decode(data, source)
+
+
+# --- YAML ---------------------------------------------------------------------------------
+
+
+class YamlSyntaxError(InputError):
+    """Text that is not YAML at all (as opposed to YAML with a bad value)."""
+
+
+def _where(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+class _BoundedLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
+    """The safe loader with duplicate keys and over-long integers rejected."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {short(key_node.value)} (first at "
+                        f"{_where(seen[key])}); YAML would silently keep only the last one",
+                        key_node.start_mark)
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        digits = str(node.value).lstrip("+-").replace("_", "")
+        if len(digits) > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"integer with {len(digits)} digits (at most {MAX_INT_DIGITS})",
+                node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def check_nodes(root: Any, source: str) -> None:
+    """Refuse a node graph that expands too far, nests too deep or refers to itself.
+
+    Aliases make the graph a DAG whose expanded size can be exponential in its text size;
+    sizes and heights are memoised per node, so the check is linear in the graph.
+    """
+    sizes: dict[int, int] = {}
+    heights: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            children = _children(node)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            heights[key] = 1 + max((heights[id(c)] for c in children), default=0)
+            if sizes[key] > MAX_NODES:
+                raise _fail(source, f"YAML at {_where(node.start_mark)} expands to more than "
+                                    f"{MAX_NODES:,} values through aliases (an alias bomb?)")
+            if heights[key] > MAX_DEPTH:
+                raise _fail(source, f"YAML nested more than {MAX_DEPTH} levels deep "
+                                    f"(at {_where(node.start_mark)})")
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise _fail(source, f"YAML alias at {_where(node.start_mark)} refers to itself "
+                                "(a recursive structure)")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """One YAML document, bounded and strict (see the module docstring)."""
+    loader = _BoundedLoader(text.removeprefix(BOM))
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_nodes(node, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = _where(mark) or "unknown position"
+        problem = getattr(exc, "problem", None) or str(exc)
+        syntax = isinstance(exc, yaml.scanner.ScannerError | yaml.parser.ParserError)
+        kind = "syntax error" if syntax else "error"
+        error = (YamlSyntaxError if syntax else InputError)(
+            [Problem(source, "", None, f"YAML {kind} at {where}: "
+                                       f"{short(problem, 300, quote=False)}")])
+        raise error from None
+    except (RecursionError, MemoryError):
+        raise _fail(source, f"YAML nested too deeply (at most {MAX_DEPTH} levels)") from None
+    finally:
+        loader.dispose()
+
+
+def parse_yaml_value(text: str, source: str = "--set") -> Any:
+    """A ``--set`` value: a YAML scalar or flow list/map, bounded like a file; text that is
+    not valid YAML syntax is taken as a plain string."""
+    try:
+        return parse_yaml(text, source)
+    except YamlSyntaxError:
+        return text.strip()
+
+
+# --- JSON ---------------------------------------------------------------------------------
+
+
+class _JsonProblem(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _JsonProblem(f"duplicate key {short(key)}; JSON would silently keep only "
+                               "the last one")
+        result[key] = value
+    return result
+
+
+def _int(text: str) -> int:
+    digits = text.lstrip("-")
+    if len(digits) > MAX_INT_DIGITS:
+        raise _JsonProblem(f"integer with {len(digits)} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def parse_json(text: str, source: str) -> Any:
+    """One JSON document, bounded and strict (see the module docstring)."""
+    try:
+        data = json.loads(text.removeprefix(BOM), object_pairs_hook=_pairs, parse_int=_int)
+    except json.JSONDecodeError as exc:
+        raise _fail(source, f"JSON syntax error at line {exc.lineno}, column {exc.colno}: "
+                            f"{exc.msg}") from None
+    except _JsonProblem as exc:
+        raise _fail(source, f"JSON error: {exc}") from None
+    except (RecursionError, MemoryError):
+        raise _fail(source, f"JSON nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # e.g. a float literal beyond the digit limit
+        raise _fail(source, f"JSON error: {short(str(exc), 200, quote=False)}") from None
+    if depth(data) > MAX_DEPTH:
+        raise _fail(source, f"JSON nested more than {MAX_DEPTH} levels deep")
+    return data
+
+
+def depth(data: Any) -> int:
+    """Nesting depth of parsed data (a scalar is 0, ``[]`` is 1), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, dict | list | tuple):
+            deepest = max(deepest, level + 1)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((v, level + 1) for v in (value.values() if isinstance(value, dict)
+                                                  else value))
+    return deepest
+
+
+def parse(text: str, source: str, suffix: str) -> Any:
+    """YAML or JSON text by file suffix (``.json`` is JSON, anything else YAML)."""
+    return parse_json(text, source) if suffix == ".json" else parse_yaml(text, source)
+
+
+# --- checks on parsed data ----------------------------------------------------------------
+
+
+def non_finite(data: Any, path: str = "") -> list[tuple[str, float]]:
+    """Every NaN or infinite float in parsed data, with its field path."""
+    found: list[tuple[str, float]] = []
+    stack: list[tuple[Any, str]] = [(data, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            found.append((where, value))
+        elif isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+    return sorted(found)
+
+
+def admits_bool(annotation: Any) -> bool:
+    """Whether a field's type annotation accepts ``true``/``false``."""
+    if annotation is bool or annotation is Any:
+        return True
+    return any(admits_bool(arg) for arg in typing.get_args(annotation))
+
+
+def reject_bool(model_cls: Any, value: Any, field_name: str | None) -> Any:
+    """A ``mode="before"`` field check: ``true`` is not the number 1 (pydantic's lax mode
+    would take it as one)."""
+    if isinstance(value, bool) and field_name is not None:
+        field = model_cls.model_fields.get(field_name)
+        if field is not None and not admits_bool(field.annotation):
+            raise ValueError(f"expected a {_kind(field.annotation)}, not {str(value).lower()}")
+    return value
+
+
+def _kind(annotation: Any) -> str:
+    args = {a for a in typing.get_args(annotation) if a is not type(None)} or {annotation}
+    if args <= {int}:
+        return "whole number"
+    if args <= {int, float}:
+        return "number"
+    return "value of the right type"
+
+
+# --- the edge -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def guard(source: str, what: str = "read") -> Iterator[None]:
+    """Turn any unexpected exception while handling one input into its ``InputError``."""
+    try:
+        yield
+    except InputError:
+        raise
+    except (RecursionError, MemoryError) as exc:
+        raise _fail(source, f"cannot {what}: input too large or nested too deeply "
+                            f"({type(exc).__name__})") from None
+    except Exception as exc:  # noqa: BLE001 - the edge: one bad input, never a traceback
+        raise _fail(source, f"cannot {what}: {type(exc).__name__}: "
+                            f"{short(str(exc), 200, quote=False)}") from None
+
+
+def read_csv_rows(path: Path, max_bytes: int) -> list[list[str]]:
+    """The rows of one small CSV file (catalog overlays: prices.csv, rental.csv), read through
+    the bounded reader; any failure is that file's ``InputError``."""
+    source = str(path)
+    with guard(source):
+        text = read_text(path, source, max_bytes)
+        try:
+            return list(csv.reader(io.StringIO(text, newline="")))
+        except csv.Error as exc:
+            raise InputError([Problem(source, "", None, f"CSV error: {exc}")]) from None

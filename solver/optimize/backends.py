@@ -1,0 +1,480 @@
+"""Solver backends behind one small interface (conventions.md §5).
+
+A :class:`LinearModel` is a plain mixed-integer linear program (variables with bounds and
+integrality, named constraints, a linear objective to minimise). Each backend has a name,
+says whether it is installed (without importing it), solves, and maps its own statuses onto
+ours through its ``STATUS_MAP`` (cvxpy style): ``optimal``, ``feasible`` (time limit hit with
+a plan in hand, gap ≥ 0), ``timeout`` (time limit hit before any plan was found — not an
+answer about the RFQ), ``infeasible`` or ``error``. Every point a backend returns is checked
+against the original model (:func:`check_solution`: bounds, integrality, every row within
+tolerance) before it is reported; a point that fails is an ``error``, never a plan.
+Solver libraries are imported lazily, and only the one asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+Status = Literal["optimal", "feasible", "timeout", "infeasible", "error"]
+FOUND: tuple[Status, ...] = ("optimal", "feasible")
+FEASIBILITY_TOL = 1e-6  # row violation allowed, relative to max(1, |rhs|, row scale)
+INTEGRALITY_TOL = 1e-6
+Sense = Literal["<=", ">=", "=="]
+
+
+class TimeLimitReached(Exception):
+    """The run's time limit ran out before a model could be built (candidates)."""
+
+
+@dataclass
+class Var:
+    name: str
+    low: float = 0.0
+    high: float | None = None
+    integer: bool = True
+
+
+@dataclass
+class Constraint:
+    name: str
+    coeffs: dict[str, float]
+    sense: Sense
+    rhs: float
+
+
+@dataclass
+class LinearModel:
+    """A MILP: minimise ``objective`` subject to ``constraints``."""
+
+    name: str = "procure"
+    variables: dict[str, Var] = field(default_factory=dict)
+    constraints: list[Constraint] = field(default_factory=list)
+    objective: dict[str, float] = field(default_factory=dict)
+    objective_constant: float = 0.0
+
+    def var(self, name: str, low: float = 0.0, high: float | None = None,
+            integer: bool = True) -> str:
+        if name in self.variables:
+            raise ValueError(f"duplicate variable {name}")
+        self.variables[name] = Var(name, low, high, integer)
+        return name
+
+    def add(self, name: str, coeffs: dict[str, float], sense: Sense, rhs: float) -> None:
+        self.constraints.append(Constraint(name, {k: v for k, v in coeffs.items() if v}, sense,
+                                           rhs))
+
+
+@dataclass(frozen=True)
+class Solution:
+    status: Status
+    values: dict[str, float]
+    objective: float | None
+    gap: float
+    seconds: float
+    backend: str
+    message: str = ""
+
+
+def check_solution(model: LinearModel, values: dict[str, float]) -> list[str]:
+    """What ``values`` violates in ``model``: bounds, integrality, rows (empty = feasible).
+
+    Tolerances: integrality ``INTEGRALITY_TOL``; a row may miss its right-hand side by
+    ``FEASIBILITY_TOL`` × max(1, |rhs|, largest |a_i x_i|) (a solver's own tolerance on
+    dollar-sized rows)."""
+    problems: list[str] = []
+    for name, var in model.variables.items():
+        value = values.get(name)
+        if value is None or not math.isfinite(value):
+            problems.append(f"{name} has no value")
+            continue
+        if value < var.low - INTEGRALITY_TOL or (
+                var.high is not None and value > var.high + INTEGRALITY_TOL):
+            problems.append(f"{name} = {value:g} outside [{var.low:g}, {var.high}]")
+        if var.integer and abs(value - round(value)) > INTEGRALITY_TOL:
+            problems.append(f"{name} = {value:g} is not integral")
+    if problems:
+        return problems
+    for con in model.constraints:
+        terms = [a * values[n] for n, a in con.coeffs.items()]
+        lhs = math.fsum(terms)
+        scale = max([1.0, abs(con.rhs)] + [abs(t) for t in terms])
+        tol = FEASIBILITY_TOL * scale
+        if (con.sense == "<=" and lhs > con.rhs + tol) or (
+                con.sense == ">=" and lhs < con.rhs - tol) or (
+                con.sense == "==" and abs(lhs - con.rhs) > tol):
+            problems.append(f"row {con.name}: {lhs:,.9g} {con.sense} {con.rhs:,.9g} fails")
+    return problems
+
+
+def objective_value(model: LinearModel, values: dict[str, float]) -> float:
+    """The model's objective at ``values`` (recomputed, not the solver's figure)."""
+    return math.fsum(c * values[n] for n, c in model.objective.items()) \
+        + model.objective_constant
+
+
+def verified(model: LinearModel, solution: Solution) -> Solution:
+    """``solution`` re-checked against the original model: integer variables snapped to
+    integers, the objective recomputed; a point that violates the model becomes an error."""
+    if solution.status not in FOUND:
+        return solution
+    values = {n: (float(round(solution.values.get(n, 0.0))) if v.integer
+                  else float(solution.values.get(n, 0.0)))
+              for n, v in model.variables.items()}
+    raw = {n: float(solution.values.get(n, math.nan)) for n in model.variables}
+    problems = check_solution(model, raw) or check_solution(model, values)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return Solution("error", {}, None, 0.0, solution.seconds, solution.backend,
+                        f"{solution.backend} returned a point that violates the model: "
+                        f"{problems[0]}{more}")
+    return Solution(solution.status, values, objective_value(model, values), solution.gap,
+                    solution.seconds, solution.backend, solution.message)
+
+
+def map_status(backend: str, status_map: dict[object, Status], code: object,
+               has_point: bool, time_limited: bool) -> Status:
+    """Our status for a backend's own ``code``: a time limit with a point in hand is
+    ``feasible``, without one ``timeout`` (never ``infeasible``); unknown codes are errors."""
+    status = status_map.get(code, "error")
+    if status == "timeout" and has_point:
+        return "feasible"
+    if status == "timeout" and not time_limited:
+        return "error"
+    if status in FOUND and not has_point:
+        return "error"
+    return status
+
+
+class Backend:
+    name = "base"
+    #: the module whose presence says the backend is installed (found, not imported)
+    module = ""
+    #: the backend's own status codes → ours (cvxpy style)
+    STATUS_MAP: dict[object, Status] = {}
+
+    def available(self) -> bool:
+        return _module_found(self.module)
+
+    def solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+        """Solve and re-check the point against the model (:func:`verified`)."""
+        return verified(model, self._solve(model, time_limit))
+
+    def _solve(self, model: LinearModel, time_limit: float | None) -> Solution:
+        raise NotImplementedError
+
+
+def _module_found(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _gap(objective: float | None, bound: float | None) -> float:
+    if objective is None or bound is None or not math.isfinite(bound):
+        return 0.0
+    return max(0.0, objective - bound) / max(1e-9, abs(objective))
+
+
+class PulpBackend(Backend):
+    """PuLP with CBC (bundled binary, solved through an MPS file and a child process) or
+    HiGHS (``highs-pulp``: PuLP's highspy interface; kept for comparison)."""
+
+    module = "pulp"
+    #: (PuLP status, PuLP solution status) → ours; a plan in hand is checked separately
+    STATUS_MAP: dict[object, Status] = {
+        ("Optimal", 1): "optimal",         # LpSolutionOptimal
+        ("Optimal", 2): "timeout",         # LpSolutionIntegerFeasible: stopped on the limit
+        ("Not Solved", 2): "timeout",
+        ("Not Solved", 1): "timeout",
+        ("Not Solved", 0): "timeout",      # LpSolutionNoSolutionFound
+        ("Infeasible", -1): "infeasible",
+        ("Infeasible", 0): "infeasible",
+        ("Unbounded", -2): "error",
+        ("Undefined", 0): "timeout",
+    }
+
+    def __init__(self, name: Literal["cbc", "highs-pulp"]):
+        self.name = name
+
+    def available(self) -> bool:
+        if not _module_found("pulp"):
+            return False
+        if self.name != "cbc":
+            return _module_found("highspy")
+        import pulp
+
+        return pulp.PULP_CBC_CMD(msg=False).available()
+
+    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+        import pulp
+
+        from solver.common.childproc import tie_pulp_children
+
+        tie_pulp_children()  # a killed procure leaves no CBC behind
+        start = time.perf_counter()
+        problem = pulp.LpProblem(model.name, pulp.LpMinimize)
+        variables = {
+            v.name: pulp.LpVariable(f"v{index}", lowBound=v.low, upBound=v.high,
+                                    cat=pulp.LpInteger if v.integer else pulp.LpContinuous)
+            for index, v in enumerate(model.variables.values())}
+        problem += pulp.lpSum(c * variables[n] for n, c in model.objective.items()) \
+            + model.objective_constant
+        for index, con in enumerate(model.constraints):
+            expr = pulp.lpSum(c * variables[n] for n, c in con.coeffs.items())
+            if con.sense == "<=":
+                problem += (expr <= con.rhs, f"c{index}")
+            elif con.sense == ">=":
+                problem += (expr >= con.rhs, f"c{index}")
+            else:
+                problem += (expr == con.rhs, f"c{index}")
+        if self.name == "cbc":
+            solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0,
+                                       options=["allowableGap 0"])
+        else:
+            solver = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=0.0)
+        try:
+            with _quiet_stdout():  # HiGHS prints a banner on stdout even with msg=False
+                code = problem.solve(solver)
+        except pulp.PulpSolverError as exc:
+            return Solution("error", {}, None, 0.0, time.perf_counter() - start, self.name,
+                            str(exc))
+        seconds = time.perf_counter() - start
+        status_text = pulp.LpStatus.get(code, "Undefined")
+        sol_status = getattr(problem, "sol_status", 0)
+        has_point = sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal) \
+            and status_text in ("Optimal", "Not Solved")
+        status = map_status(self.name, self.STATUS_MAP, (status_text, sol_status), has_point,
+                            time_limit is not None)
+        if status == "infeasible" and time_limit is not None and seconds >= 0.95 * time_limit:
+            status = "timeout"  # stopped by the clock: infeasibility was not proven
+        if status in FOUND:
+            values = {n: (v.value() or 0.0) for n, v in variables.items()}
+            objective = objective_value(model, values)
+            gap = 0.0
+            if status == "feasible":
+                gap = _gap(objective, self._relaxation_bound(model))
+            return Solution(status, values, objective, gap, seconds, self.name)
+        message = "" if status != "error" else f"{self.name} returned {status_text}"
+        return Solution(status, {}, None, 0.0, seconds, self.name, message)
+
+    def _relaxation_bound(self, model: LinearModel) -> float | None:
+        """A valid lower bound for a time-limited run: the LP relaxation's optimum (so the
+        reported gap is an upper bound on the true one)."""
+        relaxed = LinearModel(model.name, {n: Var(n, v.low, v.high, False)
+                                           for n, v in model.variables.items()},
+                              model.constraints, model.objective, model.objective_constant)
+        solution = PulpBackend(self.name).solve(relaxed)
+        return solution.objective if solution.status == "optimal" else None
+
+
+class HighsBackend(Backend):
+    """HiGHS in-process through ``highspy``: the model passed as row-wise arrays (no file,
+    no child process, no PuLP expression building). Gap 0 (absolute and relative)."""
+
+    name = "highs"
+    module = "highspy"
+    STATUS_MAP: dict[object, Status] = {
+        "kOptimal": "optimal",
+        "kModelEmpty": "optimal",
+        "kInfeasible": "infeasible",
+        "kTimeLimit": "timeout",
+        "kIterationLimit": "timeout",
+        "kSolutionLimit": "timeout",
+        "kInterrupt": "timeout",
+        "kHighsInterrupt": "timeout",
+        "kUnboundedOrInfeasible": "error",  # every variable is bounded: should not happen
+        "kUnbounded": "error",
+    }
+
+    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+        import highspy
+        import numpy as np
+
+        start = time.perf_counter()
+        names = list(model.variables)
+        index = {n: i for i, n in enumerate(names)}
+        inf = highspy.kHighsInf
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(names)
+        lp.num_row_ = len(model.constraints)
+        lp.col_cost_ = np.array([model.objective.get(n, 0.0) for n in names], dtype=float)
+        lp.col_lower_ = np.array([model.variables[n].low for n in names], dtype=float)
+        lp.col_upper_ = np.array([inf if model.variables[n].high is None
+                                  else model.variables[n].high for n in names], dtype=float)
+        lp.offset_ = model.objective_constant
+        lower, upper, starts, cols, vals = [], [], [0], [], []
+        for con in model.constraints:
+            lower.append(-inf if con.sense == "<=" else con.rhs)
+            upper.append(inf if con.sense == ">=" else con.rhs)
+            cols.extend(index[n] for n in con.coeffs)
+            vals.extend(con.coeffs.values())
+            starts.append(len(cols))
+        lp.row_lower_ = np.array(lower, dtype=float)
+        lp.row_upper_ = np.array(upper, dtype=float)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.array(cols, dtype=np.int32)
+        lp.a_matrix_.value_ = np.array(vals, dtype=float)
+        lp.integrality_ = [highspy.HighsVarType.kInteger if model.variables[n].integer
+                           else highspy.HighsVarType.kContinuous for n in names]
+        with _quiet_stdout():  # the banner is printed before output_flag can be set
+            solver = highspy.Highs()
+            solver.setOptionValue("output_flag", False)
+            solver.setOptionValue("mip_rel_gap", 0.0)
+            solver.setOptionValue("mip_abs_gap", 0.0)
+            if time_limit is not None:
+                solver.setOptionValue("time_limit", float(time_limit))
+            solver.passModel(lp)
+            solver.run()
+        seconds = time.perf_counter() - start
+        code = solver.getModelStatus().name
+        info = solver.getInfo()
+        has_point = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        status = map_status(self.name, self.STATUS_MAP, code, has_point,
+                            time_limit is not None)
+        if status in FOUND:
+            column = solver.getSolution().col_value
+            values = {n: float(column[i]) for i, n in enumerate(names)}
+            objective = objective_value(model, values)
+            gap = 0.0 if status == "optimal" else _gap(objective, info.mip_dual_bound)
+            return Solution(status, values, objective, gap, seconds, self.name)
+        message = "" if status != "error" else f"highs returned {code}"
+        return Solution(status, {}, None, 0.0, seconds, self.name, message)
+
+
+class CpSatBackend(Backend):
+    """OR-Tools CP-SAT. Continuous variables and fractional coefficients are scaled to
+    integers (costs to 1/1000 USD; capacities conservatively: a constraint's left side is
+    rounded towards infeasibility), so a CP-SAT plan is always feasible for the original.
+    Every variable needs a finite upper bound (solver/optimize/bounds.py derives them)."""
+
+    name = "cpsat"
+    module = "ortools"
+    SCALE = 1000
+    STATUS_MAP: dict[object, Status] = {
+        "OPTIMAL": "optimal",
+        "FEASIBLE": "timeout",  # stopped before proving optimality: a plan in hand
+        "INFEASIBLE": "infeasible",
+        "UNKNOWN": "timeout",
+        "MODEL_INVALID": "error",
+    }
+
+    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+        from ortools.sat.python import cp_model
+
+        start = time.perf_counter()
+        cp = cp_model.CpModel()
+        for v in model.variables.values():
+            if not v.integer:
+                return Solution("error", {}, None, 0.0, 0.0, self.name,
+                                f"cpsat needs integer variables ({v.name} is continuous)")
+        if any(v.high is None for v in model.variables.values()):
+            from solver.optimize.bounds import tighten_bounds
+
+            model = LinearModel(model.name, {n: Var(n, v.low, v.high, v.integer)
+                                             for n, v in model.variables.items()},
+                                model.constraints, model.objective, model.objective_constant)
+            tighten_bounds(model)
+        free = [v.name for v in model.variables.values() if v.high is None]
+        if free:
+            return Solution("error", {}, None, 0.0, 0.0, self.name,
+                            f"cpsat needs bounded variables ({free[0]} has no upper bound)")
+        variables = {v.name: cp.NewIntVar(int(math.ceil(v.low - 1e-9)),
+                                          int(math.floor(v.high + 1e-9)), v.name)
+                     for v in model.variables.values()}
+        for con in model.constraints:
+            scale = _integer_scale(list(con.coeffs.values()) + [con.rhs])
+            coeffs = {n: c * scale for n, c in con.coeffs.items()}
+            rhs = con.rhs * scale
+            if con.sense == "<=":
+                expr = sum(math.ceil(c - 1e-9) * variables[n] for n, c in coeffs.items())
+                cp.Add(expr <= math.floor(rhs + 1e-9))
+            elif con.sense == ">=":
+                expr = sum(math.floor(c + 1e-9) * variables[n] for n, c in coeffs.items())
+                cp.Add(expr >= math.ceil(rhs - 1e-9))
+            else:
+                expr = sum(round(c) * variables[n] for n, c in coeffs.items())
+                cp.Add(expr == round(rhs))
+        cp.Minimize(sum(round(c * self.SCALE) * variables[n] for n, c in model.objective.items()))
+        solver = cp_model.CpSolver()
+        solver.parameters.num_search_workers = 2
+        if time_limit is not None:
+            solver.parameters.max_time_in_seconds = float(time_limit)
+        code = solver.StatusName(solver.Solve(cp))
+        seconds = time.perf_counter() - start
+        has_point = code in ("OPTIMAL", "FEASIBLE")
+        status = map_status(self.name, self.STATUS_MAP, code, has_point, True)
+        if status in FOUND:
+            values = {n: float(solver.Value(v)) for n, v in variables.items()}
+            objective = objective_value(model, values)
+            bound = solver.BestObjectiveBound() / self.SCALE + model.objective_constant
+            gap = 0.0 if status == "optimal" else _gap(objective, bound)
+            return Solution(status, values, objective, gap, seconds, self.name)
+        message = "" if status != "error" else f"cpsat returned {code}"
+        if status == "timeout" and time_limit is None:
+            status, message = "error", f"cpsat returned {code}"
+        return Solution(status, {}, None, 0.0, seconds, self.name, message)
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Silence native libraries that write to file descriptor 1 (keeps --json output clean)."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real stdout (e.g. some embedded runners): nothing to protect
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _integer_scale(numbers: list[float]) -> int:
+    """Smallest power of ten (≤ 1e6) that makes the numbers integral to 1e-9."""
+    for power in range(7):
+        scale = 10 ** power
+        if all(abs(x * scale - round(x * scale)) < 1e-6 for x in numbers):
+            return scale
+    return 10 ** 6
+
+
+BACKENDS: dict[str, Backend] = {
+    "cbc": PulpBackend("cbc"),
+    "highs": HighsBackend(),
+    "cpsat": CpSatBackend(),
+}
+DEFAULT_SOLVER = "highs"
+"""The default ``--solver``: HiGHS in-process was the fastest on every size of
+bench/scale_bench.py and avoids CBC's file + child process (docs/performance.md)."""
+#: backends for comparison only (bench/scale_bench.py); not offered on the command line
+EXTRA_BACKENDS: dict[str, Backend] = {"highs-pulp": PulpBackend("highs-pulp")}
+
+
+def get_backend(name: str) -> Backend:
+    """A backend by name; raises ValueError for unknown or uninstalled ones."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown solver {name!r}; choose one of {', '.join(BACKENDS)}")
+    backend = BACKENDS[name]
+    if not backend.available():
+        raise ValueError(f"solver {name!r} is not installed")
+    return backend
+
+
+def installed_backends() -> list[str]:
+    """The installed backends, found without importing any solver library."""
+    return [name for name, backend in BACKENDS.items() if _module_found(backend.module)]

@@ -1,0 +1,219 @@
+"""The bill of materials: what to order, recomputed from the plan (not from the MIP).
+
+:func:`bill_of_materials` reads only the plan (nodes bought, placement, workloads), the
+catalog's prices and the cost parameters in force, and lists every line a buyer orders:
+GPUs, servers, fabric NICs, cables/optics, switches (counted from ports, one switch or
+leaf/spine, :func:`solver.optimize.network.switch_counts`), front-end Ethernet for every node,
+shared storage of a coupled cluster and checkpoint/dataset storage of every training job.
+``capex_usd`` is the sum of the lines; ``opex_per_year`` lists power, operations (support,
+rack space, each node's engineering) and the multi-node engineering overhead per coupled
+group. Tests assert that it equals the MIP objective's cost breakdown to the cent on every
+shipped scenario (SkyPilot's ``_compute_total_cost`` pattern: the bill is an independent
+statement of the cost model).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from solver.catalog.data import Catalog
+from solver.optimize.costs import HOURS_PER_YEAR, CostParams, node_cost
+from solver.optimize.network import switch_counts
+from solver.optimize.rental import bom_rental
+from solver.optimize.storage import training_storage
+from solver.physics.layout import TRAINING_KINDS
+
+DEFAULT_PRICE_TYPE = "list"
+
+
+def _line(sku: str, description: str, quantity: float, unit_price: float, price_type: str,
+          as_of: str, source: str, category: str) -> dict[str, Any]:
+    return {"sku": sku, "description": description, "quantity": quantity,
+            "unit_price_usd": round(unit_price, 2), "price_type": price_type, "as_of": as_of,
+            "source": source, "line_total_usd": round(quantity * unit_price, 2),
+            "category": category}
+
+
+def _opex(item: str, description: str, quantity: float, unit: str, unit_usd: float,
+          source: str, category: str) -> dict[str, Any]:
+    return {"item": item, "description": description, "quantity": quantity, "unit": unit,
+            "unit_usd_per_year": round(unit_usd, 4), "usd_per_year": quantity * unit_usd,
+            "source": source, "category": category}
+
+
+def _price_type(entry: Any) -> str:
+    return str(getattr(entry, "price_type", None) or DEFAULT_PRICE_TYPE)
+
+
+def _switch_lines(tag: str, name: str, ports: int, radix: int, switch_usd: float,
+                  link_usd: float, as_of: str, source: str) -> list[dict[str, Any]]:
+    sw = switch_counts(ports, radix)
+    lines = []
+    if sw.switches:
+        tiers = "one switch" if not sw.spines else f"{sw.leaves} leaf + {sw.spines} spine"
+        lines.append(_line(f"{tag}-switch-{radix}p", f"{name} switch, {radix} ports ({tiers}, "
+                           f"{ports} node ports)", sw.switches, switch_usd, "assumption"
+                           if "ASSUMPTION" in source.upper() else DEFAULT_PRICE_TYPE, as_of,
+                           source, "network_usd"))
+    links = ports + sw.uplinks
+    if links and link_usd:
+        lines.append(_line(f"{tag}-cable", f"{name} cable/optics per link ({ports} node links"
+                           + (f" + {sw.uplinks} leaf-spine links)" if sw.uplinks else ")"),
+                           links, link_usd, "assumption" if "ASSUMPTION" in source.upper()
+                           else DEFAULT_PRICE_TYPE, as_of, source, "network_usd"))
+    return lines
+
+
+def _groups(placement: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Spanning groups of the placement: group id -> fabric, nodes and their servers."""
+    groups: dict[str, dict[str, Any]] = {}
+    for node in placement:
+        for run in node["runs"]:
+            if run["nodes_spanned"] > 1:
+                group = groups.setdefault(run["group"], {"fabric": run["fabric"], "servers": [],
+                                                         "nodes_spanned": run["nodes_spanned"]})
+                group["servers"].append(node["server"])
+    return groups
+
+
+def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
+                      plan: dict[str, Any]) -> dict[str, Any]:
+    """The bill of materials of a feasible plan (module docstring)."""
+    lines: list[dict[str, Any]] = []
+    opex: list[dict[str, Any]] = []
+    nodes = plan["cluster"]["nodes"]
+    placement = plan["placement"]
+    # --- GPUs and servers ---------------------------------------------------------------
+    gpu_count: Counter[str] = Counter()
+    server_count: Counter[str] = Counter()
+    for entry in nodes:
+        gpu_count[entry["gpu"]] += entry["count"] * entry["gpus_per_node"]
+        server_count[entry["server"]] += entry["count"]
+    for gpu_id, qty in gpu_count.items():
+        gpu = catalog.gpus[gpu_id]
+        lines.append(_line(gpu_id, gpu.name, qty, gpu.price_usd, _price_type(gpu),
+                           gpu.price_as_of, gpu.price_source or gpu.source, "gpus_usd"))
+    for server_id, qty in server_count.items():
+        server = catalog.servers[server_id]
+        lines.append(_line(server_id, f"{server.name} (without GPUs)", qty, server.price_usd,
+                           _price_type(server), getattr(server, "price_as_of", None)
+                           or server.as_of, server.source, "servers_usd"))
+    # --- fabric: NICs, cables, switches of the spanning groups -------------------------
+    groups = _groups(placement)
+    ports: Counter[str] = Counter()
+    for group in groups.values():
+        ports[group["fabric"]] += sum(catalog.servers[s].fabric_nics_per_node
+                                      for s in group["servers"])
+    for fabric_id, count in ports.items():
+        fab = catalog.fabrics[fabric_id]
+        lines.append(_line(f"{fabric_id}-nic", f"{fab.name} NIC", count, fab.nic_price_usd,
+                           _price_type(fab), fab.as_of, fab.source, "network_usd"))
+        lines += _switch_lines(fabric_id, fab.name, count, fab.ports_per_switch,
+                               fab.switch_price_usd, fab.cable_price_usd, fab.as_of, fab.source)
+    # --- front-end Ethernet for every node ------------------------------------------------
+    total_nodes = sum(entry["count"] for entry in nodes)
+    c = catalog.costs
+    if params.frontend_ports_per_node:
+        lines += _switch_lines("frontend", "Front-end Ethernet (ToR)",
+                               params.frontend_ports_per_node * total_nodes,
+                               params.frontend_ports_per_switch, params.frontend_switch_usd,
+                               params.frontend_cable_usd, c.frontend_switch_usd.as_of,
+                               c.frontend_switch_usd.source)
+    # --- storage -------------------------------------------------------------------------
+    coupled_nodes = sum(g["nodes_spanned"] for g in groups.values())
+    if groups:
+        lines.append(_line("shared-storage", "Shared storage of the coupled cluster (fixed)", 1,
+                           params.shared_storage_usd, "assumption", c.shared_storage_usd.as_of,
+                           c.shared_storage_usd.source, "storage_usd"))
+        lines.append(_line("shared-storage-node", "Shared storage per coupled node",
+                           coupled_nodes, params.shared_storage_usd_per_node, "assumption",
+                           c.shared_storage_usd_per_node.as_of,
+                           c.shared_storage_usd_per_node.source, "storage_usd"))
+    specs = {spec.name: spec for spec in rfq.workloads}
+    for work in plan["workloads"]:
+        spec = specs[work["name"]]
+        if spec.kind not in TRAINING_KINDS:
+            continue
+        st = training_storage(catalog, params, spec)
+        lines.append(_line(f"storage-tb-{spec.name}", f"Checkpoint + dataset storage for "
+                           f"{spec.name}, usable TB", round(st.capacity_tb, 6),
+                           params.storage_usd_per_tb, "assumption", c.storage_usd_per_tb.as_of,
+                           c.storage_usd_per_tb.source, "storage_usd"))
+        lines.append(_line(f"storage-gbps-{spec.name}", f"Storage write bandwidth for "
+                           f"{spec.name} (a checkpoint in {params.checkpoint_write_seconds:g} s)"
+                           ", GB/s", round(st.write_gbps, 6), params.storage_usd_per_gbps,
+                           "assumption", c.storage_usd_per_gbps.as_of,
+                           c.storage_usd_per_gbps.source, "storage_usd"))
+    # --- yearly opex ------------------------------------------------------------------------
+    years = params.horizon_years
+    for entry in nodes:
+        server = catalog.servers[entry["server"]]
+        gpu = catalog.gpus[entry["gpu"]]
+        cost = node_cost(params, server, gpu, entry["gpus_per_node"])
+        kwh = cost.power_kw * params.load_factor * params.pue * HOURS_PER_YEAR
+        opex.append(_opex(f"power-{entry['server']}-{entry['gpu']}x{entry['gpus_per_node']}",
+                          f"Electricity, {cost.power_kw:g} kW full load x load factor "
+                          f"{params.load_factor:g} x PUE {params.pue:g}, kWh per node-year",
+                          entry["count"] * kwh, "kWh", params.electricity_usd_per_kwh,
+                          c.electricity_usd_per_kwh.source, "power_usd"))
+    rack_units = sum(entry["count"] * catalog.servers[entry["server"]].rack_units
+                     for entry in nodes)
+    opex.append(_opex("operations", "Support, spares and monitoring per node-year", total_nodes,
+                      "node", params.operations_usd_per_node_year,
+                      c.operations_usd_per_node_year.source, "operations_usd"))
+    opex.append(_opex("engineering", "Engineering time per node-year (each node's own)",
+                      total_nodes, "node", params.node_engineering_usd_per_year,
+                      c.node_engineering_usd_per_year.source, "operations_usd"))
+    opex.append(_opex("rack-space", "Colocation rack space", rack_units, "U",
+                      params.rack_unit_usd_per_year, c.rack_unit_usd_per_year.source,
+                      "operations_usd"))
+    if params.software_licence_usd_per_gpu_year:
+        licensed = sum(entry["count"] * entry["gpus_per_node"] for entry in nodes
+                       if catalog.gpus[entry["gpu"]].vendor == "nvidia"
+                       and catalog.gpus[entry["gpu"]].datacenter_use)
+        if licensed:
+            opex.append(_opex("software-licence", "Software licence per datacenter NVIDIA "
+                              "GPU-year (e.g. NVIDIA AI Enterprise)", licensed, "GPU",
+                              params.software_licence_usd_per_gpu_year,
+                              c.software_licence_usd_per_gpu_year.source, "operations_usd"))
+    if params.support_contract_fraction_per_year:
+        hardware = sum(entry["count"] * (entry["gpus_per_node"]
+                                         * catalog.gpus[entry["gpu"]].price_usd
+                                         + catalog.servers[entry["server"]].price_usd)
+                       for entry in nodes)
+        opex.append(_opex("support-contract", "Support contract: "
+                          f"{params.support_contract_fraction_per_year:.0%} of the GPUs' and "
+                          "servers' price per year", hardware, "USD of hardware",
+                          params.support_contract_fraction_per_year,
+                          c.support_contract_fraction_per_year.source, "operations_usd"))
+    extra_nodes = sum(g["nodes_spanned"] - 1 for g in groups.values())
+    if extra_nodes:
+        opex.append(_opex("multinode-overhead", "Multi-node engineering overhead: each coupled "
+                          f"node beyond the first of its group ({len(groups)} "
+                          f"{'group' if len(groups) == 1 else 'groups'}) costs "
+                          f"{params.multinode_overhead_factor:g}x a node's engineering",
+                          extra_nodes, "node",
+                          (params.multinode_overhead_factor - 1.0)
+                          * params.node_engineering_usd_per_year,
+                          c.multinode_overhead_factor.source, "multinode_overhead_usd"))
+    capex = round(sum(line["line_total_usd"] for line in lines), 2)
+    per_year = sum(item["usd_per_year"] for item in opex)
+    for item in opex:  # 4 decimals: the horizon total below stays exact to the cent
+        item["usd_over_horizon"] = round(item["usd_per_year"] * years, 2)
+        item["usd_per_year"] = round(item["usd_per_year"], 4)
+    rental = bom_rental(plan)  # rented GPU-hours: not capex, part of the TCO (rental.py)
+    return {"lines": lines, "capex_usd": capex,
+            "opex_per_year": {"lines": opex, "total_usd": round(per_year, 2)},
+            "rental": rental, "horizon_years": years,
+            "tco_usd": round(capex + per_year * years + rental["total_usd"], 2)}
+
+
+def totals_by_category(bom: dict[str, Any]) -> dict[str, float]:
+    """Capex and opex-over-the-horizon totals of a bill per cost-breakdown key."""
+    out: Counter[str] = Counter()
+    for line in bom["lines"]:
+        out[line["category"]] += line["line_total_usd"]
+    for item in bom["opex_per_year"]["lines"]:
+        out[item["category"]] += item["usd_per_year"] * bom["horizon_years"]
+    return dict(out)

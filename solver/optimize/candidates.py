@@ -1,0 +1,450 @@
+"""The estimate stage: turn catalog + RFQ into a plain table of candidate layouts.
+
+For every workload this enumerates node types (server × GPU SKU × GPUs populated), precisions,
+TP × PP splits, GPU counts and fabrics; asks the physics (:mod:`solver.physics.performance`) what each
+would do; drops what does not fit or cannot meet its targets; and keeps for each what the
+MIP needs: GPUs used, nodes spanned, fabric, capacity and per-unit network cost. The MIP
+(:mod:`solver.optimize.mip`) reads only this table (conventions.md §3).
+
+A *unit* of a serving workload is one replica (the MIP chooses how many); a unit of a
+training workload is the whole job (the MIP chooses exactly one).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from solver.catalog.data import Catalog, Fabric, Gpu, Server
+from solver.optimize.backends import TimeLimitReached
+from solver.optimize.costs import CostParams, NodeCost, coupled_node_network_usd, node_cost
+from solver.optimize.storage import TrainingStorage, training_storage
+from solver.physics.layout import TRAINING_KINDS, Estimate, Layout, Workload
+from solver.rfq.schema import Rfq
+
+POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+MAX_SPANNED_NODES = 64
+SERVING_PRECISIONS = ("bf16", "fp8", "int8", "int4", "fp4")
+SPAN_WEIGHTS_SHARE = 0.25  # weights above this share of a node's memory: also price spanning
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """One buyable node: a server populated with ``gpus`` GPUs of one SKU."""
+
+    server: str
+    gpu: str
+    gpus: int
+    cost: NodeCost
+    fabric_nics: int = 1  # fabric NICs fitted when the node joins a fabric (ports it takes)
+    stack: str = "cuda"
+
+    @property
+    def key(self) -> str:
+        return f"{self.server}/{self.gpu}x{self.gpus}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run (a replica of) one workload, with what the MIP needs to know."""
+
+    workload: str
+    kind: str
+    node_type: str
+    layout: Layout
+    estimate: Estimate
+    gpus: int
+    nodes_spanned: int
+    fabric: str
+    network_usd: float
+    concurrency_capacity: float = 0.0
+    qps_capacity: float = 0.0
+    hours_to_complete: float | None = None
+    name: str = field(default="")
+    # rented capacity (solver/optimize/rental.py): the offer, what one unit costs over its billed
+    # hours, and how many replicas of ``layout`` one unit (whole instances) runs
+    rental: Any = None
+    rental_usd: float = 0.0
+    replicas_per_unit: int = 1
+
+    @property
+    def rented(self) -> bool:
+        return self.rental is not None
+
+    @property
+    def spanning(self) -> bool:
+        """Spans bought nodes over a bought fabric (rented instances never do: the offer
+        includes its interconnect)."""
+        return self.nodes_spanned > 1 and self.rental is None
+
+    @property
+    def is_job(self) -> bool:
+        return self.kind in TRAINING_KINDS
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    """Node types, fabrics and every workload's candidates for one RFQ."""
+
+    node_types: dict[str, NodeType]
+    fabrics: dict[str, Fabric]
+    candidates: dict[str, list[Candidate]]
+    params: CostParams
+    rejected: dict[str, list[str]]
+    storage: dict[str, TrainingStorage] = field(default_factory=dict)  # training jobs
+
+
+def allowed_entries(catalog: Catalog, rfq: Rfq) -> tuple[list[Gpu], list[Server], list[Fabric]]:
+    """GPUs, servers and fabrics that the RFQ's vendor profile and constraints allow."""
+    vendor = catalog.vendors[rfq.constraints.vendor or "open"]
+    gpus = [g for g in catalog.gpus.values() if vendor.allows("gpus", g.id)
+            and (rfq.constraints.gpus is None or g.id in rfq.constraints.gpus)
+            and (g.datacenter_use or not rfq.constraints.datacenter_grade_only)]
+    servers = [s for s in catalog.servers.values() if vendor.allows("servers", s.id)]
+    fabrics = [f for f in catalog.fabrics.values() if f.id != "none"
+               and vendor.allows("fabrics", f.id)
+               and (rfq.constraints.fabrics is None or f.id in rfq.constraints.fabrics)]
+    return gpus, servers, fabrics
+
+
+def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, NodeType]:
+    """Every (server, GPU, GPUs populated) that can be bought, minus dominated ones.
+
+    Populated counts are powers of two up to the server's slots (so that replica and job
+    sizes, also powers of two, pack exactly, see :mod:`solver.optimize.mip`). A server is only offered
+    GPUs it physically takes (form factor, its GPU list, card width in slots, liquid cooling:
+    :meth:`Server.takes`) at counts whose power at TDP fits its ``max_power_w``. A node type
+    is dropped when another server holds the same GPUs for no more money, power and rack
+    space, and the same fabric NICs per node (more NICs: more bandwidth across nodes, but
+    more NIC cost).
+    """
+    gpus, servers, _ = allowed_entries(catalog, rfq)
+    types: dict[str, NodeType] = {}
+    for gpu in gpus:
+        options = []
+        for server in servers:
+            if not server.takes(gpu):
+                continue
+            counts = [n for n in POWERS_OF_TWO if n <= server.gpu_slots]
+            if gpu.form_factor in ("sxm", "oam"):
+                counts = [server.gpu_slots]  # baseboards come fully populated
+            options.extend((server, n) for n in counts if server.power_fits(gpu, n))
+        for server, count in options:
+            dominated = any(
+                other is not server and n == count
+                and other.price_usd <= server.price_usd
+                and other.base_power_w <= server.base_power_w
+                and other.rack_units <= server.rack_units
+                and other.fabric_nics_per_node == server.fabric_nics_per_node
+                and (other.price_usd, other.base_power_w, other.rack_units)
+                != (server.price_usd, server.base_power_w, server.rack_units)
+                for other, n in options)
+            if not dominated:
+                node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count),
+                                fabric_nics=server.fabric_nics_per_node, stack=gpu.stack)
+                types[node.key] = node
+    return types
+
+
+def physics_workload(spec: object) -> Workload:
+    """The physics-facing view of one RFQ workload (capacity mode for serving).
+
+    Serving passes the engine (whose factors the physics uses) and, for online inference,
+    the percentile the SLOs are checked at; batch inference has no latency SLO (percentile
+    50). A bare spec without these fields (tests, tools) gets vLLM at p90."""
+    kind = spec.kind  # type: ignore[attr-defined]
+    engine = getattr(spec, "engine", None) or "vllm"
+    if kind == "inference":
+        return Workload(kind=kind, input_tokens=spec.input_tokens,  # type: ignore[attr-defined]
+                        output_tokens=spec.output_tokens,  # type: ignore[attr-defined]
+                        concurrency=None, ttft_ms=spec.ttft_ms,  # type: ignore[attr-defined]
+                        tpot_ms=spec.tpot_ms, engine=engine,  # type: ignore[attr-defined]
+                        percentile=int(getattr(spec, "slo_percentile", None) or 90))
+    if kind == "batch_inference":
+        return Workload(kind=kind, input_tokens=spec.input_tokens,  # type: ignore[attr-defined]
+                        output_tokens=spec.output_tokens,  # type: ignore[attr-defined]
+                        concurrency=None, engine=engine, percentile=50)
+    return Workload(kind=kind, seq_len=spec.seq_len)  # type: ignore[attr-defined]
+
+
+def precisions_for(spec: object, gpu: Gpu) -> list[str]:
+    """Precisions the solver may choose for this workload on this GPU: what the GPU runs,
+    narrowed to what the buyer allows (``allowed_precisions``: serving defaults to bf16 and
+    fp8 - int8 and 4-bit weights only when the RFQ lists them; QLoRA keeps its int4 base)."""
+    kind = spec.kind  # type: ignore[attr-defined]
+    if kind == "qlora":
+        options = ["int4"]
+    elif kind in TRAINING_KINDS:
+        options = ["bf16"] + (["fp8"] if "fp8" in gpu.dense_tflops else [])
+    else:
+        options = [p for p in SERVING_PRECISIONS
+                   if p in ("bf16", "int4") or p in gpu.dense_tflops]
+    allowed_of = getattr(spec, "allowed_precisions", None)
+    if allowed_of is None:  # a bare spec (tests, tools): only a pinned precision narrows
+        pinned = getattr(spec, "precision", None)
+        return [p for p in options if pinned is None or p == pinned]
+    allowed = allowed_of()
+    return [p for p in options if p in allowed]
+
+
+def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> float:
+    return nodes * coupled_node_network_usd(catalog.servers[node.server], fabric)
+
+
+def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
+                        precision: str, rejected: list[str]) -> list[Candidate]:
+    from solver.catalog.perf_factors import factors
+    from solver.physics.memory import weight_bytes_per_param
+    from solver.physics.performance import best_layout
+
+    workload = physics_workload(spec)
+    model_id = spec.model  # type: ignore[attr-defined]
+    name = spec.name  # type: ignore[attr-defined]
+    out: list[Candidate] = []
+    fitted_in_node = False
+    for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
+        est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
+                          gpus_per_node=node.gpus, fabric="none", dp=1, server=node.server)
+        if not _usable_serving(est):
+            rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
+            continue
+        fitted_in_node = True
+        too_slow = batch_request_too_slow(spec, est)
+        if too_slow:
+            rejected.append(f"{node.key} {precision} x{size}: {too_slow}")
+            continue
+        out.append(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0))
+    gpu = catalog.gpus[node.gpu]
+    weights_share = (catalog.model(model_id).params_b
+                     * weight_bytes_per_param(factors(catalog), precision)
+                     / (gpu.memory_gb * node.gpus))
+    if fitted_in_node and weights_share < SPAN_WEIGHTS_SHARE:
+        return out
+    # replicas spanning 2, 4, ... whole nodes: needed when the model does not fit one node,
+    # and worth pricing when the weights take a large share of it (KV room for concurrency)
+    for fabric in fabrics:
+        found = 0
+        for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
+            size = nodes * node.gpus
+            est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
+                              gpus_per_node=node.gpus, fabric=fabric.id, dp=1,
+                              server=node.server)
+            if not _usable_serving(est):
+                continue
+            too_slow = batch_request_too_slow(spec, est)
+            if too_slow:
+                rejected.append(f"{node.key} {precision} x{size} over {fabric.id}: {too_slow}")
+                continue
+            out.append(_serving_candidate(name, spec, node, est, size, nodes, fabric.id,
+                                          _network(node, catalog, fabric, nodes)))
+            found += 1
+            if found == 2:
+                break
+    return out
+
+
+def request_seconds(est: Estimate) -> float:
+    """How long one request takes on this replica at its operating batch: prefill (TTFT)
+    plus its own output tokens decoded one after another (output_tokens x TPOT), seconds."""
+    pred = est.predicted
+    return ((pred.ttft_ms or 0.0) + est.workload.output_tokens * (pred.tpot_ms or 0.0)) / 1e3
+
+
+def batch_request_too_slow(spec: object, est: Estimate) -> str | None:
+    """Why a batch-inference replica cannot meet the deadline even for one request (None if
+    it can): however many replicas run in parallel, each request still decodes its own
+    output tokens one after another."""
+    if spec.kind != "batch_inference":  # type: ignore[attr-defined]
+        return None
+    deadline_s = spec.deadline_hours * 3600.0  # type: ignore[attr-defined]
+    need = request_seconds(est)
+    if need <= deadline_s:
+        return None
+    return (f"one request takes {need:,.3g} s (prefill + {spec.output_tokens} output tokens "  # type: ignore[attr-defined]
+            f"x TPOT {est.predicted.tpot_ms or 0:.3g} ms), more than the deadline of "
+            f"{deadline_s:.3g} s")
+
+
+def _usable_serving(est: Estimate) -> bool:
+    return est.fits and est.comfortable and (est.predicted.max_concurrency or 0) > 0 \
+        and (est.predicted.qps_capacity or 0) > 0
+
+
+def _serving_candidate(name: str, spec: object, node: NodeType, est: Estimate, size: int,
+                       nodes: int, fabric: str, network_usd: float) -> Candidate:
+    return Candidate(
+        workload=name, kind=spec.kind, node_type=node.key,  # type: ignore[attr-defined]
+        layout=est.layout, estimate=est, gpus=size, nodes_spanned=nodes, fabric=fabric,
+        network_usd=network_usd,
+        concurrency_capacity=float(est.predicted.max_concurrency or 0),
+        qps_capacity=float(est.predicted.qps_capacity or 0.0),
+        name=f"{name}|{node.key}|{est.layout.precision}|tp{est.layout.tp}pp{est.layout.pp}"
+             f"|{nodes}n|{fabric}")
+
+
+ZERO_STAGES = (3, 2, 1, 0)  # the default (FSDP full shard) first: kept on a tie
+
+
+def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
+    """The fastest ZeRO stage for a fitting training layout (recompute ``auto`` already
+    recomputes just enough layers to fit): lower stages skip the parameter all-gathers
+    but hold more state, so more layers may need recomputing. Only this layout is
+    re-estimated (3 more estimates), which keeps candidate generation fast."""
+    from dataclasses import replace
+
+    from solver.physics.performance import estimate
+
+    if est.layout.dp <= 1 or est.workload.zero is not None:
+        return est
+    best = est
+    for stage in ZERO_STAGES:
+        other = estimate(catalog, est.layout, replace(est.workload, zero=stage))
+        if other.fits and other.predicted.tokens_per_s > best.predicted.tokens_per_s * 1.001:
+            best = other
+    return best
+
+
+def coupled_training_rdma_only(catalog: Catalog, rfq: Rfq) -> bool:
+    """Whether training jobs that couple nodes must run on an RDMA fabric: the RFQ's
+    ``constraints.coupled_training_fabric``, else the vendor profile's engineering policy
+    (the guide: coupled training on InfiniBand/RoCE)."""
+    wanted = getattr(rfq.constraints, "coupled_training_fabric", None)
+    if wanted is None:
+        wanted = catalog.vendors[rfq.constraints.vendor or "open"].coupled_training_fabric
+    return wanted == "rdma"
+
+
+def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
+                         precision: str, rejected: list[str], all_sizes: bool,
+                         max_nodes: int, rdma_only: bool = False) -> list[Candidate]:
+    """Jobs on this node type: for each fabric, the smallest GPU count that fits and meets
+    the deadline at expected goodput (larger ones cost more for the same node type and
+    fabric); with ``all_sizes`` every meeting size (for the Pareto frontier). Each layout
+    runs the fastest training knobs that fit (:func:`fastest_training_knobs`); with
+    ``rdma_only`` jobs that span nodes use RDMA fabrics only."""
+    from solver.physics.goodput import hours_at_goodput
+    from solver.physics.performance import best_layout
+
+    workload = physics_workload(spec)
+    total_tokens = spec.dataset_tokens * spec.epochs  # type: ignore[attr-defined]
+    deadline = spec.deadline_hours  # type: ignore[attr-defined]
+    out: list[Candidate] = []
+    options: list[tuple[int, Fabric | None]] = [(n, None) for n in POWERS_OF_TWO
+                                                 if n <= node.gpus]
+    for fabric in fabrics:
+        if rdma_only and not fabric.rdma:
+            rejected.append(f"{node.key} {precision} over {fabric.id}: coupled training "
+                            "runs on an RDMA fabric (InfiniBand/RoCE) by engineering policy")
+            continue
+        options += [(node.gpus * m, fabric) for m in POWERS_OF_TWO
+                    if 2 <= m <= min(max_nodes, MAX_SPANNED_NODES)]
+    done: set[str | None] = set()
+    best_hours: float | None = None
+    last_reason = "does not fit"
+    for size, fabric in options:
+        fabric_id = fabric.id if fabric else "none"
+        if fabric_id in done and not all_sizes:
+            continue
+        if "in-node" in done and not all_sizes:
+            continue  # a spanning job costs more than an in-node one on the same node type
+        est = best_layout(catalog, spec.model, node.gpu, size, workload,  # type: ignore[attr-defined]
+                          precision=precision, gpus_per_node=node.gpus, fabric=fabric_id,
+                          server=node.server)
+        if not est.fits or est.predicted.tokens_per_s <= 0:
+            last_reason = est.reason or "does not fit"
+            continue
+        est = fastest_training_knobs(catalog, est)
+        hours = hours_at_goodput(catalog, est, total_tokens)
+        best_hours = hours if best_hours is None else min(best_hours, hours)
+        if hours > deadline:
+            continue
+        nodes = max(1, size // node.gpus) if fabric else 1
+        network = _network(node, catalog, fabric, nodes) if fabric else 0.0
+        out.append(Candidate(
+            workload=spec.name, kind=spec.kind, node_type=node.key,  # type: ignore[attr-defined]
+            layout=est.layout, estimate=est, gpus=size, nodes_spanned=nodes, fabric=fabric_id,
+            network_usd=network, hours_to_complete=hours,
+            name=f"{spec.name}|{node.key}|{precision}|tp{est.layout.tp}pp{est.layout.pp}"  # type: ignore[attr-defined]
+                 f"dp{est.layout.dp}|{nodes}n|{fabric_id}"))
+        done.add(fabric_id if fabric else "in-node")
+        if fabric is None:
+            done.add("in-node")
+    if not out and best_hours is None:
+        rejected.append(f"{node.key} {precision}: no layout fits memory ({last_reason})")
+    elif not out:
+        rejected.append(f"{node.key} {precision}: fastest layout tried needs "
+                        f"{best_hours:,.1f} h (deadline {deadline:g} h)")
+    return out
+
+
+def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
+                     params: CostParams | None = None,
+                     deadline: float | None = None) -> CandidateTable:
+    """The whole candidate table for an RFQ. ``deadline`` (a ``time.perf_counter()``
+    instant) raises :class:`~solver.optimize.backends.TimeLimitReached` once passed."""
+    params = params or CostParams.from_catalog(catalog, rfq.horizon_years)
+    types = node_types(catalog, rfq, params)
+    _, _, fabrics = allowed_entries(catalog, rfq)
+    max_nodes = rfq.constraints.max_nodes or MAX_SPANNED_NODES
+    rdma_only = coupled_training_rdma_only(catalog, rfq)
+    candidates: dict[str, list[Candidate]] = {}
+    rejected: dict[str, list[str]] = {}
+    from solver.optimize.rental import owned_allowed, rented_candidates
+
+    for spec in rfq.workloads:
+        found: list[Candidate] = []
+        why: list[str] = []
+        for node in (types.values() if owned_allowed(rfq) else ()):
+            gpu = catalog.gpus[node.gpu]
+            for precision in precisions_for(spec, gpu):
+                if spec.kind in TRAINING_KINDS:
+                    found += _training_candidates(catalog, spec, node, fabrics, precision, why,
+                                                  all_sizes, max_nodes, rdma_only)
+                else:
+                    found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
+        found += rented_candidates(catalog, rfq, spec, params, why)
+        candidates[spec.name] = _drop_dominated(found)
+        rejected[spec.name] = why
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeLimitReached(f"candidates not built within the time limit ({spec.name})")
+    storage = {spec.name: training_storage(catalog, params, spec) for spec in rfq.workloads
+               if spec.kind in TRAINING_KINDS}
+    return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected,
+                          storage)
+
+
+def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
+    """Remove candidates another one on the same node type beats on every count.
+
+    Dominance keeps the optimum: the dominating candidate uses no more GPUs, spans no more
+    nodes on the same fabric, costs no more network, and delivers at least the capacity.
+    """
+    keep = []
+    for cand in found:
+        dominated = False
+        for other in found:
+            if other is cand or other.node_type != cand.node_type or other.fabric != cand.fabric:
+                continue
+            no_worse = (other.gpus <= cand.gpus and other.nodes_spanned <= cand.nodes_spanned
+                        and other.network_usd <= cand.network_usd)
+            if cand.is_job:
+                better = no_worse and (other.hours_to_complete or math.inf) <= (
+                    cand.hours_to_complete or math.inf)
+            else:
+                better = (no_worse and other.concurrency_capacity >= cand.concurrency_capacity
+                          and other.qps_capacity >= cand.qps_capacity)
+                if cand.kind == "batch_inference":  # a request's own time meets the deadline
+                    better = better and (request_seconds(other.estimate)
+                                         <= request_seconds(cand.estimate))
+            strictly = (other.gpus, other.nodes_spanned, -other.concurrency_capacity,
+                        -other.qps_capacity, other.hours_to_complete or 0) != (
+                cand.gpus, cand.nodes_spanned, -cand.concurrency_capacity,
+                -cand.qps_capacity, cand.hours_to_complete or 0)
+            if better and (strictly or found.index(other) < found.index(cand)):
+                dominated = True
+                break
+        if not dominated:
+            keep.append(cand)
+    return keep

@@ -1,0 +1,443 @@
+r"""The procurement MIP: what to buy and how to lay every workload out on it.
+
+Sets
+    T           node types t = (server, GPU SKU, GPUs populated k_t)      (candidates.NodeType)
+    F           fabrics f allowed by vendor profile and RFQ (not ``none``)
+    W_s, W_j    serving workloads (inference, batch inference) and training jobs
+    C_w         candidates of workload w; each c has node type t(c), GPUs g_c, nodes spanned
+                n_c (1 = inside one node), fabric f(c) (``none`` when n_c = 1), network cost
+                net_c (its nodes' fabric NICs and node-to-switch cables), and capacity:
+                concurrency m_c, QPS q_c (serving) or hours h_c (jobs)
+    E           switched networks: the front-end Ethernet ``fe`` (every node) and each fabric
+
+Parameters
+    cost_t      per-node cost over the horizon (objective-dependent: capex, or TCO = capex +
+                power + operations incl. each node's own engineering)
+    P_t, U_t    full-load power (kW) and rack units of one node of type t
+    S, s        shared-storage cost of a coupled cluster (fixed, and per coupled node)
+    st_w        checkpoint + dataset storage of training job w (solver/optimize/storage.py; the same
+                for every candidate of w, so charged on each x[c], c ∈ C_w)
+    e_t, fe     fabric NICs per node of type t; front-end ports per node, cable price fe_c
+    R_e, H_e    ports of one switch of network e, H_e = floor(R_e / 2);
+                sw_e, up_e: switch price, price of one leaf-to-spine link
+    O           extra engineering cost of each coupled node beyond the first *of one
+                coupled group*: (overhead factor - 1) × engineering per node-year × horizon.
+                A group spanning n_c nodes pays (n_c - 1) O; independent replicas and
+                in-node groups pay nothing (domain.md: "each additional node of a coupled
+                cluster costs 4-5x the first" is per coupled job, not per estate)
+    D^conc_w, D^qps_w   serving capacity to buy: the stated demand (concurrency, requests/s;
+                batch: requests / deadline) divided by the workload's target utilisation
+                u_w (inference: ``target_utilization``, default 0.8; batch: 1), so that the
+                replicas run at u_w of what they can sustain within their SLOs
+    r_c         replicas of candidate c lost when one node goes down: k_t(c) / g_c for an
+                in-node candidate (its most replicas on one node), 1 for a spanning one
+
+Variables
+    N[t] ∈ Z≥0            nodes of type t bought
+    z[f] ∈ {0,1}          fabric f bought (Σ_f z[f] ≤ 1; "coupled" = Σ_f z[f])
+    x[c] ∈ Z≥0            replicas of serving candidate c;  x[c] ∈ {0,1} for a job candidate
+    K ∈ Z≥0               coupled nodes (nodes of jobs or replicas that span nodes)
+    a[c] ∈ {0,1}          (only for ``redundancy: n+1``) candidate c is used
+    L[e], S[e], U[e] ∈ Z≥0, y[e] ∈ {0,1}   leaf and spine switches, leaf-to-spine links and
+                          "two tiers" of network e (solver/optimize/network.py), driven by its ports
+                          P_fe = fe Σ_t N[t],  P_f = Σ_{c spanning on f} e_t(c) n_c x[c]
+
+Objective
+    min Σ_t (cost_t + fe fe_c) N[t] + Σ_c (net_c + st_w(c) + O (n_c - 1)) x[c]
+        + S Σ_f z[f] + s K + Σ_e (sw_e (L[e] + S[e]) + up_e U[e])
+    (capex objective: GPUs + servers + network + storage only, O = 0)
+    + Σ_{c ∈ R} rent_c x[c]   for rented candidates R (solver/optimize/rental.py: whole instances of a
+    rental offer for the job's hours, the batch deadline or the horizon; any objective).
+    A rented c has no node type and spans no bought fabric: it is in no packing, fabric,
+    coupled, switch, vendor-stack or owned-limit row - only its demand/one-job row and the
+    budget.
+
+Constraints (one block each in :func:`build_model`)
+    demand      Σ_{c∈C_w} m_c x[c] ≥ D^conc_w,  Σ_{c∈C_w} q_c x[c] ≥ D^qps_w     (w ∈ W_s)
+    n+1         for w with ``redundancy: n+1``, besides the demand rows, for every c ∈ C_w
+                Σ_{c'∈C_w} m_c' x[c'] - r_c m_c a[c] ≥ D^conc_w  (and the same for QPS),
+                x[c] ≤ x̄_c a[c]
+                i.e. Σ m x - max_{c used} r_c m_c ≥ D: the demand is still met with any one
+                node down. Why max_{c used} r_c m_c bounds the loss of any node of the
+                placement below: a spanning replica has its nodes to itself (it loses
+                r_c m_c = m_c); an in-node node of type t holds replicas of w's candidates
+                with Σ g_c (replicas) ≤ k_t, so it carries at most
+                k_t max_c (m_c / g_c) = max_c r_c m_c over the candidates used on it —
+                mixing candidates on one node never loses more than the densest one.
+                (Conservative when a workload fills only part of a node: the solver then
+                keeps a node's worth of the densest layout spare.) No continuous variable,
+                so CP-SAT takes it too.
+    one job     Σ_{c∈C_w} x[c] = 1                                                (w ∈ W_j)
+    packing     Σ_{c: t(c)=t} g_c x[c] ≤ k_t N[t]                                 (t ∈ T)
+    fabric      x[c] ≤ M_c z[f(c)] for spanning c;  Σ_f z[f] ≤ 1
+    coupled     K = Σ_{c spanning} n_c x[c];  z[f] ≤ Σ_{c spanning on f} n_c x[c]
+    switches    R L ≥ P;  P ≤ R + M y;  H L ≥ P - M'(1 - y);  R S ≥ H L - H Lmax (1 - y);
+                S ≥ y;  U ≥ H L - H Lmax (1 - y)                          (e ∈ E, network.py)
+                so that at the optimum (L, S, U) = one switch when P ≤ R, else a leaf/spine
+                with ceil(P/H) leaves, ceil(H L / R) spines and H L links — exactly what
+                the bill of materials recounts from the plan (solver/optimize/bom.py). Big-M's come
+                from P's upper bound (replica bounds; nodes ≤ what the candidates can fill).
+    one stack   N[t] ≤ M_t v[s(t)],  Σ_s v[s] ≤ 1   (v[s] ∈ {0,1}; s = CUDA or ROCm; dropped
+                when constraints.mixed_vendors; M_t = nodes that all of t's candidates fill)
+    limits      Σ N ≤ max_nodes, Σ k_t N[t] ≤ max_gpus, Σ P_t N[t] ≤ max_power_kw,
+                Σ U_t N[t] ≤ max_rack_units, objective ≤ budget
+    bounds      every integer variable gets a finite upper bound derived from the rows
+                above (solver/optimize/bounds.py): x[c] ≤ replicas that alone meet demand (plus,
+                for n+1, the largest one-node loss max_c' r_c' m_c' / m_c),
+                N[t] ≤ ⌈Σ_c g_c x̄_c / k_t⌉ and the limits, K ≤ Σ n_c x̄_c
+
+Why the packing constraint is exact (not a relaxation): every node size k_t and every
+in-node group size g_c is a power of two with g_c ≤ k_t, and a spanning group uses
+g_c = n_c k_t, i.e. whole nodes. Place spanning groups first on whole nodes; then place the
+in-node groups in decreasing size, first-fit. Because each size divides every larger one,
+the free space of every node is always a multiple of the current group size, so a group is
+only refused when every node is full — first-fit-decreasing therefore packs whenever the
+total GPU count fits (Σ g_c x[c] ≤ k_t N[t]). ``tests/test_mip.py`` checks this against an
+explicit bin packing. Replicas of different workloads share nodes of the same type.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from solver.optimize.backends import LinearModel
+from solver.optimize.bounds import tighten_bounds
+from solver.optimize.candidates import Candidate, CandidateTable
+from solver.optimize.network import add_switch_network, leaf_var, spine_var, uplink_var
+from solver.rfq.schema import Rfq
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What one serving workload must sustain: concurrency and requests/s."""
+
+    concurrency: float = 0.0
+    qps: float = 0.0
+
+
+def demand_of(spec: object) -> Demand:
+    """Stated serving demand of an RFQ workload (batch: requests spread over the deadline)."""
+    if spec.kind == "inference":  # type: ignore[attr-defined]
+        return Demand(float(spec.concurrency or 0), float(spec.qps or 0.0))  # type: ignore[attr-defined]
+    if spec.kind == "batch_inference":  # type: ignore[attr-defined]
+        return Demand(0.0, spec.requests / (spec.deadline_hours * 3600.0))  # type: ignore[attr-defined]
+    return Demand()
+
+
+def target_utilization(spec: object) -> float:
+    """The share of bought capacity an online workload is planned to use (RFQ
+    ``target_utilization``); 1 for batch inference, training and bare specs (tests)."""
+    if getattr(spec, "kind", None) != "inference":
+        return 1.0
+    return float(getattr(spec, "target_utilization", None) or 1.0)
+
+
+def planned_demand(spec: object) -> Demand:
+    """The capacity to buy for a serving workload: stated demand / target utilisation
+    (headroom so replicas are not run at the edge of their SLOs)."""
+    demand = demand_of(spec)
+    util = target_utilization(spec)
+    if util == 1.0:
+        return demand
+    # 12 significant digits: 48 / 0.8 is 60, not 60.00000000000001 (which would cost CP-SAT,
+    # whose rows are scaled to integers conservatively, a replica more than HiGHS)
+    return Demand(float(f"{demand.concurrency / util:.12g}"),
+                  float(f"{demand.qps / util:.12g}"))
+
+
+def needs_n_plus_1(spec: object) -> bool:
+    """Whether an online workload asks for ``redundancy: n+1`` (any one node down)."""
+    return getattr(spec, "kind", None) == "inference" and \
+        getattr(spec, "redundancy", "none") == "n+1"
+
+
+def replicas_per_node(cand: Candidate, node_gpus: int) -> int:
+    """Most replicas of a candidate one node can hold, i.e. lose when it goes down:
+    ``node GPUs / replica GPUs`` in-node (both powers of two), 1 for a spanning replica."""
+    return 1 if cand.spanning else max(1, node_gpus // cand.gpus)
+
+
+def units_lost(table: CandidateTable, cand: Candidate) -> int:
+    """Replicas (rented: units) of ``cand`` that one failure takes: a whole node's worth
+    of an owned candidate; one unit of a rented one (its capacity is per unit)."""
+    if cand.rental is not None:
+        return 1
+    return replicas_per_node(cand, table.node_types[cand.node_type].gpus)
+
+
+def node_loss(table: CandidateTable, cands: list[Candidate]) -> Demand:
+    """The largest capacity one node can carry of any of these candidates (the n+1 spare
+    that covers every choice among them): max_c r_c m_c and max_c r_c q_c. A rented
+    candidate's capacity is per unit (instance, or instances of a spanning replica): one
+    unit is what one failure takes."""
+    conc = qps = 0.0
+    for cand in cands:
+        per_node = units_lost(table, cand)
+        conc = max(conc, per_node * cand.concurrency_capacity)
+        qps = max(qps, per_node * cand.qps_capacity)
+    return Demand(conc, qps)
+
+
+def node_var(key: str) -> str:
+    return f"N[{key}]"
+
+
+def cand_var(cand: Candidate) -> str:
+    return f"x[{cand.name}]"
+
+
+def fabric_var(fabric: str) -> str:
+    return f"z[{fabric}]"
+
+
+COUPLED_NODES = "K"
+FRONTEND = "fe"
+
+
+def fabric_net(fabric: str) -> str:
+    """Network tag of a fabric (the front-end is ``fe``)."""
+    return f"fab:{fabric}"
+
+
+@dataclass
+class Limits:
+    """RFQ limits, as numbers (None = no limit)."""
+
+    max_nodes: float | None = None
+    max_gpus: float | None = None
+    max_power_kw: float | None = None
+    max_rack_units: float | None = None
+    budget_usd: float | None = None
+
+    @classmethod
+    def from_rfq(cls, rfq: Rfq) -> Limits:
+        c = rfq.constraints
+        return cls(c.max_nodes, c.max_gpus, c.max_power_kw, c.max_rack_units, rfq.budget_usd)
+
+
+def replica_bound(cand: Candidate, demand: Demand, spare: Demand | None = None) -> int:
+    """An upper bound on useful replicas of one serving candidate: enough to meet the
+    demand alone, plus (n+1) the largest one-node loss ``spare`` on top."""
+    spare = spare or Demand()
+    needed = 1
+    if demand.concurrency and cand.concurrency_capacity:
+        needed = max(needed, math.ceil((demand.concurrency + spare.concurrency)
+                                       / cand.concurrency_capacity))
+    if demand.qps and cand.qps_capacity:
+        needed = max(needed, math.ceil((demand.qps + spare.qps) / cand.qps_capacity - 1e-9))
+    return needed
+
+
+def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str, float]]:
+    """Cost coefficient of each variable per cost term (the report splits the bill)."""
+    p = table.params
+    terms: dict[str, dict[str, float]] = {
+        "gpus_usd": {}, "servers_usd": {}, "network_usd": {}, "storage_usd": {},
+        "power_usd": {}, "operations_usd": {}, "multinode_overhead_usd": {}}
+    for key, node in table.node_types.items():
+        terms["gpus_usd"][node_var(key)] = node.cost.gpus_usd
+        terms["servers_usd"][node_var(key)] = node.cost.server_usd
+        if objective == "tco":
+            terms["power_usd"][node_var(key)] = node.cost.power_usd
+            terms["operations_usd"][node_var(key)] = node.cost.operations_usd
+        if p.frontend_ports_per_node:
+            terms["network_usd"][node_var(key)] = p.frontend_ports_per_node * p.frontend_cable_usd
+    for name, cands in table.candidates.items():
+        job_storage = table.storage.get(name)
+        for cand in cands:
+            if cand.network_usd:
+                terms["network_usd"][cand_var(cand)] = cand.network_usd
+            if job_storage is not None and cand.is_job and job_storage.usd:
+                terms["storage_usd"][cand_var(cand)] = job_storage.usd
+    networks = [(FRONTEND, p.frontend_switch_usd, p.frontend_cable_usd)]
+    networks += [(fabric_net(f), fab.switch_price_usd, fab.cable_price_usd)
+                 for f, fab in table.fabrics.items() if fab is not None]
+    for tag, switch_usd, link_usd in networks:  # variables that build_model did not create
+        terms["network_usd"][leaf_var(tag)] = switch_usd  # are dropped there (never bought)
+        terms["network_usd"][spine_var(tag)] = switch_usd
+        terms["network_usd"][uplink_var(tag)] = link_usd
+    for fabric in table.fabrics:
+        terms["storage_usd"][fabric_var(fabric)] = p.shared_storage_usd
+    terms["storage_usd"][COUPLED_NODES] = p.shared_storage_usd_per_node
+    if objective == "tco":
+        # per coupled group: a replica or job spanning n_c nodes pays (n_c - 1) O
+        overhead = p.overhead_per_extra_coupled_node_usd
+        for cands in table.candidates.values():
+            for cand in cands:
+                if cand.spanning:
+                    terms["multinode_overhead_usd"][cand_var(cand)] = (
+                        overhead * (cand.nodes_spanned - 1))
+    # rented capacity (solver/optimize/rental.py): what each rented unit costs, whatever the objective
+    from solver.optimize.rental import rental_terms
+
+    terms["rental_usd"] = rental_terms(table)
+    return terms
+
+
+def _switched_networks(model: LinearModel, table: CandidateTable) -> None:
+    """Switch variables of the front-end and of every fabric, driven by their ports
+    (solver/optimize/network.py). Needs the candidate variables (their bounds size the big-M's)."""
+    high = {c.name: model.variables[cand_var(c)].high or 1
+            for cands in table.candidates.values() for c in cands}
+    p = table.params
+    if p.frontend_ports_per_node:
+        max_nodes = 0
+        for key, node in table.node_types.items():
+            gpus = sum(c.gpus * high[c.name] for cands in table.candidates.values()
+                       for c in cands if c.node_type == key)
+            max_nodes += math.ceil(gpus / node.gpus)
+        add_switch_network(model, FRONTEND,
+                           {node_var(k): float(p.frontend_ports_per_node)
+                            for k in table.node_types},
+                           p.frontend_ports_per_node * max_nodes, p.frontend_ports_per_switch)
+    for fabric, fab in table.fabrics.items():
+        if fab is None:
+            continue
+        ports = {cand_var(c): float(table.node_types[c.node_type].fabric_nics * c.nodes_spanned)
+                 for cands in table.candidates.values() for c in cands
+                 if c.spanning and c.fabric == fabric}
+        max_ports = sum(coeff * high[var[2:-1]] for var, coeff in ports.items())
+        add_switch_network(model, fabric_net(fabric), ports, max_ports, fab.ports_per_switch)
+
+
+def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
+                objective: str | None = None, extra: list | None = None) -> LinearModel:
+    """Build the MIP of this module's docstring from a candidate table."""
+    limits = limits or Limits.from_rfq(rfq)
+    objective = objective or rfq.objective
+    model = LinearModel(name=f"procure-{rfq.id}")
+    specs = {spec.name: spec for spec in rfq.workloads}
+
+    # --- variables ------------------------------------------------------------------
+    for key in table.node_types:
+        model.var(node_var(key), 0, None)
+    for fabric in table.fabrics:
+        model.var(fabric_var(fabric), 0, 1)
+    model.var(COUPLED_NODES, 0, None)
+    for name, cands in table.candidates.items():
+        demand = planned_demand(specs[name])
+        spare = node_loss(table, cands) if needs_n_plus_1(specs[name]) else None
+        for cand in cands:
+            high = 1 if cand.is_job else replica_bound(cand, demand, spare)
+            model.var(cand_var(cand), 0, high)
+    _switched_networks(model, table)
+
+    # --- objective --------------------------------------------------------------------
+    terms = objective_terms(table, objective)
+    for coeffs in terms.values():
+        for var, coeff in coeffs.items():
+            if var in model.variables:
+                model.objective[var] = model.objective.get(var, 0.0) + coeff
+
+    # --- demand (serving) and one job (training) ----------------------------------------
+    for name, cands in table.candidates.items():
+        spec = specs[name]
+        if spec.kind in ("inference", "batch_inference"):
+            _serving_demand(model, table, name, cands, spec)
+        else:
+            model.add(f"one_job[{name}]", {cand_var(c): 1.0 for c in cands}, "==", 1.0)
+
+    # --- packing: GPUs of every group placed on nodes of its type ------------------------
+    for key, node in table.node_types.items():
+        coeffs = {cand_var(c): float(c.gpus) for cands in table.candidates.values()
+                  for c in cands if c.node_type == key}
+        coeffs[node_var(key)] = -float(node.gpus)
+        model.add(f"packing[{key}]", coeffs, "<=", 0.0)
+
+    # --- one accelerator software stack (CUDA or ROCm) per cluster, unless allowed ------
+    _one_vendor_stack(model, table, rfq)
+
+    # --- fabric: a spanning layout needs its fabric; one fabric at most -----------------
+    spanning = [c for cands in table.candidates.values() for c in cands if c.spanning]
+    for cand in spanning:
+        bound = model.variables[cand_var(cand)].high or 1
+        model.add(f"fabric_needed[{cand.name}]",
+                  {cand_var(cand): 1.0, fabric_var(cand.fabric): -float(bound)}, "<=", 0.0)
+    if table.fabrics:
+        model.add("one_fabric", {fabric_var(f): 1.0 for f in table.fabrics}, "<=", 1.0)
+
+    # --- coupled nodes: K counts the nodes of spanning groups ---------------------------
+    coeffs = {cand_var(c): float(c.nodes_spanned) for c in spanning}
+    coeffs[COUPLED_NODES] = -1.0
+    model.add("coupled_nodes", coeffs, "==", 0.0)
+    for fabric in table.fabrics:
+        coeffs = {cand_var(c): -float(c.nodes_spanned) for c in spanning if c.fabric == fabric}
+        coeffs[fabric_var(fabric)] = 1.0
+        model.add(f"fabric_used[{fabric}]", coeffs, "<=", 0.0)
+
+    # --- RFQ limits ----------------------------------------------------------------------
+    nodes = table.node_types
+    if limits.max_nodes is not None:
+        model.add("max_nodes", {node_var(k): 1.0 for k in nodes}, "<=", limits.max_nodes)
+    if limits.max_gpus is not None:
+        model.add("max_gpus", {node_var(k): float(n.gpus) for k, n in nodes.items()}, "<=",
+                  limits.max_gpus)
+    if limits.max_power_kw is not None:
+        model.add("max_power_kw", {node_var(k): n.cost.power_kw for k, n in nodes.items()},
+                  "<=", limits.max_power_kw)
+    if limits.max_rack_units is not None:
+        model.add("max_rack_units", {node_var(k): float(n.cost.rack_units)
+                                     for k, n in nodes.items()}, "<=", limits.max_rack_units)
+    if limits.budget_usd is not None:
+        model.add("budget", dict(model.objective), "<=", limits.budget_usd)
+    for constraint in extra or []:
+        model.constraints.append(constraint)
+    # --- bounds: every integer variable gets a finite upper bound (solver/optimize/bounds.py) ----
+    tighten_bounds(model)
+    return model
+
+
+def used_var(cand: Candidate) -> str:
+    return f"a[{cand.name}]"
+
+
+def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
+                    cands: list[Candidate], spec: object) -> None:
+    """Demand rows of one serving workload (capacity bought >= demand / utilisation); with
+    ``redundancy: n+1`` also one row per candidate c: the capacity left after losing the
+    most of c one node can hold, when c is used (module docstring)."""
+    demand = planned_demand(spec)
+    spare = needs_n_plus_1(spec)
+    if spare:
+        for cand in cands:
+            model.var(used_var(cand), 0, 1)
+            bound = model.variables[cand_var(cand)].high or 1
+            model.add(f"used[{cand.name}]", {cand_var(cand): 1.0,
+                                             used_var(cand): -float(bound)}, "<=", 0.0)
+    for label, need, capacity in (("concurrency", demand.concurrency, "concurrency_capacity"),
+                                  ("qps", demand.qps, "qps_capacity")):
+        if not need:
+            continue
+        coeffs = {cand_var(c): getattr(c, capacity) for c in cands}
+        model.add(f"demand_{label}[{name}]", coeffs, ">=", need)
+        if not spare:
+            continue
+        for cand in cands:
+            per_node = units_lost(table, cand)
+            model.add(f"n_plus_1_{label}[{cand.name}]",
+                      {**coeffs, used_var(cand): -per_node * getattr(cand, capacity)},
+                      ">=", need)
+
+
+def stack_var(stack: str) -> str:
+    return f"v[{stack}]"
+
+
+def _one_vendor_stack(model: LinearModel, table: CandidateTable, rfq: Rfq) -> None:
+    """One accelerator software stack per cluster (CUDA or ROCm), unless the RFQ sets
+    ``constraints.mixed_vendors``: a binary ``v[s]`` per stack, ``Σ_s v[s] ≤ 1``, and every
+    node type's count bounded by ``M_t v[s(t)]``. ``M_t`` = the nodes that every candidate on
+    type t at its replica bound would fill, so the bound never cuts a useful plan."""
+    stacks = sorted({node.stack for node in table.node_types.values()})
+    if len(stacks) < 2 or getattr(rfq.constraints, "mixed_vendors", False):
+        return
+    for stack in stacks:
+        model.var(stack_var(stack), 0, 1)
+    model.add("one_vendor_stack", {stack_var(s): 1.0 for s in stacks}, "<=", 1.0)
+    for key, node in table.node_types.items():
+        gpus = sum(float(c.gpus) * (model.variables[cand_var(c)].high or 1)
+                   for cands in table.candidates.values() for c in cands if c.node_type == key)
+        bound = float(max(1, math.ceil(gpus / node.gpus)))
+        model.add(f"vendor_stack[{key}]", {node_var(key): 1.0,
+                                           stack_var(node.stack): -bound}, "<=", 0.0)

@@ -1,0 +1,69 @@
+"""Explicit placement: which replica or job runs on which bought node.
+
+First-fit decreasing as argued in :mod:`solver.optimize.mip`: per node type, every spanning group
+(a replica or job over ``n_c`` nodes) takes ``n_c`` whole empty nodes; then the in-node
+groups, largest first, go to the first node with room. Node and group sizes are powers of
+two (the catalog validates SXM/OAM baseboards; PCIe counts are powers of two), so this packs
+whenever the MIP's GPU count fits — a failure here is a bug and raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from solver.optimize.candidates import Candidate, CandidateTable
+
+
+class PlacementError(RuntimeError):
+    """The bought nodes cannot hold the chosen groups (violates the packing argument)."""
+
+
+def place(table: CandidateTable, nodes: dict[str, int],
+          picks: dict[str, list[tuple[Candidate, int]]]) -> list[dict[str, Any]]:
+    """One entry per bought node: its type and the groups (replicas, jobs) on it.
+
+    ``nodes`` maps node-type key to nodes bought; ``picks`` is :func:`solver.optimize.plan.chosen`.
+    """
+    out: list[dict[str, Any]] = []
+    for key, count in nodes.items():
+        if count <= 0:
+            continue
+        node = table.node_types[key]
+        free = [node.gpus] * count
+        runs: list[list[dict[str, Any]]] = [[] for _ in range(count)]
+        groups = [(cand, index) for cands in picks.values() for cand, replicas in cands
+                  if cand.node_type == key for index in range(1, replicas + 1)]
+        spanning = [(c, i) for c, i in groups if c.spanning]
+        in_node = sorted((g for g in groups if not g[0].spanning), key=lambda g: -g[0].gpus)
+        cursor = 0
+        for cand, index in spanning:
+            if cursor + cand.nodes_spanned > count:
+                raise PlacementError(f"{key}: no {cand.nodes_spanned} whole nodes left for "
+                                     f"{cand.workload}")
+            for n in range(cursor, cursor + cand.nodes_spanned):
+                free[n] = 0
+                runs[n].append(_run(cand, index, node.gpus))
+            cursor += cand.nodes_spanned
+        for cand, index in in_node:
+            for n in range(cursor, count):
+                if free[n] >= cand.gpus:
+                    free[n] -= cand.gpus
+                    runs[n].append(_run(cand, index, cand.gpus))
+                    break
+            else:
+                raise PlacementError(f"{key}: no node has {cand.gpus} free GPUs for "
+                                     f"{cand.workload}")
+        for n in range(count):
+            out.append({"node": f"node-{len(out) + 1}", "type": key, "server": node.server,
+                        "gpu": node.gpu, "gpus": node.gpus, "free_gpus": free[n],
+                        "runs": runs[n]})
+    return out
+
+
+def _run(cand: Candidate, index: int, gpus_here: int) -> dict[str, Any]:
+    layout = cand.layout
+    label = "job" if cand.is_job else f"replica {index}"
+    return {"workload": cand.workload, "unit": label, "group": f"{cand.name}#{index}",
+            "gpus": gpus_here, "group_gpus": cand.gpus, "nodes_spanned": cand.nodes_spanned,
+            "fabric": cand.fabric, "precision": layout.precision, "tp": layout.tp,
+            "pp": layout.pp, "dp": layout.dp}

@@ -1,0 +1,304 @@
+"""Turn a MIP solution into the plan a user reads (the JSON of contract.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, replace
+from typing import Any
+
+from solver.catalog.data import Catalog
+from solver.optimize.backends import Solution
+from solver.optimize.bom import bill_of_materials
+from solver.optimize.candidates import Candidate, CandidateTable
+from solver.optimize.mip import (
+    cand_var,
+    demand_of,
+    fabric_var,
+    needs_n_plus_1,
+    node_var,
+    objective_terms,
+    target_utilization,
+)
+from solver.optimize.placement import place
+from solver.optimize.rental import add_sourcing
+from solver.optimize.schedule import schedule_for
+from solver.physics.layout import TRAINING_KINDS, Estimate
+from solver.rfq.schema import Rfq
+
+COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
+             "operations_usd", "multinode_overhead_usd", "rental_usd", "tco_usd")
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return round(float(value), digits)
+
+
+def chosen(table: CandidateTable, solution: Solution) -> dict[str, list[tuple[Candidate, int]]]:
+    """Each workload's candidates used in the solution, with their replica counts."""
+    picks: dict[str, list[tuple[Candidate, int]]] = {}
+    for name, cands in table.candidates.items():
+        used = [(c, round(solution.values.get(cand_var(c), 0.0))) for c in cands]
+        picks[name] = sorted([(c, n) for c, n in used if n > 0], key=lambda cn: -cn[0].gpus * cn[1])
+    return picks
+
+
+def cost_breakdown(table: CandidateTable, values: dict[str, float]) -> dict[str, float]:
+    """Every cost term of a solution (TCO terms are reported even for a capex objective)."""
+    terms = objective_terms(table, "tco")
+    cost = {key: sum(coeff * round(values.get(var, 0.0)) for var, coeff in coeffs.items())
+            for key, coeffs in terms.items()}
+    cost["capex_usd"] = (cost["gpus_usd"] + cost["servers_usd"] + cost["network_usd"]
+                         + cost["storage_usd"])
+    cost["tco_usd"] = (cost["capex_usd"] + cost["power_usd"] + cost["operations_usd"]
+                       + cost["multinode_overhead_usd"] + cost.get("rental_usd", 0.0))
+    return {key: round(cost[key], 2) for key in COST_KEYS}
+
+
+def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
+            total_replicas_capacity: float) -> Estimate:
+    """The candidate evaluated at its share of the workload's concurrency (when given)."""
+    est = cand.estimate
+    if spec.kind == "inference" and spec.concurrency:
+        from solver.physics.performance import estimate as estimate_layout
+
+        # replicas take load in proportion to their capacity: each replica of this
+        # candidate carries concurrency × its capacity / the total capacity of all replicas
+        share = max(1, math.ceil(spec.concurrency * cand.concurrency_capacity
+                                 / max(total_replicas_capacity, 1e-9) - 1e-9))
+        share = min(share, int(cand.concurrency_capacity) or share)
+        return estimate_layout(catalog, est.layout, replace(est.workload, concurrency=share))
+    return est
+
+
+PERCENTILE_KEYS = ("ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99")
+"""Latency percentiles of an online workload's main layout at its load (None until the
+physics gives them; ``ttft_ms`` / ``tpot_ms`` stay the median)."""
+
+
+def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estimate
+                       ) -> dict[str, Any]:
+    """Per-request latency at this workload's actual load, capacity for all replicas."""
+    pred = loaded.predicted
+    if spec.kind == "inference" and spec.concurrency:
+        tokens = pred.tokens_per_s * replicas
+    else:
+        tokens = pred.tokens_per_s * (replicas if spec.kind not in TRAINING_KINDS else 1)
+    hours = cand.hours_to_complete
+    qps_total = (cand.qps_capacity * replicas) if spec.kind not in TRAINING_KINDS else None
+    if spec.kind == "batch_inference" and qps_total:
+        hours = spec.requests / qps_total / 3600.0
+    return {
+        "ttft_ms": _round(pred.ttft_ms, 1), "tpot_ms": _round(pred.tpot_ms, 2),
+        "qps_capacity": _round(qps_total, 3), "tokens_per_s": _round(tokens, 1),
+        "hours_to_complete": _round(hours, 2),
+        "scaling_efficiency": _round(pred.scaling_efficiency, 3),
+        "mfu": _round(pred.mfu, 3),
+        "max_concurrency": (int(cand.concurrency_capacity * replicas)
+                            if spec.kind not in TRAINING_KINDS else None),
+        **({key: _round(getattr(pred, key), 2) for key in PERCENTILE_KEYS}
+           if spec.kind == "inference" else {}),
+    }
+
+
+def utilization(spec: Any, picks: list[tuple[Candidate, int]]) -> float | None:
+    """Stated demand / capacity bought for a serving workload: concurrency against the
+    replicas' concurrency, requests/s against their request rate; the larger when both are
+    stated (the binding one). None when nothing was bought."""
+    demand = demand_of(spec)
+    shares = []
+    conc = sum(c.concurrency_capacity * n for c, n in picks)
+    qps = sum(c.qps_capacity * n for c, n in picks)
+    if demand.concurrency and conc > 0:
+        shares.append(demand.concurrency / conc)
+    if demand.qps and qps > 0:
+        shares.append(demand.qps / qps)
+    return max(shares) if shares else None
+
+
+SLO_METRICS = (("ttft_ms", "ttft"), ("tpot_ms", "tpot"))
+
+
+def slo_margins(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
+                ) -> dict[str, dict[str, Any]]:
+    """Each latency SLO of an online workload against the prediction at its percentile.
+
+    For every SLO the RFQ states: ``target_ms``, ``predicted_ms`` (the worst layout used,
+    each at the load the plan puts on it, at ``percentile``; the physics' ``*_slo`` value,
+    or its median when it gives no percentile - ``basis`` says which), ``margin`` = 1 -
+    predicted / target and ``met``.
+    """
+    percentile = int(getattr(spec, "slo_percentile", 90))
+    capacity = sum(c.concurrency_capacity * n for c, n in picks)
+    loaded = [at_load(catalog, spec, cand, n, capacity).predicted for cand, n in picks]
+    out: dict[str, dict[str, Any]] = {}
+    for metric, slo in SLO_METRICS:
+        target = getattr(spec, metric, None)
+        if not target:
+            continue
+        values = [(getattr(p, f"{metric}_slo", None), getattr(p, metric)) for p in loaded]
+        at_percentile = all(v is not None for v, _ in values)
+        worst = max((v if at_percentile else m) or 0.0 for v, m in values)
+        out[metric] = {"slo": slo, "percentile": percentile, "target_ms": float(target),
+                       "predicted_ms": _round(worst, 2),
+                       "margin": _round(1.0 - worst / target, 4),
+                       "met": worst <= target * (1 + 1e-9),
+                       "basis": f"p{percentile}" if at_percentile else "median"}
+    return out
+
+
+def redundancy_check(plan: dict[str, Any], picks: dict[str, list[tuple[Candidate, int]]],
+                     specs: dict[str, Any]) -> None:
+    """For each ``redundancy: n+1`` workload, the capacity left with the worst single node
+    of the plan's own placement down (in place on its plan entry, key ``n_plus_1``)."""
+    for entry in plan["workloads"]:
+        spec = specs[entry["name"]]
+        if not needs_n_plus_1(spec):
+            continue
+        by_name = {c.name: c for c, _ in picks[entry["name"]]}
+        total = (sum(c.concurrency_capacity * n for c, n in picks[entry["name"]]),
+                 sum(c.qps_capacity * n for c, n in picks[entry["name"]]))
+        worst: tuple[float, float, str] | None = None
+        for node in plan["placement"]:
+            groups = {run["group"] for run in node["runs"] if run["workload"] == entry["name"]}
+            lost = [by_name[g.rsplit("#", 1)[0]] for g in groups]
+            left = (total[0] - sum(c.concurrency_capacity for c in lost),
+                    total[1] - sum(c.qps_capacity for c in lost), node["node"])
+            if worst is None or left[:2] < worst[:2]:
+                worst = left
+        for cand, units in picks[entry["name"]]:  # a rented instance can fail too
+            if cand.rental is None or units < 1:
+                continue
+            left = (total[0] - cand.concurrency_capacity, total[1] - cand.qps_capacity,
+                    f"rented {cand.rental.id} instance")
+            if worst is None or left[:2] < worst[:2]:
+                worst = left
+        if worst is None:
+            continue
+        entry["n_plus_1"] = {"worst_node": worst[2],
+                             "concurrency_one_node_down": _round(worst[0], 3),
+                             "qps_one_node_down": _round(worst[1], 3)}
+
+
+def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
+                   ) -> dict[str, Any]:
+    """The plan's entry for one workload: its main layout, memory and predictions."""
+    cand, replicas = picks[0]
+    layout = cand.layout
+    is_job = spec.kind in TRAINING_KINDS
+    capacity = sum(c.concurrency_capacity * n for c, n in picks)
+    loaded = at_load(catalog, spec, cand, replicas, capacity)
+    memory = {k: _round(v, 3) for k, v in asdict(loaded.memory).items()}
+    entry: dict[str, Any] = {
+        "name": spec.name, "kind": spec.kind, "model": spec.model,
+        "precision": layout.precision, "gpu": layout.gpu, "tp": layout.tp, "pp": layout.pp,
+        "dp": layout.dp if is_job else replicas,
+        "gpus": cand.gpus if is_job else cand.gpus * replicas,
+        "nodes_spanned": cand.nodes_spanned,
+        "gpus_per_node": layout.gpus_per_node, "fabric": cand.fabric,
+        "memory": memory,
+        "predicted": _predicted_at_load(spec, cand, replicas, loaded),
+    }
+    if is_job:  # issue 15: the training knobs it runs with, goodput and deadline margin
+        entry["training"] = training_entry(catalog, spec, cand)
+    demand = demand_of(spec)
+    if not is_job:
+        entry["demand"] = {"concurrency": spec.concurrency if spec.kind == "inference" else None,
+                           "qps": _round(demand.qps, 4)}
+        entry["utilization"] = _round(utilization(spec, picks), 3)
+    if spec.kind == "inference":
+        entry["target_utilization"] = target_utilization(spec)
+        entry["slo_percentile"] = getattr(spec, "slo_percentile", 90)
+        entry["engine"] = getattr(spec, "engine", "vllm")
+        entry["redundancy"] = getattr(spec, "redundancy", "none")
+        entry["margins"] = slo_margins(catalog, spec, picks)
+    if len(picks) > 1:
+        entry["layouts"] = [{"gpu": c.layout.gpu, "precision": c.layout.precision,
+                             "tp": c.layout.tp, "pp": c.layout.pp, "replicas": n,
+                             "gpus_per_node": c.layout.gpus_per_node, "fabric": c.fabric}
+                            for c, n in picks]
+        entry["gpus"] = sum(c.gpus * n for c, n in picks)
+        if not is_job:  # capacity and completion time of all layouts together
+            qps_all = sum(c.qps_capacity * n for c, n in picks)
+            pred = entry["predicted"]
+            pred["qps_capacity"] = _round(qps_all, 3)
+            pred["max_concurrency"] = int(capacity)
+            if spec.kind == "batch_inference" and qps_all > 0:
+                pred["hours_to_complete"] = _round(spec.requests / qps_all / 3600.0, 2)
+    return entry
+
+
+def training_entry(catalog: Catalog, spec: Any, cand: Candidate) -> dict[str, Any]:
+    """A training job's knobs (recompute, ZeRO stage, batch, SP, interleave, CP), its
+    expected goodput (failures, checkpoints) and the margin to its deadline."""
+    from solver.physics.goodput import goodput
+
+    good = goodput(catalog, cand.estimate)
+    hours = cand.hours_to_complete
+    deadline = spec.deadline_hours
+    entry = dict(cand.estimate.training or {})
+    entry.update({
+        "goodput": _round(good.fraction, 4),
+        "failures_expected": _round(good.failures_per_hour * (hours or 0.0), 2),
+        "checkpoint_blocking_s": _round(good.checkpoint_hours * 3600.0, 1),
+        "deadline_hours": deadline,
+        "hours_to_complete": _round(hours, 2),
+        "deadline_margin_hours": _round(deadline - hours, 2) if hours is not None else None,
+        "deadline_margin": _round(1.0 - hours / deadline, 4) if hours and deadline else None,
+    })
+    return entry
+
+
+def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution
+             ) -> dict[str, Any]:
+    """The plan JSON (without decision path and warnings, which explain adds), with its
+    placement (one entry per bought node) and bill of materials recomputed from it."""
+    values = solution.values
+    nodes = []
+    bought: dict[str, int] = {}
+    power_kw = 0.0
+    rack_units = 0
+    for key, node in table.node_types.items():
+        count = round(values.get(node_var(key), 0.0))
+        if count > 0:
+            bought[key] = count
+            nodes.append({"gpu": node.gpu, "server": node.server, "gpus_per_node": node.gpus,
+                          "count": count})
+            power_kw += count * node.cost.power_kw
+            rack_units += count * node.cost.rack_units
+    fabric = next((f for f in table.fabrics if round(values.get(fabric_var(f), 0.0)) == 1),
+                  "none")
+    picks = chosen(table, solution)
+    specs = {spec.name: spec for spec in rfq.workloads}
+    plan = {
+        "rfq": rfq.id,
+        "status": solution.status,
+        "solver": solution.backend,
+        "gap": _round(solution.gap, 6) if solution.status == "feasible" else 0.0,
+        "solve_seconds": _round(solution.seconds, 3),
+        "objective": rfq.objective,
+        "cluster": {
+            "nodes": nodes,
+            "total_nodes": sum(n["count"] for n in nodes),
+            "total_gpus": sum(n["count"] * n["gpus_per_node"] for n in nodes),
+            "fabric": fabric,
+            "coupled": fabric != "none",
+            "coupled_nodes": round(values.get("K", 0.0)),
+            "power_kw": round(power_kw, 2),
+            "rack_units": rack_units,
+        },
+        "workloads": [workload_entry(catalog, specs[name], picks[name]) for name in picks
+                      if picks[name]],
+        "cost": cost_breakdown(table, values),
+        "placement": place(table, bought, picks),
+        "bill_of_materials": None,
+        "decision_path": [],
+        "warnings": [],
+        "infeasibility": None,
+    }
+    redundancy_check(plan, picks, specs)
+    add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/optimize/rental.py)
+    plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
+    plan["schedule"] = schedule_for(catalog, rfq, table, plan)  # solver/optimize/schedule.py
+    return plan

@@ -1,0 +1,359 @@
+"""The purchase schedule of a plan (contract: ``schedule`` in the solve JSON).
+
+A list of periods, each ``{start_month, months, nodes_bought, gpus_bought, capex_usd,
+rental_usd, runs}``. A plan solved for one demand level buys everything at month 0 and has
+one period covering the horizon; ``runs`` says, per workload, whether it runs on owned or
+rented capacity and on how many GPUs. (Demand that changes over time: docs/rental.md.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+def single_period(plan: dict[str, Any], horizon_years: float) -> list[dict[str, Any]]:
+    """The one-period schedule of a plan: everything bought at month 0."""
+    cluster, cost = plan["cluster"], plan["cost"]
+    runs = {w["name"]: {"sourcing": w.get("sourcing", "owned"), "gpus": w["gpus"]}
+            for w in plan["workloads"]}
+    return [{"start_month": 0, "months": round(12 * horizon_years, 3),
+             "nodes_bought": cluster["total_nodes"], "gpus_bought": cluster["total_gpus"],
+             "capex_usd": cost["capex_usd"], "rental_usd": cost.get("rental_usd", 0.0),
+             "runs": runs}]
+
+
+# --------------------------------------------------------------------------- RFQ form
+MONTHS_PER_YEAR = 12.0
+
+
+def expand_demand_over_time(data: Any) -> Any:
+    """RFQ data with every serving workload's demand over time made explicit (before the
+    schema validates it): ``growth_per_year`` becomes yearly ``periods`` whose demand is the
+    year's *end* value (capacity must hold through the period: ``D0 × (1+g)^(y+1)``), and a
+    workload with ``periods`` gets ``concurrency``/``qps`` = the peak over its periods (the
+    plan for buying everything at month 0). Malformed values are left for the schema."""
+    if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
+        return data
+    horizon = data.get("horizon_years", 3)
+    if not isinstance(horizon, int | float) or isinstance(horizon, bool) or horizon <= 0:
+        return data
+    out = dict(data)
+    out["workloads"] = [_expand_workload(w, float(horizon)) for w in data["workloads"]]
+    return out
+
+
+def _expand_workload(work: Any, horizon_years: float) -> Any:
+    if not isinstance(work, dict) or work.get("kind") != "inference":
+        return work
+    growth = work.get("growth_per_year")
+    periods = work.get("periods")
+    if growth is not None and periods is not None:
+        raise ValueError(f"workload {work.get('name')!r}: give periods or growth_per_year, "
+                         "not both")
+    work = dict(work)
+    if isinstance(growth, int | float) and not isinstance(growth, bool) and growth > -0.9:
+        years = max(1, math.ceil(horizon_years - 1e-9))
+        periods = []
+        for year in range(years):
+            months = min(MONTHS_PER_YEAR, MONTHS_PER_YEAR * horizon_years - 12 * year)
+            factor = (1.0 + growth) ** (year + 1)
+            period: dict[str, Any] = {"months": round(months, 6)}
+            if isinstance(work.get("qps"), int | float):
+                period["qps"] = round(work["qps"] * factor, 6)
+            if isinstance(work.get("concurrency"), int):
+                period["concurrency"] = max(1, math.ceil(work["concurrency"] * factor - 1e-9))
+            periods.append(period)
+        work["periods"] = periods
+    if isinstance(periods, list) and all(isinstance(p, dict) for p in periods):
+        for key in ("qps", "concurrency"):
+            values = [p[key] for p in periods if isinstance(p.get(key), int | float)
+                      and not isinstance(p.get(key), bool)]
+            if values:
+                work[key] = max(values)
+    return work
+
+
+# --------------------------------------------------------------------------- phased model
+HOURS_PER_MONTH = 8760.0 / 12.0
+
+
+@dataclass(frozen=True)
+class Period:
+    start_month: float
+    months: float
+
+
+def has_demand_over_time(rfq: Any) -> bool:
+    return any(getattr(w, "periods", None) for w in rfq.workloads)
+
+
+def periods_of(rfq: Any) -> list[Period]:
+    """The union of every workload's period boundaries, up to the horizon."""
+    horizon = 12.0 * rfq.horizon_years
+    cuts = {0.0, horizon}
+    for work in rfq.workloads:
+        start = 0.0
+        for period in getattr(work, "periods", None) or []:
+            start += period.months
+            if start < horizon - 1e-9:
+                cuts.add(round(start, 6))
+    bounds = sorted(cuts)
+    return [Period(a, b - a) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def demand_at(spec: Any, month: float) -> Any:
+    """A serving workload's demand in force at ``month`` (its last period holds on), as
+    capacity to buy: divided by the workload's ``target_utilization`` like the one-period
+    MIP's demand (solver/optimize/mip.py planned_demand)."""
+    from solver.optimize.mip import Demand, planned_demand, target_utilization
+
+    periods = getattr(spec, "periods", None)
+    if not periods:
+        return planned_demand(spec)
+    start = 0.0
+    chosen = periods[-1]
+    for period in periods:
+        if month < start + period.months - 1e-9:
+            chosen = period
+            break
+        start += period.months
+    util = target_utilization(spec)
+    return Demand(float(f"{float(chosen.concurrency or 0) / util:.12g}"),
+                  float(f"{float(chosen.qps or 0.0) / util:.12g}"))
+
+
+def schedule_for(catalog: Any, rfq: Any, table: Any, plan: dict[str, Any]
+                 ) -> list[dict[str, Any]]:
+    """The plan's schedule: one period, or - when a workload gives demand over time - the
+    phased purchase of :func:`phased` (its comparison with buying everything at month 0
+    goes to ``plan['phasing']``)."""
+    if has_demand_over_time(rfq):
+        result = phased(catalog, rfq, table)
+        if result is not None:
+            schedule, summary = result
+            plan["phasing"] = summary
+            return schedule
+        plan.setdefault("warnings", []).append(
+            "demand over time: no phased schedule (a workload needs nodes coupled over a "
+            "fabric, or the phased model found no plan); everything is bought at month 0")
+    return single_period(plan, table.params.horizon_years)
+
+
+def _usable(cand: Any) -> bool:
+    """Candidates the phased model takes: rented ones and owned in-node ones."""
+    return cand.rented or not cand.spanning
+
+
+def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
+           ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    r"""Buy capacity per period, rent to bridge (docs/rental.md, "Demand over time").
+
+    Periods p (start S_p months, length L_p), node types t, candidates c (owned in-node or
+    rented). Variables: B[t,p] nodes bought at the start of p (N[t,p] = Σ_{q≤p} B[t,q]:
+    capacity stays), x[c,p] serving units in p, y[c] ∈ {0,1} the one candidate of a job
+    (jobs and batch inference run once, in the first period), W[p] front-end switches bought.
+    Objective: Σ B[t,p] (capex_t (1-δ)^{S_p/12} + opex_t (H - S_p)/H)
+    + Σ rented x[c,p] k_c $/GPU-h max(730 L_p, min_term) + Σ y[c] (rental_c + storage)
+    + Σ W[p] switch (1-δ)^{S_p/12}, δ = costs.hardware_price_decline_per_year.
+    Rows: demand of every serving workload in every period; packing
+    Σ_{c on t} g_c x[c,p] (+ jobs in p=1) ≤ k_t N[t,p]; front-end ports ≤ R Σ_{q≤p} W[q];
+    limits on the final owned estate; budget. None when a workload has no usable candidate
+    or no plan is found."""
+    from solver.optimize.backends import DEFAULT_SOLVER, LinearModel, get_backend
+    from solver.optimize.mip import planned_demand, replica_bound
+
+    periods = periods_of(rfq)
+    specs = {s.name: s for s in rfq.workloads}
+    cands = {name: [c for c in cs if _usable(c)] for name, cs in table.candidates.items()}
+    if any(not cs for cs in cands.values()):
+        return None
+    params = table.params
+    decline = _decline(catalog)
+    horizon_months = 12.0 * params.horizon_years
+    model = LinearModel(name=f"phased-{rfq.id}")
+    once = {n for n, s in specs.items() if s.kind != "inference"}  # jobs and batch: period 1
+
+    def factor(p: int) -> float:
+        return (1.0 - decline) ** (periods[p].start_month / 12.0)
+
+    fe_cable = params.frontend_ports_per_node * params.frontend_cable_usd
+    for key, node in table.node_types.items():
+        per_year = (node.cost.power_usd + node.cost.operations_usd) / params.horizon_years
+        for p, period in enumerate(periods):
+            name = model.var(f"B[{key},{p}]", 0, None)
+            model.objective[name] = (node.cost.capex_usd * factor(p) + fe_cable
+                                     + per_year * (horizon_months - period.start_month) / 12.0)
+    for name, cs in cands.items():
+        storage = table.storage.get(name)
+        for c in cs:
+            if name in once:
+                high = 1 if c.is_job else replica_bound(c, planned_demand(specs[name]))
+                var = model.var(f"x[{c.name},0]", 0, high)
+                model.objective[var] = c.rental_usd + (storage.usd if storage else 0.0)
+                continue
+            for p, period in enumerate(periods):
+                high = replica_bound(c, demand_at(specs[name], period.start_month))
+                var = model.var(f"x[{c.name},{p}]", 0, high)
+                if c.rented:
+                    hours = c.rental.billed_hours(HOURS_PER_MONTH * period.months)
+                    model.objective[var] = c.gpus * c.rental.usd_per_gpu_hour * hours
+    # demand: serving in every period, jobs and batch once
+    for name, cs in cands.items():
+        spec = specs[name]
+        if spec.kind in ("lora", "qlora", "full_finetune", "pretrain"):
+            model.add(f"one_job[{name}]", {f"x[{c.name},0]": 1.0 for c in cs}, "==", 1.0)
+            continue
+        for p, period in enumerate(periods if name not in once else periods[:1]):
+            demand = demand_at(spec, period.start_month)
+            if demand.concurrency:
+                model.add(f"conc[{name},{p}]", {f"x[{c.name},{p}]": c.concurrency_capacity
+                                                for c in cs}, ">=", demand.concurrency)
+            if demand.qps:
+                model.add(f"qps[{name},{p}]", {f"x[{c.name},{p}]": c.qps_capacity
+                                               for c in cs}, ">=", demand.qps)
+    # packing: owned GPUs of period p on the nodes bought so far
+    for key, node in table.node_types.items():
+        for p in range(len(periods)):
+            coeffs: dict[str, float] = {}
+            for name, cs in cands.items():
+                if name in once and p > 0:
+                    continue
+                for c in cs:
+                    if not c.rented and c.node_type == key:
+                        coeffs[f"x[{c.name},{p}]"] = float(c.gpus)
+            for q in range(p + 1):
+                coeffs[f"B[{key},{q}]"] = -float(node.gpus)
+            model.add(f"packing[{key},{p}]", coeffs, "<=", 0.0)
+    _frontend(model, table, periods, factor)
+    _final_limits(model, table, rfq, len(periods) - 1)
+    backend = get_backend(solver or DEFAULT_SOLVER)
+    solution = backend.solve(model, None)
+    if solution.status not in ("optimal", "feasible"):
+        return None
+    now = _buy_now(model, table, periods)
+    now_solution = backend.solve(now, None)
+    schedule = _periods_out(table, cands, once, periods, solution.values, factor, fe_cable)
+    summary = {"tco_usd": round(solution.objective or 0.0, 2),
+               "buy_all_now_tco_usd": (round(now_solution.objective, 2)
+                                       if now_solution.objective is not None else None),
+               "hardware_price_decline_per_year": decline}
+    if summary["buy_all_now_tco_usd"] is not None:
+        summary["saving_usd"] = round(summary["buy_all_now_tco_usd"] - summary["tco_usd"], 2)
+    return schedule, summary
+
+
+def _decline(catalog: Any) -> float:
+    """``costs.hardware_price_decline_per_year`` (0 when the catalog has none)."""
+    from solver.common.errors import InputError, Problem
+
+    param = getattr(catalog.costs, "hardware_price_decline_per_year", None)
+    value = float(param.value) if param is not None else 0.0
+    if not 0.0 <= value < 0.9:
+        raise InputError([Problem("costs.yaml", "hardware_price_decline_per_year.value", value,
+                                  "must be in [0, 0.9)")])
+    return value
+
+
+def _frontend(model: Any, table: Any, periods: list[Period], factor: Any) -> None:
+    """Front-end ToR switches bought per period (single tier: an approximation above one
+    switch's ports), enough for every owned node's front-end ports."""
+    p_ = table.params
+    if not p_.frontend_ports_per_node:
+        return
+    for p in range(len(periods)):
+        var = model.var(f"W[{p}]", 0, None)
+        model.objective[var] = p_.frontend_switch_usd * factor(p)
+        coeffs = {f"B[{key},{q}]": float(p_.frontend_ports_per_node)
+                  for key in table.node_types for q in range(p + 1)}
+        coeffs.update({f"W[{q}]": -float(p_.frontend_ports_per_switch) for q in range(p + 1)})
+        model.add(f"frontend[{p}]", coeffs, "<=", 0.0)
+
+
+def _final_limits(model: Any, table: Any, rfq: Any, last: int) -> None:
+    """The RFQ's owned limits on the estate at the end (capacity only grows)."""
+    c = rfq.constraints
+    nodes = table.node_types
+    owned = {key: [f"B[{key},{q}]" for q in range(last + 1)] for key in nodes}
+    rows = (("max_nodes", c.max_nodes, lambda n: 1.0),
+            ("max_gpus", c.max_gpus, lambda n: float(n.gpus)),
+            ("max_power_kw", c.max_power_kw, lambda n: n.cost.power_kw),
+            ("max_rack_units", c.max_rack_units, lambda n: float(n.cost.rack_units)))
+    for label, limit, weight in rows:
+        if limit is not None:
+            model.add(label, {v: weight(nodes[k]) for k in nodes for v in owned[k]}, "<=",
+                      float(limit))
+    if rfq.budget_usd is not None:
+        model.add("budget", dict(model.objective), "<=", rfq.budget_usd)
+
+
+def _buy_now(model: Any, table: Any, periods: list[Period]) -> Any:
+    """The same model with every purchase at month 0 (the buy-everything-now reference)."""
+    from copy import deepcopy
+
+    now = deepcopy(model)
+    for p in range(1, len(periods)):
+        for key in table.node_types:
+            now.add(f"now[{key},{p}]", {f"B[{key},{p}]": 1.0}, "<=", 0.0)
+        if f"W[{p}]" in now.variables:
+            now.add(f"now[W,{p}]", {f"W[{p}]": 1.0}, "<=", 0.0)
+    return now
+
+
+def _periods_out(table: Any, cands: dict[str, list[Any]], once: set[str],
+                 periods: list[Period], values: dict[str, float], factor: Any,
+                 fe_cable: float) -> list[dict[str, Any]]:
+    out = []
+    params = table.params
+    for p, period in enumerate(periods):
+        nodes = {key: round(values.get(f"B[{key},{p}]", 0.0)) for key in table.node_types}
+        capex = sum(n * (table.node_types[k].cost.capex_usd * factor(p) + fe_cable)
+                    for k, n in nodes.items())
+        capex += round(values.get(f"W[{p}]", 0.0)) * params.frontend_switch_usd * factor(p)
+        rental = 0.0
+        runs: dict[str, dict[str, Any]] = {}
+        for name, cs in cands.items():
+            if name in once and p > 0:
+                continue
+            owned_gpus = rented_gpus = 0
+            for c in cs:
+                units = round(values.get(f"x[{c.name},{p}]", 0.0))
+                if not units:
+                    continue
+                if c.rented:
+                    rented_gpus += units * c.gpus
+                    rental += (c.rental_usd if name in once else units * c.gpus
+                               * c.rental.usd_per_gpu_hour
+                               * c.rental.billed_hours(HOURS_PER_MONTH * period.months))
+                else:
+                    owned_gpus += units * c.gpus
+            runs[name] = {"owned_gpus": owned_gpus, "rented_gpus": rented_gpus}
+        out.append({"start_month": round(period.start_month, 3),
+                    "months": round(period.months, 3),
+                    "nodes_bought": sum(nodes.values()),
+                    "gpus_bought": sum(n * table.node_types[k].gpus for k, n in nodes.items()),
+                    "node_types_bought": {k: n for k, n in nodes.items() if n},
+                    "capex_usd": round(capex, 2), "rental_usd": round(rental, 2),
+                    "runs": runs})
+    return out
+
+
+def schedule_lines(plan: dict[str, Any]) -> list[str]:
+    """A phased schedule as short lines (fits 80 columns); empty for one period."""
+    schedule = plan.get("schedule") or []
+    phasing = plan.get("phasing")
+    if len(schedule) < 2 or not phasing:
+        return []
+    out = [f"phased TCO ${phasing['tco_usd']:,.0f}; buying all at month 0: "
+           f"${phasing['buy_all_now_tco_usd']:,.0f}",
+           f"(later hardware {phasing['hardware_price_decline_per_year']:.0%} a year cheaper)"]
+    for period in schedule:
+        end = period["start_month"] + period["months"]
+        runs = ", ".join(f"{name} {run['owned_gpus']} owned + {run['rented_gpus']} rented GPUs"
+                         for name, run in period["runs"].items())
+        out.append(f"months {period['start_month']:g}-{end:g}: buy {period['nodes_bought']} "
+                   f"node(s), {period['gpus_bought']} GPUs, ${period['capex_usd']:,.0f}; "
+                   f"rent ${period['rental_usd']:,.0f}")
+        out.append(f"  {runs}")
+    return out

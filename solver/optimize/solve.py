@@ -1,0 +1,303 @@
+"""Solve an RFQ: candidates → MIP → plan; infeasible is an answer (conventions.md §6).
+
+:func:`solve_rfq` returns the plan dict of contract.md. When no plan meets the RFQ, the plan
+has status ``infeasible`` and ``infeasibility`` names the binding constraints and the
+nearest feasible relaxation, found by re-solving with each limit lifted in turn (the budget
+that would suffice, the nodes/GPUs/power/rack units needed) or, when a workload has no
+layout at all, by relaxing that workload (best TPOT/TTFT achievable, the deadline that
+could be met, the GPUs the model would fit).
+
+``time_limit`` bounds the whole run (candidates + MIP + the relaxation re-solves): the best
+plan found in time comes back ``feasible`` with its gap; when none was found the status is
+``timeout`` ("no plan found within the time limit", exit 4), never ``infeasible``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import fields
+from typing import Any
+
+from solver.catalog.data import Catalog
+from solver.optimize.backends import DEFAULT_SOLVER, Solution, TimeLimitReached, get_backend
+from solver.optimize.candidates import CandidateTable, build_candidates
+from solver.optimize.mip import Limits, build_model
+from solver.optimize.plan import assemble
+from solver.physics.layout import TRAINING_KINDS
+from solver.rfq.schema import Rfq
+
+LIMIT_LABELS = {
+    "budget_usd": ("budget", "budget_usd", "tco_usd"),
+    "max_nodes": ("max_nodes", "constraints.max_nodes", "total_nodes"),
+    "max_gpus": ("max_gpus", "constraints.max_gpus", "total_gpus"),
+    "max_power_kw": ("max_power_kw", "constraints.max_power_kw", "power_kw"),
+    "max_rack_units": ("max_rack_units", "constraints.max_rack_units", "rack_units"),
+}
+
+
+def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
+            time_limit: float | None = None, limits: Limits | None = None,
+            objective: str | None = None, extra: list | None = None) -> Solution:
+    """Build and solve the MIP for a candidate table."""
+    if any(not cands for cands in table.candidates.values()):
+        return Solution("infeasible", {}, None, 0.0, 0.0, solver)
+    model = build_model(table, rfq, limits, objective, extra)
+    return get_backend(solver).solve(model, time_limit)
+
+
+def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
+              time_limit: float | None = None, table: CandidateTable | None = None,
+              explain: bool = True) -> dict[str, Any]:
+    """The cheapest plan for an RFQ, as the plan dict of contract.md.
+
+    ``time_limit`` (seconds) bounds the whole run, candidates included (module docstring)."""
+    started = time.perf_counter()
+    deadline = None if time_limit is None else started + time_limit
+    if table is None:
+        try:
+            table = build_candidates(catalog, rfq, deadline=deadline)
+        except TimeLimitReached:
+            return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started)
+    solution = run_mip(table, rfq, solver=solver, time_limit=_left(deadline))
+    if solution.status in ("optimal", "feasible"):
+        plan = assemble(catalog, rfq, table, solution)
+    elif solution.status == "timeout":
+        return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started)
+    else:
+        plan = infeasible_plan(catalog, rfq, table, solution, solver, deadline)
+    if explain:
+        from solver.analysis.explain import annotate
+
+        annotate(plan, rfq, catalog, table)
+    return plan
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (at least a sliver, so the MIP reports a timeout
+    rather than never starting); None without a deadline."""
+    if deadline is None:
+        return None
+    return max(MIN_MIP_SECONDS, deadline - time.perf_counter())
+
+
+MIN_MIP_SECONDS = 0.01
+"""The least time handed to a backend when the deadline has (almost) passed."""
+
+
+def timeout_plan(rfq: Rfq, solver: str, time_limit: float | None,
+                 seconds: float) -> dict[str, Any]:
+    """No plan within the time limit: status ``timeout`` (exit 4), not an infeasibility."""
+    plan = _empty_plan(rfq, Solution("timeout", {}, None, 0.0, seconds, solver))
+    plan["infeasibility"] = {
+        "reasons": [f"no plan found within the time limit ({time_limit:g} s)"],
+        "closest": {},
+        "to_fix": "raise --time-limit (or drop it), or try another --solver"}
+    return plan
+
+
+def _empty_plan(rfq: Rfq, solution: Solution) -> dict[str, Any]:
+    return {
+        "rfq": rfq.id,
+        "status": solution.status if solution.status in ("infeasible", "timeout") else "error",
+        "solver": solution.backend, "gap": 0.0, "solve_seconds": round(solution.seconds, 3),
+        "objective": rfq.objective,
+        "cluster": {"nodes": [], "total_nodes": 0, "total_gpus": 0, "fabric": "none",
+                    "coupled": False, "coupled_nodes": 0, "power_kw": 0.0, "rack_units": 0},
+        "workloads": [], "cost": None, "placement": [], "bill_of_materials": None,
+        "schedule": [],
+        "decision_path": [], "warnings": [],
+        "infeasibility": None,
+    }
+
+
+def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution,
+                    solver: str, deadline: float | None = None) -> dict[str, Any]:
+    """An infeasible answer: what binds and the nearest feasible relaxation (the relaxed
+    re-solves share ``deadline``; one that runs out is left out of the answer)."""
+    plan = _empty_plan(rfq, solution)
+    if solution.status == "error":
+        plan["infeasibility"] = {"reasons": [f"solver error: {solution.message}"],
+                                 "closest": {}, "to_fix": "try another --solver"}
+        return plan
+    reasons: list[str] = []
+    closest: dict[str, Any] = {}
+    buys: dict[str, Any] = {}  # limit path -> the cluster the relaxed limit buys
+    fixes: list[str] = []
+    empty = [name for name, cands in table.candidates.items() if not cands]
+    specs = {spec.name: spec for spec in rfq.workloads}
+    conflict = _vendor_conflict(catalog, rfq)
+    if empty and conflict:
+        reason, fix = conflict
+        plan["infeasibility"] = {"reasons": [reason], "closest": {}, "to_fix": fix}
+        return plan
+    for name in empty:
+        why = table.rejected.get(name, [])
+        reasons.append(f"workload {name}: no layout on the allowed hardware meets its targets"
+                       + (f" (e.g. {why[0]})" if why else ""))
+        found, fix = _relax_workload(catalog, rfq, specs[name])
+        closest[name] = found
+        fixes.append(fix)
+    if not empty:
+        limits = Limits.from_rfq(rfq)
+        active = [f.name for f in fields(Limits) if getattr(limits, f.name) is not None]
+        for name in active:
+            relaxed = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
+                                for f in fields(Limits)})
+            trial = run_mip(table, rfq, solver=solver, limits=relaxed,
+                            time_limit=_left(deadline))
+            if trial.status in ("optimal", "feasible"):
+                label, path, metric = LIMIT_LABELS[name]
+                trial_plan = assemble(catalog, rfq, table, trial)
+                needed = (trial_plan["cost"][metric] if metric == "tco_usd"
+                          else trial_plan["cluster"][metric])
+                if metric == "tco_usd" and rfq.objective == "capex":
+                    needed = trial_plan["cost"]["capex_usd"]
+                money = "$" if name == "budget_usd" else ""
+                reasons.append(f"{label} = {money}{_num(getattr(limits, name))} binds")
+                closest[path] = needed
+                buys[path] = trial_plan["cluster"]
+                fixes.append(f"raise {path} to {money}{_num(needed)}")
+        if not closest and active:
+            trial = run_mip(table, rfq, solver=solver, limits=Limits(),
+                            time_limit=_left(deadline))
+            if trial.status in ("optimal", "feasible"):
+                trial_plan = assemble(catalog, rfq, table, trial)
+                reasons.append("the limits " + ", ".join(active) + " bind together")
+                for name in active:
+                    _, path, metric = LIMIT_LABELS[name]
+                    closest[path] = (trial_plan["cost"][metric] if metric == "tco_usd"
+                                     else trial_plan["cluster"][metric])
+                fixes.append("relax all of: " + ", ".join(
+                    f"{LIMIT_LABELS[n][1]} to {_num(closest[LIMIT_LABELS[n][1]])}"
+                    for n in active))
+        if not reasons:
+            reasons.append("no combination of the allowed hardware serves all workloads at once")
+    plan["infeasibility"] = {"reasons": reasons, "closest": closest,
+                             "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
+    if buys:
+        plan["infeasibility"]["closest_clusters"] = buys
+    return plan
+
+
+def _num(value: float) -> str:
+    """``1,522,250`` or ``12.4``: never scientific notation, no cents on big numbers."""
+    if abs(value) >= 100 or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,.1f}"
+
+
+def _vendor_conflict(catalog: Catalog, rfq: Rfq) -> tuple[str, str] | None:
+    """The RFQ's own lists against its vendor profile: GPUs (or fabrics) asked for that the
+    vendor does not build, when that leaves nothing to buy. (reason, fix) or None."""
+    c = rfq.constraints
+    vendor_id = c.vendor or "open"
+    vendor = catalog.vendors[vendor_id]
+    if c.gpus is not None:
+        excluded = [g for g in c.gpus if not vendor.allows("gpus", g)]
+        if excluded and len(excluded) == len(c.gpus):
+            offered = [g for g in catalog.gpus if vendor.allows("gpus", g)]
+            return (f"vendor profile {vendor_id} does not offer {', '.join(excluded)} "
+                    f"(constraints.gpus), so no GPU is left to buy",
+                    f"choose constraints.gpus from what {vendor_id} offers "
+                    f"({', '.join(offered)}), or drop constraints.vendor")
+    servers_ok = any(vendor.allows("servers", s) for s in catalog.servers)
+    if not servers_ok:
+        return (f"vendor profile {vendor_id} offers no server", "choose another vendor")
+    return None
+
+
+def ceil_significant(value: float, digits: int = 3) -> float:
+    """``value`` rounded *up* to ``digits`` significant digits: a relaxation that is
+    printed must itself be feasible (0.4194 h -> 0.42 h, never 0.419 or 0.4)."""
+    if value <= 0 or not math.isfinite(value):
+        return value
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(value)))
+    return math.ceil(value * scale - 1e-9) / scale
+
+
+def duration(seconds: float) -> str:
+    """A duration in words a buyer reads at a glance: '59.8 s', '25.2 min', '3.1 h'."""
+    if seconds < 100:
+        return f"{seconds:.3g} s"
+    if seconds < 6000:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:
+    """Re-solve one workload alone with its targets relaxed, to say what is achievable."""
+    from solver.physics.performance import estimate as estimate_layout
+
+    found: dict[str, Any] = {}
+    fix = ""
+    if spec.kind in TRAINING_KINDS:
+        relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
+        table = build_candidates(catalog, _alone(rfq, relaxed))
+        hours = [c.hours_to_complete for c in table.candidates[spec.name]
+                 if c.hours_to_complete]
+        if hours:
+            best = min(hours)
+            found["deadline_hours"] = ceil_significant(best)
+            fix = (f"workloads.{spec.name}.deadline_hours: the fastest allowed layout needs "
+                   f"{ceil_significant(best):,} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
+                   "nodes/faster GPUs")
+        elif rfq.constraints.max_nodes is not None:
+            # nothing fits within max_nodes: say how many nodes the model needs
+            lifted = _alone(rfq, relaxed).model_copy(update={
+                "constraints": rfq.constraints.model_copy(update={"max_nodes": None})})
+            wider = build_candidates(catalog, lifted)
+            cands = wider.candidates[spec.name]
+            if cands:
+                least = min(cands, key=lambda c: (c.nodes_spanned, c.gpus))
+                found["max_nodes"] = least.nodes_spanned
+                fix = (f"constraints.max_nodes = {rfq.constraints.max_nodes:g}: {spec.kind} of "
+                       f"{spec.model} needs at least {least.nodes_spanned} nodes (smallest "
+                       f"layout that fits: {least.gpus} x {least.layout.gpu} over "
+                       f"{least.fabric}); raise max_nodes to {least.nodes_spanned}, or choose "
+                       "LoRA/QLoRA or a smaller model")
+    elif spec.kind == "batch_inference":
+        from solver.optimize.candidates import request_seconds
+
+        relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
+        table = build_candidates(catalog, _alone(rfq, relaxed))
+        seconds = [request_seconds(c.estimate) for c in table.candidates[spec.name]]
+        if seconds:
+            best = min(seconds)
+            found["deadline_hours"] = ceil_significant(best / 3600.0)
+            fix = (f"workloads.{spec.name}.deadline_hours: one request alone takes "
+                   f"{duration(best)} on the fastest allowed replica (prefill + "
+                   f"{spec.output_tokens:,} output tokens decoded one after another), but the "
+                   f"deadline is {duration(spec.deadline_hours * 3600.0)}; extend the deadline "
+                   f"to at least {ceil_significant(best / 3600.0):,} h (more replicas cannot "
+                   "shorten one request)")
+    elif spec.kind == "inference" and (spec.ttft_ms or spec.tpot_ms):
+        relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
+        table = build_candidates(catalog, _alone(rfq, relaxed))
+        best_tpot, best_ttft = math.inf, math.inf
+        for cand in table.candidates[spec.name]:
+            from dataclasses import replace
+
+            one = estimate_layout(catalog, cand.layout, replace(cand.estimate.workload,
+                                                                concurrency=1))
+            best_tpot = min(best_tpot, one.predicted.tpot_ms or math.inf)
+            best_ttft = min(best_ttft, one.predicted.ttft_ms or math.inf)
+        if math.isfinite(best_tpot):
+            found["tpot_ms"] = round(best_tpot, 2)
+            found["ttft_ms"] = round(best_ttft, 1)
+            fix = (f"workloads.{spec.name}: the best achievable is TPOT {best_tpot:.1f} ms and "
+                   f"TTFT {best_ttft:.0f} ms at one request; loosen the SLO or allow faster GPUs")
+    if not fix:
+        open_rfq = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
+            update={"vendor": None, "gpus": None, "fabrics": None})})
+        table = build_candidates(catalog, _alone(open_rfq, spec))
+        gpus = sorted({c.layout.gpu for c in table.candidates[spec.name]})
+        found["gpus_that_fit"] = gpus
+        fix = (f"workloads.{spec.name}: allow one of these GPUs: {', '.join(gpus)}" if gpus
+               else f"workloads.{spec.name}: no GPU in the catalog runs it within its targets; "
+                    "relax the targets or choose a smaller model/precision")
+    return found, fix
+
+
+def _alone(rfq: Rfq, spec: Any) -> Rfq:
+    return rfq.model_copy(update={"workloads": [spec]})

@@ -1,0 +1,394 @@
+"""Predicted performance of one layout: serving latency/throughput and training speed.
+
+Serving — continuous batching with chunked prefill under load (closed loop at a
+concurrency, open loop at a Poisson request rate), TTFT/TPOT at p50/p90/p99 and the
+capacities the planner buys against: :mod:`solver.physics.serving` (physics features of one engine
+step and the engines' fitted factors; see its docstring).
+
+Training — hardware FLOPs per token: 6 x active (LoRA/QLoRA 4: no weight gradients for
+the frozen base) + 2 x active x the share of layers recomputed (block recompute of just
+enough layers to fit, :mod:`solver.physics.memory`) + attention; compute time at the family's
+training efficiency (MoE: the expert share of the FLOPs at the expert-GEMM efficiency);
+plus exposed TP collectives (4 per layer per micro-batch, more with recompute), the
+interleaved-1F1B pipeline bubble (pp-1)/(m v) with ``v`` virtual stages, pipeline hops,
+MoE all-to-alls over the expert-parallel group, and the DP gradient (and FSDP parameter)
+collectives not hidden behind compute. On NVLink, TP runs Megatron-style with sequence
+parallelism (norms/dropout split over TP) and comm overlap; elsewhere the work TP does not
+split is repeated on every TP rank (the Amdahl part). ``scaling_efficiency`` = ideal
+compute time / step time: per-GPU throughput relative to the compute-only single-GPU ideal
+on the same GPU — defined even when the model does not fit one GPU. MFU is model FLOPs
+against the dense peak of the training precision.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+from solver.catalog.data import Catalog, Gpu
+from solver.catalog.perf_factors import EfficiencyFactors, factors
+from solver.common.errors import InputError, Problem, nearest
+from solver.physics.geometry import geometry
+from solver.physics.layout import (
+    SERVING_KINDS,
+    Estimate,
+    Layout,
+    MemoryBreakdown,
+    Prediction,
+    Workload,
+)
+from solver.physics.links import all_reduce_s, group_link, p2p_s
+from solver.physics.memory import (
+    MemoryPlan,
+    _register,
+    context_parallel,
+    memory_plan,
+    microbatches,
+    sequence_parallel,
+)
+from solver.physics.serving import prediction as serving_prediction
+
+ZERO_MEMORY = MemoryBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+ZERO_PREDICTION = Prediction(tokens_per_s=0.0, tokens_per_s_per_gpu=0.0)
+
+
+# --------------------------------------------------------------------------- validity
+def check_ids(catalog: Catalog, model_id: str, gpu_id: str, fabric_id: str = "none") -> None:
+    """Raise :class:`InputError` for unknown model, GPU or fabric ids (with suggestions)."""
+    problems = []
+    try:
+        catalog.model(model_id)
+    except KeyError:
+        problems.append(Problem("command line", "model", model_id,
+                                f"unknown model; nearest: {nearest(model_id, catalog.model_ids()) or catalog.model_ids()}"))
+    if gpu_id not in catalog.gpus:
+        problems.append(Problem("command line", "gpu", gpu_id,
+                                f"unknown GPU; nearest: {nearest(gpu_id, catalog.gpus)}"))
+    if fabric_id not in catalog.fabrics:
+        problems.append(Problem("command line", "fabric", fabric_id,
+                                f"unknown fabric; known: {', '.join(catalog.fabrics)}"))
+    if problems:
+        raise InputError(problems)
+
+
+def unsupported_reason(catalog: Catalog, layout: Layout, workload: Workload) -> str:
+    """Why a layout cannot run at all ('' when it can): precision/GPU/kind and topology."""
+    gpu = catalog.gpus[layout.gpu]
+    prec = layout.precision
+    if prec not in ("bf16", "fp8", "int8", "int4", "fp4"):
+        return f"unknown precision {prec!r}"
+    if min(layout.tp, layout.pp, layout.dp, layout.gpus_per_node) < 1:
+        return "tp, pp, dp and gpus_per_node must be >= 1"
+    if prec == "fp4" and "fp4" not in gpu.dense_tflops:
+        return f"fp4 (W4A4) needs Blackwell FP4 tensor cores; {gpu.id} has none"
+    if workload.kind not in SERVING_KINDS:
+        if workload.kind != "qlora" and prec in ("int4", "fp4", "int8"):
+            return f"{workload.kind} cannot train {prec} weights (bf16 or fp8 only)"
+        if workload.kind != "qlora" and prec == "fp8" and "fp8" not in gpu.dense_tflops:
+            return f"fp8 training needs FP8 tensor cores; {gpu.id} has none"
+    if workload.kind not in SERVING_KINDS and layout.dp % max(1, workload.context_parallel):
+        return (f"context parallelism {workload.context_parallel} must divide the "
+                f"data-parallel GPUs (dp {layout.dp})")
+    if layout.nodes_spanned > 1 and catalog.fabrics[layout.fabric].effective_gbs <= 0:
+        return (f"the layout spans {layout.nodes_spanned} nodes but fabric "
+                f"{layout.fabric!r} connects none")
+    return ""
+
+
+def _compute_precision(eff: EfficiencyFactors, gpu: Gpu, precision: str, kind: str) -> str:
+    if kind == "qlora":
+        return "bf16"
+    compute = eff.precisions.compute_precision[precision]
+    return compute if compute in gpu.dense_tflops else "bf16"
+
+
+# --------------------------------------------------------------------------- training
+def gemm_size_factor(eff: EfficiencyFactors, hidden: int) -> float:
+    """Share of a family's GEMM efficiency reached at hidden size ``hidden``:
+    h / (h + h_half) — larger matrices have more arithmetic intensity per tile."""
+    half = eff.training.gemm_half_efficiency_hidden.value
+    return hidden / (hidden + half)
+
+
+def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
+                    plan: MemoryPlan) -> dict[str, float]:
+    """Step-time terms of one training layout (seconds per optimizer step per replica)."""
+    eff = factors(catalog)
+    train = eff.training
+    gpu = catalog.gpus[layout.gpu]
+    geo = geometry(catalog.model(layout.model))
+    fam = eff.family(gpu.family)
+    tp, pp, dp = layout.tp, layout.pp, layout.dp
+    recompute = plan.recompute_fraction  # share of layers whose forward is recomputed
+    cp = context_parallel(layout, w)
+    lora = w.kind in ("lora", "qlora")
+    compute_prec = _compute_precision(eff, gpu, layout.precision, w.kind)
+    am = geo.matmul_active_params
+    attn_fwd = geo.attention_flops_per_token(w.seq_len / 2.0)  # causal
+    matmul_mult = (4.0 if lora else 6.0) + 2.0 * recompute
+    model_flops = (4.0 if lora else 6.0) * am + 3.0 * attn_fwd
+    matmul_flops = matmul_mult * am
+    if w.kind == "qlora":
+        matmul_flops *= train.qlora_dequant_slowdown.value
+    # attention core: forward + backward (2x), re-run once more when it is recomputed
+    # (selective recompute, flash attention's backward) and with every recomputed layer
+    attn_passes = 3.0 + recompute + (
+        0.0 if plan.recompute == "none" else train.selective_recompute_attention_passes.value)
+    hw_flops = matmul_flops + attn_passes * attn_fwd
+    peak = gpu.dense_tflops[compute_prec] * 1e12
+    achieved = peak * fam.train(compute_prec) * gemm_size_factor(eff, geo.hidden)
+    m = microbatches(catalog, layout, w)
+    mb_tokens = w.micro_batch * w.seq_len / cp  # this GPU's share of a micro-batch
+    replica_tokens = m * w.micro_batch * w.seq_len  # per replica (a CP group of cp GPUs)
+    if geo.experts:
+        # expert GEMMs: load imbalance and per-expert GEMMs of tokens x k / E rows
+        expert_flops = 6.0 * geo.expert_params * geo.experts_per_token / geo.experts
+        share = min(expert_flops / matmul_flops, 1.0) if matmul_flops else 0.0
+        moe = train.moe_expert_gemm_efficiency.value
+        achieved /= (1.0 - share) + share / moe
+    t_ideal = replica_tokens * hw_flops / (tp * pp * cp) / achieved
+    tp_link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp,
+                                 layout.server)
+    # TP on an NVLink domain inside one node: Megatron-style stacks overlap its collectives
+    nvlink = sequence_parallel(gpu, layout)
+    # sequence parallelism splits the norms/dropout the TP ranks otherwise repeat; NVLink
+    # stacks fuse those elementwise kernels, so there they are a negligible share even
+    # without SP; elsewhere (PCIe stacks without SP) they are the Amdahl part
+    replicated = 0.0
+    if tp > 1:
+        replicated = (train.tp_replicated_fraction_sp.value
+                      if nvlink or sequence_parallel(gpu, layout, w)
+                      else train.tp_replicated_fraction.value)
+    t_compute = t_ideal * ((1.0 - replicated) + replicated * tp)
+    # interleaved 1F1B: v model chunks per GPU divide the bubble by v
+    v = virtual_stages(catalog, layout, w)
+    bubble = t_compute * (pp - 1) / (m * v)
+    # tensor parallel all-reduces (reduce-scatter + all-gather with SP: the same bytes)
+    t_tp = 0.0
+    if tp > 1:
+        n_ar = 4.0 + 2.0 * recompute
+        per_ar = all_reduce_s(tp_link, tp, mb_tokens * geo.hidden * 2.0)
+        overlap = (train.tp_comm_overlap_nvlink.value if nvlink
+                   else train.tp_comm_overlap.value)
+        t_tp = m * geo.stage_layers(pp) * n_ar * per_ar * (1.0 - overlap)
+    # MoE expert-parallel all-to-all (dispatch + combine, forward and backward) over the
+    # DP group the experts are spread on
+    t_a2a = 0.0
+    ep = 1
+    if geo.experts and dp > 1:
+        ep = min(dp, geo.experts)
+        # Megatron rank order tp-cp-ep-dp-pp: an EP group is ep consecutive TP groups
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * ep,
+                          layout.server)
+        moe_layers = geo.stage_layers(pp)
+        a2a_bytes = mb_tokens / tp * geo.experts_per_token * geo.hidden * 2.0 * (ep - 1) / ep
+        t_a2a = (m * moe_layers * 4.0 * p2p_s(link, a2a_bytes)
+                 * (1.0 - train.moe_a2a_overlap.value))
+    # pipeline hops (forward activations + backward gradients per micro-batch and chunk)
+    t_pp = 0.0
+    if pp > 1:
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp,
+                          layout.server)
+        t_pp = 2.0 * m * v * p2p_s(link, mb_tokens * geo.hidden * 2.0 / tp)
+    # data parallel gradient (and FSDP parameter) collectives, overlapped with backward
+    t_dp = 0.0
+    if dp > 1:
+        stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
+        if geo.experts:  # expert weights are sharded over EP, not replicated over DP
+            expert = geo.expert_params * geo.stage_layers(pp) / geo.layers / tp
+            stage_params -= expert * (1.0 - 1.0 / ep)
+        if lora:
+            trainable = (train.lora_rank.value * geo.lora_params_per_layer
+                         * geo.stage_layers(pp) / tp)
+            grad_bytes = trainable * 2.0
+        else:
+            grad_bytes = stage_params * 2.0
+        gather_bytes = stage_params * 2.0 * 2.0 if plan.base_sharded else 0.0
+        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.gpus,
+                          layout.server)
+        # a reduce-scatter or all-gather moves half an all-reduce
+        t_dp = all_reduce_s(link, dp, grad_bytes) + all_reduce_s(link, dp, gather_bytes) / 2.0
+        if link.crosses_nodes:
+            local = max(1, min(layout.gpus_per_node, tp * pp))
+            t_dp *= local  # the node's NICs carry every model shard's DP traffic
+        # gradient reduce-scatters hide behind backward (2/3 of the step); with sharded
+        # weights the prefetched all-gathers hide behind forward as well
+        window = t_compute if plan.base_sharded else t_compute * 2.0 / 3.0
+        t_dp = max(0.0, t_dp - train.dp_comm_overlap.value * window)
+    t_cp = _context_parallel_s(catalog, layout, w, m, mb_tokens)
+    return {"ideal": t_ideal, "compute": t_compute, "bubble": bubble, "tp": t_tp,
+            "a2a": t_a2a, "pp": t_pp, "dp": t_dp, "cp": t_cp, "peak": peak,
+            "model_flops": model_flops, "tokens": replica_tokens * dp / cp}
+
+
+def virtual_stages(catalog: Catalog, layout: Layout, w: Workload) -> int:
+    """Model chunks per GPU of the interleaved 1F1B schedule: the ``interleave`` knob, else
+    the catalog's default, capped at the layers of a stage (1 without pipelining)."""
+    if layout.pp <= 1:
+        return 1
+    geo = geometry(catalog.model(layout.model))
+    wanted = w.interleave or int(factors(catalog).training.pipeline_virtual_stages.value)
+    return max(1, min(wanted, geo.stage_layers(layout.pp)))
+
+
+def _context_parallel_s(catalog: Catalog, layout: Layout, w: Workload, m: int,
+                        mb_tokens: float) -> float:
+    """Exposed context-parallel traffic per step: every layer passes this GPU's K/V chunk
+    around the ring of ``cp`` GPUs (cp - 1 hops) in the forward pass, and K/V plus their
+    gradients in the backward pass (3 x the forward bytes), partly behind attention."""
+    cp = context_parallel(layout, w)
+    if cp <= 1:
+        return 0.0
+    eff = factors(catalog)
+    gpu = catalog.gpus[layout.gpu]
+    geo = geometry(catalog.model(layout.model))
+    kv_dim = 2.0 * max(geo.kv_heads / layout.tp, 1.0) * geo.head_dim  # K and V, GQA heads
+    chunk = mb_tokens * kv_dim * 2.0  # bf16
+    link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.tp * cp,
+                      layout.server)
+    per_layer = 3.0 * (cp - 1) * p2p_s(link, chunk)
+    return (m * geo.stage_layers(layout.pp) * per_layer
+            * (1.0 - eff.training.cp_comm_overlap.value))
+
+
+def straggler_factor(catalog: Catalog, layout: Layout) -> float:
+    """Step-time multiplier for a synchronous job spanning several nodes: each step waits
+    for the slowest node; with per-node jitter of coefficient of variation ``cv`` the
+    expected maximum of n nodes is about 1 + cv sqrt(2 ln n) (TCP fabrics jitter more)."""
+    import math
+
+    nodes = layout.nodes_spanned
+    behaviour = factors(catalog).fabric_behaviour
+    if nodes <= 1 or behaviour is None or layout.fabric not in catalog.fabrics:
+        return 1.0
+    fabric = catalog.fabrics[layout.fabric]
+    cv = (behaviour.straggler_cv_rdma if fabric.rdma else behaviour.straggler_cv_tcp).value
+    return 1.0 + cv * math.sqrt(2.0 * math.log(nodes))
+
+
+def _training_prediction(catalog: Catalog, layout: Layout, w: Workload,
+                         plan: MemoryPlan) -> Prediction:
+    t = _training_terms(catalog, layout, w, plan)
+    step = (t["compute"] + t["bubble"] + t["tp"] + t["a2a"] + t["pp"] + t["dp"] + t["cp"])
+    step *= straggler_factor(catalog, layout)
+    tokens_per_s = t["tokens"] / step
+    per_gpu = tokens_per_s / layout.gpus
+    notes = ()
+    if plan.recompute in ("partial", "full") and w.recompute == "auto":
+        notes = (f"activation recompute of {plan.recompute_fraction:.0%} of the layers "
+                 "(needed to fit)",)
+    return Prediction(tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=per_gpu,
+                      mfu=t["model_flops"] * per_gpu / t["peak"],
+                      scaling_efficiency=t["ideal"] / step, step_time_s=step, notes=notes)
+
+
+# --------------------------------------------------------------------------- public API
+ESTIMATE_CACHE_SIZE = 1 << 19
+"""Estimates kept (LRU). A 100-workload portfolio on the open catalog evaluates ~66 k
+layouts (issue 18: 65,925 misses overflowed the former 65,536); 524,288 holds the largest
+RFQ the schema allows several times over, so repeated solves (sensitivity, Pareto, batch
+workers) stay warm. An entry is a few hundred bytes of frozen dataclasses."""
+
+
+@functools.lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
+def _estimate_cached(key: str, version: str, layout: Layout, workload: Workload) -> Estimate:
+    from solver.physics.memory import _CATALOGS
+
+    catalog = _CATALOGS[key]
+    reason = unsupported_reason(catalog, layout, workload)
+    if reason:
+        return Estimate(layout, workload, False, False, ZERO_MEMORY, ZERO_PREDICTION, reason)
+    plan = memory_plan(catalog, layout, workload)
+    if workload.kind in SERVING_KINDS:
+        pred = serving_prediction(catalog, layout, workload, plan)
+        reason = plan.reason
+        if plan.fits and pred.max_concurrency == 0 and (workload.ttft_ms or workload.tpot_ms):
+            reason = "no concurrency meets the TTFT/TPOT SLOs"
+    else:
+        pred = _training_prediction(catalog, layout, workload, plan)
+        return Estimate(layout, workload, plan.fits, plan.comfortable, plan.breakdown, pred,
+                        plan.reason, training_settings(catalog, layout, workload, plan))
+    return Estimate(layout, workload, plan.fits, plan.comfortable, plan.breakdown, pred, reason)
+
+
+def training_settings(catalog: Catalog, layout: Layout, w: Workload,
+                      plan: MemoryPlan) -> dict:
+    """The training knobs a layout runs with, resolved (what ``auto`` and the catalog
+    defaults came to): what ``estimate --json`` and the plan's workload entry state."""
+    gpu = catalog.gpus[layout.gpu]
+    cp = context_parallel(layout, w)
+    m = microbatches(catalog, layout, w)
+    replicas = max(1, layout.dp // cp)
+    return {"recompute": plan.recompute,
+            "recompute_fraction": round(plan.recompute_fraction, 3),
+            "zero": plan.zero, "micro_batch": w.micro_batch,
+            "global_batch": m * w.micro_batch * replicas,
+            "microbatches": m,
+            "sequence_parallel": sequence_parallel(gpu, layout, w),
+            "interleave": virtual_stages(catalog, layout, w),
+            "context_parallel": cp}
+
+
+def estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
+    """Memory and predicted performance of ``layout`` running ``workload`` (cached).
+
+    Never raises for known ids: an impossible layout comes back with ``fits=False`` and a
+    ``reason``. Unknown model/GPU/fabric ids raise :class:`InputError`.
+    """
+    key = _register(catalog)
+    if (layout.gpu not in catalog.gpus or layout.fabric not in catalog.fabrics
+            or layout.model not in catalog.models):
+        if layout.model in catalog.model_ids() and layout.gpu in catalog.gpus \
+                and layout.fabric in catalog.fabrics:
+            layout = replace(layout, model=catalog.model(layout.model).id)
+        else:
+            check_ids(catalog, layout.model, layout.gpu, layout.fabric)
+    return _estimate_cached(key, catalog.version, layout, workload)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _score(est: Estimate) -> tuple:
+    p = est.predicted
+    serving = est.workload.kind in SERVING_KINDS
+    slo = est.workload.ttft_ms is not None or est.workload.tpot_ms is not None
+    if serving and slo and est.workload.concurrency is None:
+        value = p.qps_capacity or 0.0
+    else:
+        value = p.tokens_per_s
+    return (est.fits and not (serving and slo and not p.max_concurrency), est.comfortable,
+            value, -est.layout.pp, -est.layout.tp)
+
+
+def best_layout(catalog: Catalog, model_id: str, gpu_id: str, gpus: int, workload: Workload,
+                *, precision: str, gpus_per_node: int = 8, fabric: str = "none",
+                tp: int | None = None, pp: int | None = None,
+                dp: int | None = None, server: str | None = None) -> Estimate:
+    """The best TP x PP x DP split of ``gpus`` GPUs (TP/PP/DP free unless given).
+
+    ``server`` is the node type's chassis (its fabric NICs bound inter-node collectives);
+    None = the smallest catalog server that holds ``gpus_per_node``.
+    Best = fits, then comfortable, then throughput (QPS capacity under SLOs for serving
+    with SLOs, tokens/s otherwise), then fewer pipeline stages and smaller TP.
+    """
+    check_ids(catalog, model_id, gpu_id, fabric)
+    if gpus < 1:
+        raise InputError([Problem("command line", "gpus", gpus, "must be >= 1")])
+    model = catalog.model(model_id).id
+    best: Estimate | None = None
+    for t in ([tp] if tp else _divisors(gpus)):
+        for p in ([pp] if pp else _divisors(gpus // t if gpus % t == 0 else 0)):
+            if gpus % (t * p) or (dp is not None and t * p * dp != gpus):
+                continue
+            layout = Layout(model=model, gpu=gpu_id, precision=precision, tp=t, pp=p,
+                            dp=gpus // (t * p), gpus_per_node=gpus_per_node, fabric=fabric,
+                            server=server)
+            est = estimate(catalog, layout, workload)
+            if best is None or _score(est) > _score(best):
+                best = est
+    if best is None:
+        raise InputError([Problem("command line", "gpus", gpus,
+                                  f"not divisible into tp={tp} x pp={pp}")])
+    return best

@@ -1,0 +1,569 @@
+"""The RFQ (request for quotation) schema and its loaders: YAML, JSON and the CSV batch form.
+
+Validation happens at the edge (conventions.md §7): :func:`load_rfq` returns a frozen
+:class:`Rfq` or raises :class:`~solver.common.errors.InputError` whose problems name the file, the
+field path (``workloads[1].deadline_hours``), the value and the reason. Ids are checked
+against the catalog passed in the validation context, and an unknown model id lists the
+nearest known ids. Only ``yaml.safe_load`` is used.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from solver.catalog.data import Catalog, model_from_architecture, model_from_file, register_model
+from solver.catalog.hf_config import parse_hf_config
+from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
+from solver.common.inputs import guard, parse, read_text, reject_bool
+
+ID_PATTERN = r"^[A-Za-z0-9._-]+$"
+WORKLOAD_KINDS = frozenset({"inference", "batch_inference", "lora", "qlora", "full_finetune",
+                            "pretrain"})
+MAX_FILE_BYTES = 2_000_000
+MAX_CSV_BYTES = 50_000_000
+MAX_CSV_CELL_CHARS = 100_000
+
+Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
+TRAINING_PRECISIONS = {"lora": {"bf16", "fp8"}, "full_finetune": {"bf16", "fp8"},
+                       "pretrain": {"bf16", "fp8"}, "qlora": {"int4"}}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False,
+                              str_strip_whitespace=True)
+
+
+def _catalog(info: ValidationInfo) -> Catalog | None:
+    return (info.context or {}).get("catalog") if info.context else None
+
+
+def _check_ids(values: list[str] | None, known: list[str], what: str) -> list[str] | None:
+    if values is None:
+        return None
+    for value in values:
+        if value not in known:
+            hint = nearest(value, known)
+            raise ValueError(f"unknown {what} id {value!r}"
+                             + (f"; nearest known: {', '.join(hint)}" if hint else
+                                f"; known: {', '.join(known)}"))
+    if len(set(values)) != len(values):
+        raise ValueError(f"duplicate {what} ids")
+    return values
+
+
+class Constraints(_Strict):
+    """Optional limits on what may be bought."""
+
+    vendor: str | None = None
+    gpus: list[str] | None = Field(default=None, min_length=1)
+    fabrics: list[str] | None = Field(default=None, min_length=1)
+    max_nodes: int | None = Field(default=None, ge=1, le=10_000)
+    max_gpus: int | None = Field(default=None, ge=1, le=100_000)
+    max_power_kw: float | None = Field(default=None, gt=0, le=1_000_000)
+    max_rack_units: int | None = Field(default=None, ge=1, le=1_000_000)
+    datacenter_grade_only: bool = Field(
+        default=False, description="exclude GPUs not licensed for datacenter use (GeForce)")
+    mixed_vendors: bool = Field(
+        default=False, description="allow more than one accelerator software stack (CUDA, "
+        "ROCm) in one cluster")
+    # training (issue 15): overrides the vendor profile's engineering policy
+    coupled_training_fabric: Literal["any", "rdma"] | None = Field(
+        default=None, description="training jobs that couple nodes: 'rdma' = InfiniBand or "
+        "RoCE only, 'any' = Ethernet over TCP allowed too; default the vendor profile's")
+
+    @field_validator("vendor")
+    @classmethod
+    def _vendor(cls, value: str | None, info: ValidationInfo) -> str | None:
+        catalog = _catalog(info)
+        if value is not None and catalog is not None:
+            _check_ids([value], list(catalog.vendors), "vendor profile")
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        catalog = _catalog(info)
+        return _check_ids(value, list(catalog.gpus), "GPU") if catalog else value
+
+    @field_validator("fabrics")
+    @classmethod
+    def _fabrics(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        catalog = _catalog(info)
+        return _check_ids(value, list(catalog.fabrics), "fabric") if catalog else value
+
+
+SERVING_DEFAULT_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8")
+
+
+class _WorkloadBase(_Strict):
+    name: str = Field(pattern=ID_PATTERN, min_length=1, max_length=64)
+    model: str = Field(description="a catalog model id or alias, or a path to a Hugging Face "
+                       "config.json (relative to the RFQ file)")
+    architecture: dict[str, Any] | None = Field(
+        default=None, description="an inline Hugging Face config (then model names it)")
+    precision: Precision | None = None
+    precisions: list[Precision] | None = Field(
+        default=None, min_length=1,
+        description="precisions the buyer allows (serving default: bf16, fp8; 4-bit and int8 "
+        "only when listed here or pinned by `precision`)")
+
+    @model_validator(mode="after")
+    def _precision_in_allowed(self) -> _WorkloadBase:
+        if self.precisions is not None:
+            if len(set(self.precisions)) != len(self.precisions):
+                raise ValueError("precisions lists a precision twice")
+            if self.precision is not None and self.precision not in self.precisions:
+                raise ValueError(f"precision {self.precision!r} is not in precisions "
+                                 f"{self.precisions}")
+        return self
+
+    def allowed_precisions(self) -> tuple[str, ...]:
+        """What the buyer allows: ``precisions``, else the pinned ``precision``, else the
+        kind's default (serving: bf16 and fp8; training: TRAINING_PRECISIONS)."""
+        if self.precisions is not None:
+            return tuple(self.precisions)
+        if self.precision is not None:
+            return (self.precision,)
+        kind = getattr(self, "kind", "inference")
+        if kind in TRAINING_PRECISIONS:
+            return tuple(p for p in ("bf16", "fp8", "int4") if p in TRAINING_PRECISIONS[kind])
+        return SERVING_DEFAULT_PRECISIONS
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inline_architecture(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("architecture") is not None:
+            arch = data["architecture"]
+            if not isinstance(arch, dict):
+                raise ValueError("architecture must be a mapping of Hugging Face config fields")
+            data = dict(data)
+            name = str(data.get("model") or f"{data.get('name', 'workload')}-model")
+            data["model"] = _register_inline(name, arch)
+        return data
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str, info: ValidationInfo) -> str:
+        catalog = _catalog(info)
+        if catalog is None:
+            return value
+        if value.endswith(".json"):
+            base = (info.context or {}).get("base_dir")
+            try:
+                return model_from_file(value, base).id
+            except InputError as exc:
+                raise ValueError(_config_reason(exc)) from None
+        if not catalog.has_model(value):
+            _check_ids([value], catalog.model_ids(), "model")
+        return value
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Unpickled in a worker process: make an inline architecture findable there too."""
+        super().__setstate__(state)
+        if self.architecture is not None:
+            _register_inline(self.model, self.architecture)
+
+
+def _config_reason(exc: InputError) -> str:
+    return "; ".join(f"{p.file}: {p.field or 'file'}"
+                     + (f" = {p.value!r}" if p.value is not None else "") + f": {p.reason}"
+                     for p in exc.problems)
+
+
+def _register_inline(name: str, arch: dict[str, Any]) -> str:
+    """Parse an inline ``architecture:`` block and register it as model ``name``."""
+    try:
+        parsed = parse_hf_config(arch, "architecture")
+    except InputError as exc:
+        raise ValueError("; ".join(f"architecture.{p.field}"
+                                   + (f" = {p.value!r}" if p.value is not None else "")
+                                   + f": {p.reason}" for p in exc.problems)) from None
+    model = model_from_architecture(parsed, name, "inline architecture in the RFQ")
+    return register_model(model)
+
+
+Engine = Literal["vllm", "sglang", "trtllm"]
+SloPercentile = Literal[50, 90, 95, 99]
+Redundancy = Literal["none", "n+1"]
+
+
+class _ServingBase(_WorkloadBase):
+    input_tokens: int = Field(ge=1, le=2_000_000)
+    output_tokens: int = Field(ge=1, le=200_000)
+    engine: Engine = Field(default="vllm", description="serving engine whose measured "
+                           "factors the physics uses: vllm, sglang or trtllm")
+
+    @model_validator(mode="after")
+    def _context(self, info: ValidationInfo) -> _ServingBase:
+        catalog = _catalog(info)
+        if catalog is not None and catalog.has_model(self.model):
+            limit = catalog.model(self.model).max_context
+            if self.input_tokens + self.output_tokens > limit:
+                raise ValueError(
+                    f"input_tokens + output_tokens = {self.input_tokens + self.output_tokens} "
+                    f"exceeds {self.model}'s context window of {limit} tokens")
+        return self
+
+
+class DemandPeriod(_Strict):
+    """Serving demand during one period (demand over time, solver/optimize/schedule.py)."""
+
+    months: float = Field(gt=0, le=180)
+    concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
+    qps: float | None = Field(default=None, gt=0, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _demand(self) -> DemandPeriod:
+        if self.concurrency is None and self.qps is None:
+            raise ValueError("a period needs concurrency or qps (or both)")
+        return self
+
+
+class InferenceWorkload(_ServingBase):
+    """Online serving: concurrent requests and/or request rate within latency SLOs."""
+
+    kind: Literal["inference"]
+    concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
+    qps: float | None = Field(default=None, gt=0, le=10_000_000)
+    ttft_ms: float | None = Field(default=None, gt=0, le=3_600_000)
+    tpot_ms: float | None = Field(default=None, gt=0, le=600_000)
+    slo_percentile: SloPercentile = Field(
+        default=90, description="percentile of requests the TTFT/TPOT targets hold for")
+    target_utilization: float = Field(
+        default=0.8, gt=0, le=1, description="planned load as a share of the capacity bought "
+        "(capacity bought = demand / target_utilization)")
+    redundancy: Redundancy = Field(
+        default="none", description="n+1: the demand is still met with any one node down")
+    periods: list[DemandPeriod] | None = Field(
+        default=None, min_length=1, max_length=60, description="demand over time, in order "
+        "from month 0; concurrency/qps above are then the peak (solver/optimize/schedule.py)")
+    growth_per_year: float | None = Field(
+        default=None, gt=-0.9, le=10, description="yearly demand growth (0.5 = +50 %) from "
+        "the concurrency/qps above; expanded into yearly periods")
+
+    @model_validator(mode="after")
+    def _demand(self) -> InferenceWorkload:
+        if self.concurrency is None and self.qps is None:
+            raise ValueError("inference needs concurrency or qps (or both)")
+        return self
+
+
+class BatchInferenceWorkload(_ServingBase):
+    """Offline inference: a number of requests to finish by a deadline."""
+
+    kind: Literal["batch_inference"]
+    requests: int = Field(ge=1, le=10**12)
+    deadline_hours: float = Field(gt=0, le=100_000)
+
+
+class TrainingWorkload(_WorkloadBase):
+    """One training job (LoRA, QLoRA, full fine-tune or pretraining) with a deadline."""
+
+    kind: Literal["lora", "qlora", "full_finetune", "pretrain"]
+    dataset_tokens: int = Field(ge=1, le=10**14)
+    epochs: float = Field(default=1, gt=0, le=1000)
+    seq_len: int = Field(default=4096, ge=16, le=1_000_000)
+    deadline_hours: float = Field(gt=0, le=100_000)
+
+    @model_validator(mode="after")
+    def _training(self, info: ValidationInfo) -> TrainingWorkload:
+        allowed = TRAINING_PRECISIONS[self.kind]
+        bad = [p for p in self.precisions or () if p not in allowed]
+        if bad:
+            raise ValueError(
+                f"precisions {bad} are not valid for {self.kind}: use "
+                f"{' or '.join(sorted(allowed))}")
+        if self.precision is not None and self.precision not in allowed:
+            raise ValueError(
+                f"precision {self.precision!r} is not valid for {self.kind}: use "
+                f"{' or '.join(sorted(allowed))} (4-bit weights are not usable on the training "
+                "gradient path; only QLoRA's frozen base is 4-bit)")
+        catalog = _catalog(info)
+        if catalog is not None and catalog.has_model(self.model):
+            limit = catalog.model(self.model).max_context
+            if self.seq_len > limit:
+                raise ValueError(f"seq_len {self.seq_len} exceeds {self.model}'s context window "
+                                 f"of {limit} tokens")
+        return self
+
+
+WorkloadSpec = Annotated[
+    InferenceWorkload | BatchInferenceWorkload | TrainingWorkload, Field(discriminator="kind")
+]
+
+
+class Rfq(_Strict):
+    """A customer's request for quotation: workloads that run at once, and limits."""
+
+    id: str = Field(pattern=ID_PATTERN, min_length=1, max_length=128)
+    customer: str | None = Field(default=None, max_length=500)
+    horizon_years: float = Field(default=3, gt=0, le=15)
+    objective: Literal["tco", "capex"] = "tco"
+    rental: Literal["allow", "forbid", "only"] = Field(
+        default="forbid", description="rented capacity (catalog rental.csv): allow = buy or "
+        "rent, whichever is cheaper; forbid = buy only (the default: a first-version RFQ "
+        "keeps its plan); only = rent everything")
+    budget_usd: float | None = Field(default=None, gt=0, le=1e11)
+    constraints: Constraints = Constraints()
+    workloads: list[WorkloadSpec] = Field(min_length=1, max_length=100)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _demand_over_time(cls, data: Any) -> Any:
+        from solver.optimize.schedule import expand_demand_over_time
+
+        return expand_demand_over_time(data)
+
+    @field_validator("workloads")
+    @classmethod
+    def _unique_names(cls, workloads: list[Any]) -> list[Any]:
+        seen: set[str] = set()
+        for workload in workloads:
+            if workload.name in seen:
+                raise ValueError(f"workload name {workload.name!r} is used twice")
+            seen.add(workload.name)
+        return workloads
+
+
+def validate_rfq(data: Any, catalog: Catalog, source: str = "<rfq>",
+                 base_dir: str | Path | None = None) -> Rfq:
+    """Validate already-parsed RFQ data against the schema and the catalog. Model config
+    paths are relative to ``base_dir`` (default: the folder of ``source`` when that is a
+    file, else the working directory)."""
+    if base_dir is None:
+        base_dir = Path(source).parent if Path(source).is_file() else Path.cwd()
+    if not isinstance(data, dict):
+        raise InputError([Problem(source, "", type(data).__name__,
+                                  "an RFQ must be a mapping of keys (id, workloads, ...)")])
+    _check_kinds(data, source)
+    _check_bools(data, source)
+    with guard(source, "validate"):
+        try:
+            return Rfq.model_validate(data, context={"catalog": catalog, "base_dir": base_dir})
+        except ValidationError as exc:
+            raise InputError(problems_from_pydantic(exc, source, tags=WORKLOAD_KINDS)) from None
+
+
+def _check_bools(data: dict, source: str) -> None:
+    """``true``/``false`` where a number belongs is an error (pydantic's lax mode reads it
+    as 1/0: ``concurrency: true`` would quietly mean one user)."""
+    problems: list[Problem] = []
+
+    def check(values: Any, model_cls: Any, path: str) -> None:
+        if not isinstance(values, dict):
+            return
+        for key, value in values.items():
+            if isinstance(key, str) and key in model_cls.model_fields:
+                try:
+                    reject_bool(model_cls, value, key)
+                except ValueError as exc:
+                    problems.append(Problem(source, f"{path}{key}", value, str(exc)))
+
+    check(data, Rfq, "")
+    check(data.get("constraints"), Constraints, "constraints.")
+    kinds = {"inference": InferenceWorkload, "batch_inference": BatchInferenceWorkload}
+    workloads = data.get("workloads")
+    for index, workload in enumerate(workloads if isinstance(workloads, list) else []):
+        if isinstance(workload, dict):
+            check(workload, kinds.get(workload.get("kind"), TrainingWorkload),
+                  f"workloads[{index}].")
+    if problems:
+        raise InputError(problems)
+
+
+def _check_kinds(data: dict, source: str) -> None:
+    """Give an unknown or missing workload kind a clear error instead of a union dump."""
+    workloads = data.get("workloads")
+    if not isinstance(workloads, list):
+        return
+    problems = []
+    for index, workload in enumerate(workloads):
+        if isinstance(workload, dict):
+            kind = workload.get("kind")
+            valid = sorted(WORKLOAD_KINDS)
+            if kind not in valid:
+                reason = ("required field missing" if kind is None else
+                          f"unknown workload kind; expected one of {', '.join(valid)}")
+                problems.append(Problem(source, f"workloads[{index}].kind", kind, reason))
+    if problems:
+        raise InputError(problems)
+
+
+def parse_text(text: str, source: str, suffix: str) -> Any:
+    """Parse YAML or JSON text, bounded and strict (:mod:`solver.common.inputs`); errors name line
+    and column."""
+    with guard(source, "parse"):
+        return parse(text, source, suffix)
+
+
+def load_rfq(path: str | Path, catalog: Catalog) -> Rfq:
+    """Load and validate one RFQ file (.yaml, .yml or .json)."""
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise InputError([Problem(source, "", None, "not a regular file (a folder, device or "
+                                  "pipe)" if path.exists() else "file not found")])
+    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise InputError([Problem(source, "", path.suffix,
+                                  "unsupported file type: use .yaml, .yml or .json "
+                                  "(CSV batches go to `procure batch`)")])
+    with guard(source):
+        text = read_text(path, source, MAX_FILE_BYTES)
+        data = parse_text(text, source, path.suffix.lower())
+        return validate_rfq(data, catalog, source)
+
+
+# --- the CSV batch form -------------------------------------------------------------
+
+RFQ_KEYS = ("id", "customer", "horizon_years", "objective", "budget_usd")
+LIST_KEYS = ("constraints.gpus", "constraints.fabrics")
+
+
+def _cell(value: str) -> Any:
+    value = value.strip()
+    if value == "":
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if number.is_integer() and "." not in value and "e" not in value.lower():
+        return int(number)
+    return number
+
+
+def _set(target: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+    target[keys[-1]] = value
+
+
+def iter_csv_rfqs(path: str | Path, catalog: Catalog) -> Iterator[tuple[str, Rfq | InputError]]:
+    """Yield ``(rfq_id, Rfq or InputError)`` for each RFQ in a CSV batch (rows grouped by id).
+
+    RFQ-level columns (``id``, ``customer``, ``constraints.*``, ...) must agree across the
+    rows of one RFQ; errors name the CSV row numbers (header = row 1).
+    """
+    path = Path(path)
+    source = str(path)
+    with guard(source):
+        groups, bad_rows = _csv_groups(read_text(path, source, MAX_CSV_BYTES), source)
+    for row_number in bad_rows:
+        yield (f"row-{row_number}", InputError([Problem(source, f"row {row_number}.id", None,
+                                                        "required field missing")]))
+    for rfq_id, rows in groups.items():
+        try:
+            with guard(source, "validate"):
+                result: Rfq | InputError = _rfq_from_rows(rfq_id, rows, source, catalog)
+        except InputError as exc:
+            result = exc
+        yield rfq_id, result
+
+
+def _csv_groups(text: str, source: str
+                ) -> tuple[dict[str, list[tuple[int, dict[str, str]]]], list[int]]:
+    """The rows of a CSV batch grouped by RFQ id, and the rows without an id."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [cell.strip() for cell in next(reader, [])]
+        if "id" not in header:
+            raise InputError([Problem(source, "header", header or None,
+                                      "the CSV needs a header row with an 'id' column")])
+        repeated = sorted({cell for cell in header if header.count(cell) > 1})
+        if repeated or "" in header:
+            raise InputError([Problem(source, "header", repeated or header,
+                                      "every column needs its own, non-empty name")])
+        groups: dict[str, list[tuple[int, dict[str, str]]]] = {}
+        bad_rows: list[int] = []
+        for cells in reader:
+            row_number = reader.line_num
+            if not any(cell.strip() for cell in cells):
+                continue
+            if len(cells) > len(header):
+                raise InputError([Problem(source, f"row {row_number}", None,
+                                          "more cells than header columns")])
+            long = [c for c, cell in zip(header, cells, strict=False)
+                    if len(cell) > MAX_CSV_CELL_CHARS]
+            if long:
+                raise InputError([Problem(source, f"row {row_number}.{long[0]}", None,
+                                          f"cell longer than {MAX_CSV_CELL_CHARS:,} characters")])
+            row = dict(zip(header, [*cells, *[""] * (len(header) - len(cells))], strict=True))
+            rfq_id = row["id"].strip()
+            if not rfq_id:
+                bad_rows.append(row_number)
+                continue
+            groups.setdefault(rfq_id, []).append((row_number, row))
+    except csv.Error as exc:
+        raise InputError([Problem(source, f"row {reader.line_num}", None,
+                                  f"CSV error: {exc}")]) from None
+    return groups, bad_rows
+
+
+def _rfq_from_rows(rfq_id: str, rows: list[tuple[int, dict[str, str]]], source: str,
+                   catalog: Catalog) -> Rfq | InputError:
+    data: dict[str, Any] = {}
+    workloads: list[dict[str, Any]] = []
+    row_numbers = [number for number, _ in rows]
+    first_row = rows[0][1]
+    for column, raw in first_row.items():
+        is_rfq_key = column in RFQ_KEYS or column.startswith("constraints.")
+        if not is_rfq_key:
+            continue
+        for number, row in rows[1:]:
+            if (row.get(column) or "").strip() != (raw or "").strip():
+                return InputError([Problem(source, f"row {number}.{column}", row.get(column),
+                                           f"differs from row {row_numbers[0]} "
+                                           f"({raw!r}) of the same RFQ {rfq_id!r}")])
+        value = _cell(raw or "")
+        if value is None:
+            continue
+        if column in LIST_KEYS:
+            value = [part.strip() for part in str(value).replace("|", ";").split(";")
+                     if part.strip()]
+        elif column in ("id", "customer"):
+            value = (raw or "").strip()
+        _set(data, column, value)
+    for _, row in rows:
+        workload: dict[str, Any] = {}
+        for column, raw in row.items():
+            if column in RFQ_KEYS or column.startswith("constraints."):
+                continue
+            value = _cell(raw or "")
+            if value is not None:
+                if column in ("name", "model"):
+                    value = (raw or "").strip()
+                elif column == "precisions":
+                    value = [part.strip() for part in str(value).replace("|", ";").split(";")
+                             if part.strip()]
+                _set(workload, column, value)
+        workloads.append(workload)
+    data["workloads"] = workloads
+    try:
+        return validate_rfq(data, catalog, source)
+    except InputError as exc:
+        problems = exc.problems
+    located = []
+    for problem in problems:
+        field = problem.field
+        if field.startswith("workloads["):
+            index = int(field[len("workloads["):field.index("]")])
+            field = f"row {row_numbers[index]} ({field})"
+        else:
+            field = f"rows {', '.join(map(str, row_numbers))} ({field})"
+        located.append(Problem(source, field, problem.value, problem.reason))
+    return InputError(located)
