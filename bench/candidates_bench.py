@@ -11,7 +11,7 @@ import statistics
 import time
 from pathlib import Path
 
-from solver.catalog.data import load_catalog
+from solver.catalog.load import load_catalog
 from solver.optimize.candidates import build_candidates
 from solver.physics.performance import _estimate_cached
 from solver.rfq.schema import load_rfq

@@ -13,7 +13,7 @@ import argparse
 import statistics
 import time
 
-from solver.catalog.data import load_catalog
+from solver.catalog.load import load_catalog
 from solver.physics.layout import Layout, Workload
 from solver.physics.performance import _estimate_cached, estimate
 

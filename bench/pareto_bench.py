@@ -8,7 +8,7 @@ import time
 
 from solver.analysis.pareto import frontier
 from solver.analysis.sensitivity import report
-from solver.catalog.data import load_catalog
+from solver.catalog.load import load_catalog
 from solver.rfq.schema import validate_rfq
 
 RFQ = {"id": "bench-chat-70b", "constraints": {"gpus": ["rtx-pro-6000", "l40s"]},

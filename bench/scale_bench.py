@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from solver.catalog.data import load_catalog
+from solver.catalog.load import load_catalog
 from solver.optimize.backends import BACKENDS, EXTRA_BACKENDS, installed_backends
 from solver.optimize.candidates import build_candidates
 from solver.optimize.mip import build_model

@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from solver.catalog.data import load_catalog
+from solver.analysis.explain import solve_rfq
+from solver.catalog.load import load_catalog
 from solver.optimize.candidates import build_candidates
-from solver.optimize.solve import solve_rfq
 from solver.rfq.schema import validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent

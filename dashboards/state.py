@@ -16,7 +16,8 @@ from typing import Any
 import streamlit as st
 import yaml
 
-from solver.catalog.data import Catalog, load_catalog
+from solver.catalog.data import Catalog
+from solver.catalog.load import load_catalog
 from solver.common.errors import InputError
 from solver.rfq.schema import Rfq, validate_rfq
 
@@ -187,9 +188,8 @@ def scenario(rfq_json: str, directory: str | None, pairs: Pairs) -> tuple[Catalo
 @st.cache_data(show_spinner=False, max_entries=64)
 def solve_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str, Any]:
     """The plan and the counterfactuals of ``explain`` (contract.md plan dict)."""
-    from solver.analysis.explain import counterfactuals
+    from solver.analysis.explain import counterfactuals, solve_rfq
     from solver.optimize.candidates import build_candidates
-    from solver.optimize.solve import solve_rfq
 
     cat, rfq = scenario(rfq_json, directory, pairs)
     table = build_candidates(cat, rfq)
@@ -211,7 +211,7 @@ def _evaluator(rfq_json: str, directory: str | None, pairs: Pairs) -> Any:
 def whatif_cached(rfq_json: str, directory: str | None, pairs: Pairs,
                   whatif: Pairs) -> dict[str, Any]:
     """The plan under what-if overrides, re-using the base candidate table where it can."""
-    from solver.optimize.solve import solve_rfq
+    from solver.analysis.explain import solve_rfq
     from solver.rfq.overrides import apply_pairs
 
     ev = _evaluator(rfq_json, directory, pairs)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from solver.catalog.data import load_catalog
+from solver.catalog.load import load_catalog
 
 
 @pytest.fixture(scope="session")

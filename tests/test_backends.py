@@ -15,16 +15,13 @@ from solver.optimize.backends import (
     BACKENDS,
     CpSatBackend,
     HighsBackend,
-    LinearModel,
     PulpBackend,
-    Solution,
-    check_solution,
     installed_backends,
     map_status,
-    verified,
 )
 from solver.optimize.bounds import tighten_bounds
 from solver.optimize.candidates import build_candidates
+from solver.optimize.linear import LinearModel, Solution, check_solution, verified
 from solver.optimize.mip import build_model
 from solver.rfq.portfolio import portfolio_rfq
 from solver.rfq.schema import load_rfq, validate_rfq
@@ -261,7 +258,7 @@ def test_a_tiny_time_limit_is_never_infeasible(tmp_path, catalog):
 
 def test_solve_rfq_timeout_before_the_mip(catalog):
     """A deadline that passes while candidates are built: status timeout, no MIP."""
-    from solver.optimize.solve import solve_rfq
+    from solver.analysis.explain import solve_rfq
 
     rfq = validate_rfq(portfolio_rfq(8, 3, limits=False), catalog)
     plan = solve_rfq(rfq, catalog, solver=INSTALLED[0], time_limit=1e-9, explain=False)

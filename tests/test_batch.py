@@ -307,7 +307,7 @@ def test_summary_counts_tco_median_and_mix(tmp_path: Path) -> None:
     write_rfqs(tmp_path / "rfqs", 4)  # concurrency 1..4
     summary = run_batch([tmp_path / "rfqs"], tmp_path / "b.db", workers=1, solve_fn=fake_solve)
     price = 5200.0
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
 
     gpu = load_catalog().gpus["l40s"].price_usd
     tcos = [gpu * n + price for n in (1, 2, 3, 4)]

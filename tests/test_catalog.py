@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver.catalog.data import builtin_catalog_dir, load_catalog
+from solver.catalog.load import builtin_catalog_dir, load_catalog
 from solver.common.errors import InputError
 
 CONTRACT_GPUS = ["rtx-5090", "rtx-pro-6000", "l40", "l40s", "l4", "h100-sxm", "h200-sxm",

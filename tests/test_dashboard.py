@@ -45,7 +45,7 @@ def page(name: str) -> AppTest:
 
 def load_example(at: AppTest, name: str) -> None:
     """Make an example the active RFQ, as the Scenario page's loader does."""
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
     from solver.rfq.schema import load_rfq
 
     rfq = load_rfq(SCENARIOS / f"{name}.yaml", load_catalog())
@@ -211,8 +211,8 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
 
 def _plan_nodes(at: AppTest) -> dict:
     """The single node type of the plan the page shows (from its 'Buy:' line)."""
-    from solver.catalog.data import load_catalog
-    from solver.optimize.solve import solve_rfq
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
     from solver.rfq.schema import validate_rfq
 
     cat = load_catalog()
@@ -383,7 +383,7 @@ def test_catalog_browses_with_sources_and_overlays_prices():
     at.selectbox(key="cat_vendor").select("kentino").run()
     assert "h100-sxm" not in set(at.dataframe[0].value["id"])
     from dashboards.views.catalog import prices_csv
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
 
     text = prices_csv(load_catalog(), {"rtx-pro-6000": 9500.0})
     assert text.splitlines()[0] == "id,price_usd,as_of,source"
@@ -407,7 +407,7 @@ def test_price_overlay_reaches_the_plan(tmp_path):
 
 def test_overlay_csv_is_usable_with_catalog_dir(tmp_path):
     from dashboards.views.catalog import prices_csv
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
 
     (tmp_path / "prices.csv").write_text(prices_csv(load_catalog(), {"rtx-pro-6000": 9500.0,
                                                                      "ib-hdr-200": 800.0}))
@@ -568,7 +568,7 @@ def test_pareto_point_is_kept_across_page_switches_and_reset_for_another_rfq():
     assert not at.exception
     from dashboards.views.pareto import _default_comparison
     from solver.analysis.pareto import frontier
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
     from solver.rfq.schema import load_rfq
 
     cat = load_catalog()

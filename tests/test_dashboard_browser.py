@@ -168,8 +168,8 @@ def _plan_of(name: str) -> dict:
     """The plan the dashboard shows for an example (built-in catalog, its solver)."""
     sys.path.insert(0, str(ROOT))
     from dashboards.state import SOLVER
-    from solver.catalog.data import load_catalog
-    from solver.optimize.solve import solve_rfq
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
     from solver.rfq.schema import load_rfq
 
     cat = load_catalog()

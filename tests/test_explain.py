@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from solver.analysis.explain import GLOSSARY, counterfactuals, money_delta, plural
+from solver.analysis.explain import GLOSSARY, counterfactuals, money_delta, plural, solve_rfq
 from solver.optimize.candidates import build_candidates
-from solver.optimize.solve import solve_rfq
 from solver.rfq.schema import load_rfq, validate_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from solver.catalog.data import load_catalog
 from solver.catalog.hf_config import load_hf_config, parse_hf_config
+from solver.catalog.load import load_catalog
 from solver.common.errors import InputError
 from solver.physics.geometry import geometry
 

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solver.batch.runner import run_batch
-from solver.catalog.data import load_catalog
+from solver.catalog.load import load_catalog
 from solver.common.errors import InputError, Problem, short
 from solver.common.inputs import MAX_DEPTH, parse_json, parse_yaml
 from solver.rfq.overrides import apply_overrides, parse_assignment

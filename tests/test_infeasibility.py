@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver.optimize.solve import solve_rfq
+from solver.analysis.explain import solve_rfq
 from solver.rfq.schema import Rfq
 
 

@@ -396,7 +396,7 @@ def test_relaxation_bound_is_a_valid_lower_bound(backend):
     for table, rfq in INSTANCES[:20]:
         model = build_model(table, rfq, Limits.from_rfq(rfq), rfq.objective)
         solver = get_backend(backend)
-        exact = solver.optimize.solve(model)
+        exact = solver.solve(model)
         if exact.status != "optimal":
             continue
         bound = solver._relaxation_bound(model)

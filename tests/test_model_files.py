@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver.catalog.data import load_catalog
+from solver.catalog.load import load_catalog
 from solver.common.errors import InputError
 from solver.physics.geometry import geometry
 from solver.rfq.schema import load_rfq, validate_rfq

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from solver.analysis.explain import solve_rfq
 from solver.optimize.costs import CostParams
 from solver.optimize.network import switch_counts
-from solver.optimize.solve import solve_rfq
 from solver.optimize.storage import training_storage
 from solver.rfq.schema import Rfq
 

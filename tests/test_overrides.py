@@ -70,7 +70,7 @@ def test_errors_name_path_and_hints(catalog: Any, rfq: Any, text: str, match: st
 
 
 def test_solve_uses_overrides(catalog: Any) -> None:
-    from solver.optimize.solve import solve_rfq
+    from solver.analysis.explain import solve_rfq
 
     rfq = validate_rfq({"id": "ovr", "constraints": {"gpus": ["rtx-pro-6000"]},
                         "workloads": [{"name": "chat", "kind": "inference",

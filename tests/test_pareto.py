@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from solver.analysis.explain import solve_rfq
 from solver.analysis.pareto import frontier, parse_metric
 from solver.analysis.whatif import rebuild_workload
 from solver.optimize.candidates import build_candidates
 from solver.optimize.network import switch_counts
-from solver.optimize.solve import run_mip, solve_rfq
+from solver.optimize.solve import run_mip
 from solver.rfq.schema import validate_rfq
 
 GPUS = ["l40s", "rtx-pro-6000"]

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from solver.analysis.explain import counterfactuals
+from solver.analysis.explain import counterfactuals, solve_rfq
 from solver.common.wording import usd
 from solver.optimize.candidates import build_candidates
-from solver.optimize.solve import solve_rfq
 from solver.report.quote import quote_context, render_html, write_quote
 from solver.rfq.schema import load_rfq
 

@@ -69,7 +69,7 @@ def test_calibration_data_ships_with_the_package():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert config["package-dir"]["solver.procure_bench_data"] == "bench/data"
     assert "*.csv" in config["package-data"]["solver.procure_bench_data"]
-    assert "templates/*.j2" in config["package-data"]["solver"]
+    assert "templates/*.j2" in config["package-data"]["solver.report"]
 
 
 @pytest.mark.slow
@@ -77,7 +77,7 @@ def test_readme_everyday_commands_run(tmp_path):
     for command in _everyday():
         if command.startswith("procure dashboard"):
             continue
-        argv = [sys.executable, "-m", "solver.cli.main", *shlex.split(command)[1:]]
+        argv = [sys.executable, "-m", "solver.cli", *shlex.split(command)[1:]]
         argv = [str(ROOT / a) if (ROOT / a).exists() and "/" in a else a for a in argv]
         if "validate" in argv and "scenarios/*.yaml" in command:
             argv = [a for a in argv if "*" not in a] + [str(p) for p in

@@ -15,12 +15,12 @@ import pytest
 import yaml
 from bom_checks import assert_bill_matches_cost
 
+from solver.analysis.explain import solve_rfq
 from solver.analysis.realism import parse_as_of, precision_notes, stale_price_warnings
-from solver.catalog.data import builtin_catalog_dir, load_catalog
+from solver.catalog.load import builtin_catalog_dir, load_catalog
 from solver.common.errors import InputError
 from solver.optimize.candidates import build_candidates, node_types
 from solver.optimize.costs import CostParams, node_cost
-from solver.optimize.solve import solve_rfq
 from solver.physics.layout import Layout, Workload
 from solver.physics.links import all_reduce_s, group_link
 from solver.rfq.overrides import apply_overrides

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from solver.catalog.data import load_catalog
+from solver.analysis.explain import solve_rfq
+from solver.catalog.load import load_catalog
 from solver.catalog.rental_offers import COLUMNS
 from solver.common.errors import InputError
-from solver.optimize.backends import Constraint
 from solver.optimize.candidates import build_candidates
+from solver.optimize.linear import Constraint
 from solver.optimize.mip import cand_var
-from solver.optimize.solve import run_mip, solve_rfq
+from solver.optimize.solve import run_mip
 from solver.rfq.schema import validate_rfq
 
 HEADER = ",".join(COLUMNS)

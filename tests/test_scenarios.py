@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from bom_checks import assert_bill_matches_cost, assert_valid_placement
 
-from solver.optimize.solve import solve_rfq
+from solver.analysis.explain import solve_rfq
 from solver.rfq.schema import load_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from solver.analysis.explain import solve_rfq
 from solver.common.errors import InputError
-from solver.optimize.solve import solve_rfq
 from solver.rfq.schema import validate_rfq
 
 CHAT = {"name": "chat", "kind": "inference", "model": "llama-3.1-8b", "input_tokens": 2000,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from solver.catalog.data import load_catalog
+from solver.catalog.load import load_catalog
 from solver.common.errors import InputError
 from solver.physics.layout import Layout, Workload
 from solver.physics.memory import memory_plan

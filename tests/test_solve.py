@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from solver.analysis.explain import counterfactuals
+from solver.analysis.explain import counterfactuals, solve_rfq
 from solver.optimize.backends import installed_backends
 from solver.optimize.candidates import build_candidates
-from solver.optimize.solve import solve_rfq
 from solver.physics.performance import estimate
 from solver.rfq.schema import load_rfq, validate_rfq
 

@@ -47,7 +47,7 @@ def test_solve_imports_only_the_requested_backend(backend):
 
 def test_version_and_installed_backends_import_no_solver_library():
     code = ("import sys; from solver.optimize.backends import installed_backends; installed_backends();"
-            "from solver.catalog.data import load_catalog; load_catalog();"
+            "from solver.catalog.load import load_catalog; load_catalog();"
             "print(sorted({m.split('.')[0] for m in sys.modules}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from solver.analysis.explain import solve_rfq
 from solver.cli.solve import print_plan
 from solver.common.wording import assumptions, layout_rows, relaxations, usd
-from solver.optimize.solve import solve_rfq
 from solver.rfq.schema import load_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

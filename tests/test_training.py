@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.optimize.solve import solve_rfq
+from solver.analysis.explain import solve_rfq
 from solver.physics.calibration import default_csv, training_fit, training_fit_markdown
 from solver.physics.goodput import goodput
 from solver.physics.layout import Layout, Workload

@@ -12,10 +12,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from solver.analysis.realism import realism_warnings
 from solver.catalog.data import Catalog
+from solver.catalog.perf_factors import factors
 from solver.common.wording import money_delta, plural
-from solver.optimize.candidates import CandidateTable
+from solver.optimize.backends import DEFAULT_SOLVER
+from solver.optimize.candidates import CandidateTable, build_candidates, physics_workload
+from solver.optimize.linear import Constraint
+from solver.optimize.mip import Limits, fabric_var, needs_n_plus_1, node_var
+from solver.optimize.plan import assemble
+from solver.optimize.rental import buy_vs_rent, rental_mode
+from solver.optimize.solve import run_mip, solve_table
 from solver.physics.layout import TRAINING_KINDS, Layout
+from solver.physics.memory import weight_bytes_per_param
+from solver.physics.performance import estimate
 
 __all__ = ["GLOSSARY", "annotate", "counterfactuals", "decision_path", "money_delta",
            "plural", "warnings_for", "workload_facts"]
@@ -36,8 +46,6 @@ GLOSSARY: dict[str, str] = {
 
 def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, str]:
     """Does the workload fit the guide's 8 × 96 GB node at this precision, with its reserve?"""
-    from solver.optimize.candidates import physics_workload
-    from solver.physics.performance import estimate
 
     model = catalog.model(spec.model)
     gpu = catalog.gpus.get(REFERENCE_GPU)
@@ -71,8 +79,6 @@ def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, s
 
 
 def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
-    from solver.catalog.perf_factors import factors
-    from solver.physics.memory import weight_bytes_per_param
 
     return params_b * weight_bytes_per_param(factors(catalog), precision)
 
@@ -118,26 +124,47 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
         return _reference_path(catalog, spec)
     steps: list[dict[str, Any]] = []
     training = spec.kind in TRAINING_KINDS
-    model = catalog.model(spec.model)
     facts = workload_facts(entry, total_nodes)
     gpu = catalog.gpus.get(entry["gpu"])
     gpu_gb = gpu.memory_gb if gpu is not None else entry["memory"]["capacity_gb"]
-    per_node, spanned = facts["per_node"], facts["spanned"]
-    node_gb = per_node * gpu_gb
+    per_node, precision = facts["per_node"], entry["precision"]
+    box = (f"{per_node} × {entry['gpu']} ({gpu_gb:g} GB each, {per_node * gpu_gb:,.0f} GB "
+           "per node)")
+    reference = None
+    if not (entry["gpu"] == REFERENCE_GPU and per_node == REFERENCE_GPUS) \
+            or precision != _guide_precision(spec):
+        _, note_ref = _reference_fit(catalog, spec, _guide_precision(spec))
+        reference = f"the guide's box ({REFERENCE_GPUS} × 96 GB {REFERENCE_GPU}): {note_ref}"
+    room = "the training state" if training else "the KV cache"
+    if _add(steps, spec, 1, f"Does the model fit one node of {box} at {precision.upper()} "
+                            f"with room for {room}, and does one node carry the load?",
+            facts["one_node"], _step1_note(catalog, spec, entry, facts, gpu_gb), reference):
+        return steps
+    if _steps_2_3(steps, catalog, spec, entry, facts):
+        return steps
+    _steps_4_5(steps, catalog, spec, entry, facts, floor, policy)
+    return steps
+
+
+def _add(steps: list[dict[str, Any]], spec: Any, step: int, question: str, answer: bool,
+         note: str, reference: str | None = None) -> bool:
+    """Append one step of the decision path; its answer (True ends the path)."""
+    item = {"workload": spec.name, "step": step, "question": question, "answer": answer,
+            "note": note}
+    if reference:
+        item["reference"] = reference
+    steps.append(item)
+    return answer
+
+
+def _step1_note(catalog: Catalog, spec: Any, entry: dict[str, Any], facts: dict[str, Any],
+                gpu_gb: float) -> str:
+    """Step 1's note: how much of a node the weights take, the unit's layout and memory in
+    use, and the verdict (one node; a unit spanning coupled nodes; replicas on nodes)."""
+    training = spec.kind in TRAINING_KINDS
     precision = entry["precision"]
-    box = f"{per_node} × {entry['gpu']} ({gpu_gb:g} GB each, {node_gb:,.0f} GB per node)"
-    guide_box = entry["gpu"] == REFERENCE_GPU and per_node == REFERENCE_GPUS
-
-    def add(step: int, question: str, answer: bool, note: str,
-            reference: str | None = None) -> bool:
-        item = {"workload": spec.name, "step": step, "question": question,
-                "answer": answer, "note": note}
-        if reference:
-            item["reference"] = reference
-        steps.append(item)
-        return answer
-
-    weights = _weights_gb(catalog, model.params_b, precision)
+    node_gb = facts["per_node"] * gpu_gb
+    weights = _weights_gb(catalog, catalog.model(spec.model).params_b, precision)
     mem = entry.get("memory") or {}
     unit = "job" if training else "replica"
     shape = (f"TP{entry['tp']}×PP{entry['pp']}×DP{entry['dp']}" if training
@@ -147,6 +174,7 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
              f"{precision.upper()}; one {unit} runs {shape} on {plural(unit_gpus, 'GPU')}, "
              f"{mem.get('total_gb', 0):,.1f} of {mem.get('capacity_gb', gpu_gb):,.0f} GB per "
              f"GPU in use")
+    spanned = facts["spanned"]
     if facts["one_node"]:
         verdict = "fits one node, and one node carries the load → one node"
     elif spanned > 1:
@@ -157,60 +185,64 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
         verdict = (f"one {unit} fits one node, but the demand needs "
                    f"{plural(facts['replicas'], 'replica')} on "
                    f"{plural(facts['nodes_used'], 'node')}")
-    reference = None
-    if not guide_box or precision != _guide_precision(spec):
-        ok_ref, note_ref = _reference_fit(catalog, spec, _guide_precision(spec))
-        reference = (f"the guide's box ({REFERENCE_GPUS} × 96 GB {REFERENCE_GPU}): {note_ref}")
-    room = "the training state" if training else "the KV cache"
-    if add(1, f"Does the model fit one node of {box} at {precision.upper()} with room for "
-              f"{room}, and does one node carry the load?",
-           facts["one_node"], f"{usage}; {verdict}", reference):
-        return steps
-    if not training:
-        low_bit = precision in ("int4", "fp4")
-        fits_node = spanned <= 1
-        int4_note = (f"chosen {precision.upper()}: weights {weights:,.1f} GB; "
-                     + ("one replica fits one node at 4-bit" if low_bit and fits_node else
-                        "4-bit is not what makes it fit" if fits_node else
-                        f"one replica still spans {plural(spanned, 'node')}"))
-        if add(2, "Does it fit one node only at INT4 (inference), with the same reserve?",
-               low_bit and facts["one_node"], int4_note):
-            return steps
-        throughput_bound = fits_node and facts["nodes_used"] > 1
-        if add(3, "Is the workload throughput-bound rather than model-size-bound?",
-               throughput_bound,
-               f"{plural(facts['replicas'], 'independent replica')} on "
-               f"{plural(facts['nodes_used'], 'node')} behind a load balancer, no fabric"
-               if throughput_bound else
-               f"one replica of the model spans {plural(spanned, 'coupled node')}"):
-            return steps
-    else:
-        add(2, "Does it fit one node only at INT4 (inference), with the same reserve?", False,
-            "training: INT4 weights are not usable on the gradient path")
-        add(3, "Is the workload throughput-bound rather than model-size-bound?", False,
-            "one training job" + (f" spanning {plural(spanned, 'coupled node')}"
-                                  if spanned > 1 else ""))
+    return f"{usage}; {verdict}"
+
+
+def _steps_2_3(steps: list[dict[str, Any]], catalog: Catalog, spec: Any,
+               entry: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Step 2 (fits only at INT4?) and step 3 (throughput-bound?); True when one ends the
+    path (serving only: training answers both no)."""
+    spanned = facts["spanned"]
+    q2 = "Does it fit one node only at INT4 (inference), with the same reserve?"
+    q3 = "Is the workload throughput-bound rather than model-size-bound?"
+    if spec.kind in TRAINING_KINDS:
+        _add(steps, spec, 2, q2, False,
+             "training: INT4 weights are not usable on the gradient path")
+        _add(steps, spec, 3, q3, False,
+             "one training job" + (f" spanning {plural(spanned, 'coupled node')}"
+                                   if spanned > 1 else ""))
+        return False
+    precision = entry["precision"]
+    weights = _weights_gb(catalog, catalog.model(spec.model).params_b, precision)
+    low_bit = precision in ("int4", "fp4")
+    fits_node = spanned <= 1
+    int4_note = (f"chosen {precision.upper()}: weights {weights:,.1f} GB; "
+                 + ("one replica fits one node at 4-bit" if low_bit and fits_node else
+                    "4-bit is not what makes it fit" if fits_node else
+                    f"one replica still spans {plural(spanned, 'node')}"))
+    if _add(steps, spec, 2, q2, low_bit and facts["one_node"], int4_note):
+        return True
+    throughput_bound = fits_node and facts["nodes_used"] > 1
+    return _add(steps, spec, 3, q3, throughput_bound,
+                f"{plural(facts['replicas'], 'independent replica')} on "
+                f"{plural(facts['nodes_used'], 'node')} behind a load balancer, no fabric"
+                if throughput_bound else
+                f"one replica of the model spans {plural(spanned, 'coupled node')}")
+
+
+def _steps_4_5(steps: list[dict[str, Any]], catalog: Catalog, spec: Any,
+               entry: dict[str, Any], facts: dict[str, Any], floor: float,
+               policy: str) -> None:
+    """Step 4 (training across coupled nodes?) and step 5 (pretraining 70B+?). Step 4 is
+    answered truthfully for pretraining too, which then goes on to step 5."""
+    model = catalog.model(spec.model)
+    training = spec.kind in TRAINING_KINDS
     eff = (entry.get("predicted") or {}).get("scaling_efficiency")
     eff_note = f"predicted scaling efficiency {eff:.2f}" if eff is not None else \
         "no scaling efficiency (one node)"
     if eff is not None and eff < floor:
         eff_note += f" (below the {floor:.0%} floor: re-architect, TP inside a node, PP across)"
-    big = model.params_b >= 70
     layout_note = _fabric_note(catalog, entry, policy)
-    coupled = spanned > 1
-    # answered truthfully for pretraining too; pretraining then goes on to step 5
-    if add(4, "Is it training that needs more than one coupled node (tensor/pipeline "
-              "parallel across nodes)?",
-           training and coupled,
-           f"{model.params_b:.3g}B parameters; {eff_note}{layout_note}") \
+    if _add(steps, spec, 4, "Is it training that needs more than one coupled node "
+                            "(tensor/pipeline parallel across nodes)?",
+            training and facts["spanned"] > 1,
+            f"{model.params_b:.3g}B parameters; {eff_note}{layout_note}") \
             and spec.kind != "pretrain":
-        return steps
-    pretrain_big = spec.kind == "pretrain" and big
-    add(5, "Is it pretraining 70B+ from scratch?", pretrain_big,
-        f"{spec.kind}, {model.params_b:.3g}B parameters"
-        + (" → multi-node with NDR InfiniBand or SXM" if pretrain_big else "") + layout_note)
-    return steps
-
+        return
+    pretrain_big = spec.kind == "pretrain" and model.params_b >= 70
+    _add(steps, spec, 5, "Is it pretraining 70B+ from scratch?", pretrain_big,
+         f"{spec.kind}, {model.params_b:.3g}B parameters"
+         + (" → multi-node with NDR InfiniBand or SXM" if pretrain_big else "") + layout_note)
 
 def _guide_precision(spec: Any) -> str:
     """The precision the guide's step 1 asks about: FP8 (BF16 for full training, INT4 QLoRA)."""
@@ -282,7 +314,6 @@ def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
         if spec.kind == "pretrain" and model.params_b >= 70 and not has_sxm:
             out.append(f"{spec.name}: pretraining {model.params_b:.3g}B is SXM-class work, and "
                        f"vendor profile {vendor.id!r} builds no SXM/HGX systems")
-    from solver.analysis.realism import realism_warnings
 
     out.extend(realism_warnings(catalog, rfq, plan))
     return out
@@ -300,6 +331,18 @@ def _rdma_policy(catalog: Catalog, rfq: Any) -> str:
     return ""
 
 
+def solve_rfq(rfq: Any, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
+              time_limit: float | None = None, table: CandidateTable | None = None,
+              explain: bool = True) -> dict[str, Any]:
+    """The cheapest plan for an RFQ (:func:`solver.optimize.solve.solve_table`) with, unless
+    ``explain`` is False, the guide's decision path, warnings and the buy-or-rent comparison
+    (:func:`annotate`). A plan whose time ran out is returned as it is."""
+    plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table)
+    if explain and used is not None:
+        annotate(plan, rfq, catalog, used)
+    return plan
+
+
 def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
              table: CandidateTable | None = None) -> dict[str, Any]:
     """Add the decision path and warnings to a plan (in place; also returned)."""
@@ -315,9 +358,6 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
     plan["warnings"] = warnings_for(catalog, rfq, plan) if plan.get("status") in (
         "optimal", "feasible") else []
     if table is not None and plan.get("status") in ("optimal", "feasible"):
-        from solver.optimize.rental import (
-            buy_vs_rent,  # owning against renting, each workload alone
-        )
 
         plan["buy_vs_rent"] = buy_vs_rent(table, rfq, plan)
     return plan
@@ -326,10 +366,6 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
 def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: CandidateTable,
                     solver: str = "cbc") -> list[dict[str, Any]]:
     """The alternatives a buyer asks about, each re-solved: cost difference and why it lost."""
-    from solver.optimize.backends import Constraint
-    from solver.optimize.mip import Limits, fabric_var, node_var
-    from solver.optimize.plan import assemble
-    from solver.optimize.solve import run_mip
 
     base_tco = (plan.get("cost") or {}).get("tco_usd")
     limits = Limits.from_rfq(rfq)
@@ -377,9 +413,6 @@ def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: Can
 def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
                ) -> dict[str, Any] | None:
     """The guide's default — RTX Pro 6000 boxes — when the optimum chose other GPUs."""
-    from solver.optimize.candidates import build_candidates
-    from solver.optimize.plan import assemble
-    from solver.optimize.solve import run_mip
 
     used = {n["gpu"] for n in plan["cluster"]["nodes"]}
     vendor = catalog.vendors[rfq.constraints.vendor or "open"]
@@ -412,9 +445,6 @@ def _without_n_plus_1(rfq: Any, catalog: Catalog, plan: dict[str, Any],
     """What ``redundancy: n+1`` costs: the same RFQ re-solved with no spare node (None when
     no workload asks for n+1). The candidates do not depend on redundancy, so the table is
     reused."""
-    from solver.optimize.mip import needs_n_plus_1
-    from solver.optimize.plan import assemble
-    from solver.optimize.solve import run_mip
 
     names = [w.name for w in rfq.workloads if needs_n_plus_1(w)]
     if not names:
@@ -442,10 +472,6 @@ def _with_renting(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
     """Buy or rent, asked even when the RFQ forbids renting (the default): the same RFQ
     re-solved with ``rental: allow`` against the catalog's rental offers (None when renting
     is already allowed, the catalog has no offers, or no offer can run any workload)."""
-    from solver.optimize.candidates import build_candidates
-    from solver.optimize.plan import assemble
-    from solver.optimize.rental import rental_mode
-    from solver.optimize.solve import run_mip
 
     if rental_mode(rfq) != "forbid" or not getattr(catalog, "rental", None):
         return None

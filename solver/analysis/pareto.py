@@ -45,15 +45,18 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from solver.analysis.explain import annotate
 from solver.analysis.whatif import rebuild_workload, with_candidates
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
-from solver.optimize.backends import Constraint, Solution, get_backend
+from solver.optimize.backends import get_backend
 from solver.optimize.candidates import Candidate, CandidateTable, build_candidates
+from solver.optimize.linear import Constraint, Solution
 from solver.optimize.mip import Limits, build_model, cand_var, demand_of, node_var, planned_demand
 from solver.optimize.plan import assemble, chosen, cost_breakdown
 from solver.optimize.solve import run_mip
 from solver.physics.layout import TRAINING_KINDS
+from solver.physics.performance import estimate
 from solver.rfq.schema import Rfq
 
 METRICS = {"tpot_ms": True, "ttft_ms": True, "hours_to_complete": True, "headroom": False,
@@ -136,7 +139,6 @@ def at_load_latency(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, in
     demand / ``target_utilization`` the MIP buys capacity for (mip.planned_demand). That
     load, not the stated one, keeps the ε-walk exact: at a level L'' >= the metric, each
     replica's capacity still covers its share of the *planned* demand."""
-    from solver.physics.performance import estimate
 
     demand = planned_demand(spec)
     conc = sum(c.concurrency_capacity * n for c, n in picks)
@@ -346,7 +348,6 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
     for point in kept:
         plan = assemble(catalog, rfq, point.table, point.solution)
         if explain:
-            from solver.analysis.explain import annotate
 
             annotate(plan, rfq, catalog, point.table)
         entry: dict[str, Any] = {cost_key: plan["cost"][cost_key],

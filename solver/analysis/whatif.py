@@ -11,11 +11,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from solver.catalog.data import Catalog
-from solver.optimize.backends import Solution
 from solver.optimize.candidates import Candidate, CandidateTable, NodeType, build_candidates
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
+from solver.optimize.linear import Solution
 from solver.optimize.mip import fabric_var, node_var
 from solver.optimize.plan import cost_breakdown
+from solver.optimize.rental import reprice_rented
 from solver.optimize.storage import training_storage
 from solver.rfq.schema import Rfq
 
@@ -119,7 +120,6 @@ def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable
         out = []
         for cand in cands:
             if cand.rented:  # rental price and billed hours (horizon) from the new values
-                from solver.optimize.rental import reprice_rented
 
                 cand = reprice_rented(cand, catalog, rfq, params)
             if cand.spanning:

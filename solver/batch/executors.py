@@ -21,6 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem, short
 from solver.rfq.schema import Rfq
@@ -62,7 +63,6 @@ class SolveOutcome:
 def default_solve(rfq: Rfq, catalog: Catalog, *, solver: str = "cbc",
                   time_limit: float | None = None) -> dict[str, Any]:
     """The real solver, without the decision-path annotation (not needed in a batch)."""
-    from solver.optimize.solve import solve_rfq
 
     return solve_rfq(rfq, catalog, solver=solver, time_limit=time_limit, explain=False)
 

@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from solver.batch.executors import SolveFn, SolveOutcome, SolveTask, default_solve, make_executor
+from solver.batch.export import check_export_path
+from solver.batch.export import export as export_store
 from solver.batch.store import ResultRow, ResultStore
-from solver.catalog.data import Catalog, load_catalog
+from solver.catalog.data import Catalog
+from solver.catalog.load import load_catalog
 from solver.common.errors import InputError, Problem, short
 from solver.rfq.schema import Rfq, iter_csv_rfqs, load_rfq, parse_text
 
@@ -351,8 +354,6 @@ def run_batch(
     Raises :class:`InputError` for usage errors (no inputs, bad or busy db, unwritable export
     path, bad catalog), always before the first solve.
     """
-    from solver.batch.export import check_export_path
-    from solver.batch.export import export as export_store
 
     started = time.perf_counter()
     export_path = check_export_path(export) if export is not None else None

@@ -442,6 +442,27 @@ def _modern(cfg: _Config, name: str, family: str) -> Architecture:
     if cfg.get("model_type") == "qwen2" and not cfg.has("attention_bias"):
         cfg.notes.append("Qwen2: q/k/v projection biases (the architecture's own) counted")
     fields["attention_output_bias"] = fields["attention_bias"] and name == "GptOssForCausalLM"
+    fields.update(_attention_fields(cfg, family, hidden, heads))
+    if name == "GptOssForCausalLM":
+        fields["attention_sinks"] = True
+    pattern = _attention_pattern(cfg, layers)
+    fields.update(pattern)
+    if pattern["linear_layers"]:
+        fields.update(linear_key_heads=cfg.int("linear_num_key_heads"),
+                      linear_value_heads=cfg.int("linear_num_value_heads"),
+                      linear_key_dim=cfg.int("linear_key_head_dim"),
+                      linear_value_dim=cfg.int("linear_value_head_dim"),
+                      linear_conv_kernel=cfg.int("linear_conv_kernel_dim"),
+                      linear_state_bytes=4.0 if str(cfg.get(
+                          "mamba_ssm_dtype", default="float32")) == "float32" else 2.0)
+    fields.update(_mlp_fields(cfg, name, family, layers))
+    return Architecture(**fields)
+
+
+def _attention_fields(cfg: _Config, family: str, hidden: int, heads: int) -> dict[str, Any]:
+    """MLA (latent KV, decoupled RoPE, optional sparse-attention indexer) or GQA/MHA (KV
+    heads, head width, output gate, q/k norms)."""
+    fields: dict[str, Any] = {}
     if family == "mla":
         rope = cfg.int("qk_rope_head_dim")
         nope = cfg.int("qk_nope_head_dim")
@@ -473,18 +494,13 @@ def _modern(cfg: _Config, name: str, family: str) -> Architecture:
             per_layer = str(cfg.get("qk_norm_type", default="")) == "per_layer"
             fields["qk_norm_params"] = ((heads + kv_heads) * head_dim if per_layer
                                         else 2 * head_dim)
-    if name == "GptOssForCausalLM":
-        fields["attention_sinks"] = True
-    pattern = _attention_pattern(cfg, layers)
-    fields.update(pattern)
-    if pattern["linear_layers"]:
-        fields.update(linear_key_heads=cfg.int("linear_num_key_heads"),
-                      linear_value_heads=cfg.int("linear_num_value_heads"),
-                      linear_key_dim=cfg.int("linear_key_head_dim"),
-                      linear_value_dim=cfg.int("linear_value_head_dim"),
-                      linear_conv_kernel=cfg.int("linear_conv_kernel_dim"),
-                      linear_state_bytes=4.0 if str(cfg.get(
-                          "mamba_ssm_dtype", default="float32")) == "float32" else 2.0)
+    return fields
+
+
+def _mlp_fields(cfg: _Config, name: str, family: str, layers: int) -> dict[str, Any]:
+    """Dense MLP width, or the MoE layers: routed experts, experts per token, expert,
+    dense and shared widths."""
+    fields: dict[str, Any] = {}
     experts = cfg.int("n_routed_experts", "num_local_experts", "num_experts", default=0,
                       minimum=0)
     if family in ("moe", "mla") and not experts:
@@ -524,7 +540,7 @@ def _modern(cfg: _Config, name: str, family: str) -> Architecture:
             fields["mlp_bias"] = True
     else:
         fields.update(dense_layers=layers, dense_ffn=cfg.int("intermediate_size"))
-    return Architecture(**fields)
+    return fields
 
 
 def load_hf_config(path: str | Path) -> Architecture:

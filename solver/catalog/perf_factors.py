@@ -16,14 +16,12 @@ Factors come in two groups:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from solver.catalog.data import Catalog, content_key
 from solver.common.errors import InputError, problems_from_pydantic
-
-if TYPE_CHECKING:
-    from solver.catalog.data import Catalog
 
 ComputePrecision = Literal["bf16", "fp8", "int8", "fp4"]
 WeightPrecision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
@@ -261,8 +259,6 @@ def factors(catalog: Catalog) -> EfficiencyFactors:
 
     Raises :class:`InputError` naming the field when ``efficiency.yaml`` is invalid.
     """
-    from solver.catalog.data import content_key
-
     key = content_key(catalog)
     cached = _CACHE.get(key)
     if cached is None:

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
             "--headless/--browser", help="Do not / do open a browser window.")] = False,
     ) -> int:
         """Start the Streamlit dashboard: scenario, plan, Pareto, what-if, batch, catalog."""
-        from solver.catalog.data import load_catalog
+        from solver.catalog.load import load_catalog
 
         env = dict(os.environ)
         if catalog is not None:

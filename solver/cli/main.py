@@ -29,7 +29,7 @@ CatalogOpt = Annotated[
     str | None,
     typer.Option("--catalog", help="A catalog directory or price overlay on top of the built-in."),
 ]
-COMMAND_MODULES = ("physics", "solve", "pareto", "batch", "dashboard")
+COMMAND_MODULES = ("physics", "schema", "solve", "pareto", "batch", "dashboard")
 
 
 def _version(value: bool) -> None:
@@ -54,7 +54,7 @@ def validate(
     """Check RFQ files against the schema and the catalog; exit 2 on the first bad one."""
     from rich.markup import escape
 
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
     from solver.rfq.schema import load_rfq
 
     cat = load_catalog(catalog)
@@ -76,7 +76,7 @@ def catalog_list(catalog: CatalogOpt = None) -> None:
     """List GPUs, servers, fabrics, models and vendor profiles."""
     from rich.table import Table
 
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
 
     cat = load_catalog(catalog)
     gpus = Table(title=f"GPUs (catalog {cat.version})")
@@ -134,7 +134,7 @@ def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
     """Show one catalog entry (GPU, server, fabric, model or vendor) with its sources."""
     import yaml
 
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
     from solver.common.errors import Problem, nearest
 
     cat = load_catalog(catalog)
@@ -160,7 +160,7 @@ def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
 @catalog_app.command("validate")
 def catalog_validate(catalog: CatalogOpt = None) -> None:
     """Load the catalog (with any overlay) and check everything a solve would check."""
-    from solver.catalog.data import check_catalog, load_catalog
+    from solver.catalog.load import check_catalog, load_catalog
 
     cat = load_catalog(catalog)
     check_catalog(cat)

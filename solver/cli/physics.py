@@ -162,7 +162,8 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
                   precision: str | None,
                   gpus_per_node: int | None, tp: int | None, pp: int | None,
                   fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
-    from solver.catalog.data import PRECISIONS, load_catalog
+    from solver.catalog.data import PRECISIONS
+    from solver.catalog.load import load_catalog
     from solver.physics.layout import KINDS, Workload
     from solver.physics.performance import best_layout
 
@@ -378,7 +379,7 @@ def calibrate(
 ) -> None:
     """Predicted vs measured for every calibration row; median errors by kind; coverage;
     serving latency under load with whole configurations held out."""
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
     from solver.physics import serving_fit
     from solver.physics.calibration import default_csv, report_markdown, run, summarise
 

@@ -25,7 +25,7 @@ CatalogOpt = Annotated[str | None, typer.Option(
 def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = None,
          overrides_file: Path | None = None) -> tuple[Any, Any]:
     """Load catalog (+ scenario overrides) and one RFQ, validated."""
-    from solver.catalog.data import load_catalog
+    from solver.catalog.load import load_catalog
     from solver.rfq.schema import load_rfq
 
     catalog = load_catalog(catalog_dir)
@@ -40,9 +40,8 @@ def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = 
 def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
     """Load and solve an RFQ, then re-solve its counterfactuals (none when infeasible):
     what `explain` and `quote` both present. Returns (catalog, rfq, plan, alternatives)."""
-    from solver.analysis.explain import counterfactuals
+    from solver.analysis.explain import counterfactuals, solve_rfq
     from solver.optimize.candidates import build_candidates
-    from solver.optimize.solve import solve_rfq
 
     check_solver(solver)
     cat, parsed = load(rfq, catalog)
@@ -71,19 +70,7 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
     ``assumptions`` (from :func:`solver.common.wording.assumptions`) adds the horizon, electricity,
     PUE, overhead factor and price dates to the header; ``rfq`` adds each workload's targets.
     """
-    from rich.table import Table
-
-    from solver.common.wording import (
-        assumption_lines,
-        layout_rows,
-        node_lines,
-        plural,
-        relaxations,
-        serving_lines,
-        target_rows,
-        usd,
-        years,
-    )
+    from solver.common.wording import assumption_lines, node_lines, plural, usd, years
 
     con = console or out
     status = plan["status"]
@@ -97,9 +84,9 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
         for line in assumption_lines(assumptions):
             con.print(f"  {line}", markup=False)
     specs = {w.name: w for w in rfq.workloads} if rfq is not None else {}
+    horizon = assumptions["horizon_years"] if assumptions else None
     if status in ("optimal", "feasible"):
         cluster, cost = plan["cluster"], plan["cost"]
-        horizon = assumptions["horizon_years"] if assumptions else None
         con.print(f"[bold]Buy[/] (TCO {usd(cost['tco_usd'])}"
                   + (f" over {years(horizon)}" if horizon else "")
                   + f", capex {usd(cost['capex_usd'])}):")
@@ -110,66 +97,92 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
         con.print(f"  {fabric}; {plural(cluster['total_gpus'], 'GPU')}, "
                   f"{cluster['power_kw']:,.1f} kW, {cluster['rack_units']} U", markup=False)
         for w in plan["workloads"]:
-            con.print()
-            con.print(f"[bold]{w['name']}[/] — {w['kind'].replace('_', ' ')}, {w['model']}, "
-                      f"{w['precision'].upper()}")
-            rows = layout_rows(w)
-            layouts = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
-            for column in ("GPU", "precision", "TP×PP×DP", "GPUs", "nodes each"):
-                layouts.add_column(column, justify="left" if column == "GPU" else "right",
-                                   no_wrap=True)
-            for row in rows:
-                layouts.add_row(row["gpu"], row["precision"],
-                                f"{row['tp']}×{row['pp']}×{row['dp']}", str(row["gpus"]),
-                                str(row["nodes_per_replica"]))
-            if len(rows) > 1:
-                layouts.add_row("total", "", "", str(sum(r["gpus"] for r in rows)), "",
-                                style="bold")
-            con.print(layouts)
-            mem = w["memory"]
-            training = w["kind"] in ("lora", "qlora", "full_finetune", "pretrain")
-            dp_means = ("DP = data-parallel copies inside the one job" if training
-                        else "DP = independent replicas")
-            con.print(f"  {dp_means}; memory per GPU {mem['total_gb']:,.1f} of "
-                      f"{mem['capacity_gb']:,.0f} GB"
-                      + (" (first layout)" if len(rows) > 1 else ""), markup=False)
-            for line in serving_lines(w):
-                con.print(f"  {line}", markup=False)
-            targets = target_rows(w, specs.get(w["name"]))
-            if targets:
-                checks = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
-                for column in ("metric", "predicted", "target", "verdict"):
-                    checks.add_column(column, justify="left" if column in ("metric", "verdict")
-                                      else "right", no_wrap=column != "metric")
-                for row in targets:
-                    checks.add_row(row["metric"], row["predicted"], row["target"],
-                                   row["verdict"])
-                con.print(checks)
+            _print_workload(w, specs.get(w["name"]), con)
         con.print()
         _print_rental(plan, con)
         _print_bom(plan, con)
-        table = Table(title="Cost" + (f" over {years(horizon)}" if horizon else "")
-                      + f" (objective {plan.get('objective', 'tco')})", title_justify="left")
-        table.add_column("term", no_wrap=True)
-        table.add_column("USD", justify="right", no_wrap=True)
-        for key, value in cost.items():
-            if not isinstance(value, int | float):
-                continue
-            style = "bold" if key in ("capex_usd", "tco_usd") else ""
-            table.add_row(COST_LABELS.get(key, key.removesuffix("_usd").replace("_", " ")),
-                          usd(value), style=style)
-        con.print(table)
+        _print_cost(plan, horizon, con)
     for warning in plan.get("warnings", []):
         con.print("[yellow]warning:[/] ", end="")
         con.print(warning, markup=False)
+    _print_infeasibility(plan, horizon, con)
+
+
+def _print_workload(w: dict[str, Any], spec: Any | None, con: Any) -> None:
+    """One workload's block: its layouts, memory per GPU, serving figures and targets."""
+    from rich.table import Table
+
+    from solver.common.wording import layout_rows, serving_lines, target_rows
+
+    con.print()
+    con.print(f"[bold]{w['name']}[/] — {w['kind'].replace('_', ' ')}, {w['model']}, "
+              f"{w['precision'].upper()}")
+    rows = layout_rows(w)
+    layouts = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("GPU", "precision", "TP×PP×DP", "GPUs", "nodes each"):
+        layouts.add_column(column, justify="left" if column == "GPU" else "right",
+                           no_wrap=True)
+    for row in rows:
+        layouts.add_row(row["gpu"], row["precision"],
+                        f"{row['tp']}×{row['pp']}×{row['dp']}", str(row["gpus"]),
+                        str(row["nodes_per_replica"]))
+    if len(rows) > 1:
+        layouts.add_row("total", "", "", str(sum(r["gpus"] for r in rows)), "",
+                        style="bold")
+    con.print(layouts)
+    mem = w["memory"]
+    training = w["kind"] in ("lora", "qlora", "full_finetune", "pretrain")
+    dp_means = ("DP = data-parallel copies inside the one job" if training
+                else "DP = independent replicas")
+    con.print(f"  {dp_means}; memory per GPU {mem['total_gb']:,.1f} of "
+              f"{mem['capacity_gb']:,.0f} GB"
+              + (" (first layout)" if len(rows) > 1 else ""), markup=False)
+    for line in serving_lines(w):
+        con.print(f"  {line}", markup=False)
+    targets = target_rows(w, spec)
+    if targets:
+        checks = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
+        for column in ("metric", "predicted", "target", "verdict"):
+            checks.add_column(column, justify="left" if column in ("metric", "verdict")
+                              else "right", no_wrap=column != "metric")
+        for row in targets:
+            checks.add_row(row["metric"], row["predicted"], row["target"],
+                           row["verdict"])
+        con.print(checks)
+
+
+def _print_cost(plan: dict[str, Any], horizon: float | None, con: Any) -> None:
+    """The cost terms of the plan (capex and TCO in bold)."""
+    from rich.table import Table
+
+    from solver.common.wording import usd, years
+
+    cost = plan["cost"]
+    table = Table(title="Cost" + (f" over {years(horizon)}" if horizon else "")
+                  + f" (objective {plan.get('objective', 'tco')})", title_justify="left")
+    table.add_column("term", no_wrap=True)
+    table.add_column("USD", justify="right", no_wrap=True)
+    for key, value in cost.items():
+        if not isinstance(value, int | float):
+            continue
+        style = "bold" if key in ("capex_usd", "tco_usd") else ""
+        table.add_row(COST_LABELS.get(key, key.removesuffix("_usd").replace("_", " ")),
+                      usd(value), style=style)
+    con.print(table)
+
+
+def _print_infeasibility(plan: dict[str, Any], horizon: float | None, con: Any) -> None:
+    """Why no plan was found, and the nearest feasible changes."""
+    from solver.common.wording import relaxations
+
+    status = plan["status"]
     info = plan.get("infeasibility")
     if info:
         con.print("[red]No plan found within the time limit.[/]" if status == "timeout"
                   else "[red]No plan meets this RFQ.[/]")
         for reason in info["reasons"]:
             con.print(f"  - {reason}", markup=False)
-        words = relaxations(info, plan.get("objective", "tco"),
-                            assumptions["horizon_years"] if assumptions else None)
+        words = relaxations(info, plan.get("objective", "tco"), horizon)
         if words:
             con.print("Nearest feasible changes:")
             for line in words:
@@ -292,10 +305,6 @@ def _fmt(value: Any) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    from solver.cli import schema as schema_commands
-
-    schema_commands.register(app)
-
     @app.command()
     def solve(
         rfq: Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")],
@@ -309,7 +318,7 @@ def register(app: typer.Typer) -> None:
             "--overrides", help="YAML file of parameter overrides.")] = None,
     ) -> int:
         """The cheapest plan (minimum TCO or capex) that meets every workload of the RFQ."""
-        from solver.optimize.solve import solve_rfq
+        from solver.analysis.explain import solve_rfq
 
         check_solver(solver)
         cat, parsed = load(rfq, catalog, set_, overrides)

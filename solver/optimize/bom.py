@@ -80,11 +80,30 @@ def _groups(placement: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
                       plan: dict[str, Any]) -> dict[str, Any]:
     """The bill of materials of a feasible plan (module docstring)."""
-    lines: list[dict[str, Any]] = []
-    opex: list[dict[str, Any]] = []
     nodes = plan["cluster"]["nodes"]
-    placement = plan["placement"]
-    # --- GPUs and servers ---------------------------------------------------------------
+    groups = _groups(plan["placement"])
+    lines = (_hardware_lines(catalog, nodes) + _fabric_lines(catalog, groups)
+             + _frontend_lines(catalog, params, nodes)
+             + _storage_lines(catalog, rfq, params, plan, groups))
+    opex = _opex_lines(catalog, params, nodes, groups)
+    years = params.horizon_years
+    capex = round(sum(line["line_total_usd"] for line in lines), 2)
+    per_year = sum(item["usd_per_year"] for item in opex)
+    for item in opex:  # 4 decimals: the horizon total below stays exact to the cent
+        item["usd_over_horizon"] = round(item["usd_per_year"] * years, 2)
+        item["usd_per_year"] = round(item["usd_per_year"], 4)
+    rental = bom_rental(plan)  # rented GPU-hours: not capex, part of the TCO (rental.py)
+    return {"lines": lines, "capex_usd": capex,
+            "opex_per_year": {"lines": opex, "total_usd": round(per_year, 2)},
+            "rental": rental, "horizon_years": years,
+            "tco_usd": round(capex + per_year * years + rental["total_usd"], 2)}
+
+
+
+
+def _hardware_lines(catalog: Catalog, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GPUs and servers (servers priced without their GPUs)."""
+    lines: list[dict[str, Any]] = []
     gpu_count: Counter[str] = Counter()
     server_count: Counter[str] = Counter()
     for entry in nodes:
@@ -99,8 +118,12 @@ def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
         lines.append(_line(server_id, f"{server.name} (without GPUs)", qty, server.price_usd,
                            _price_type(server), getattr(server, "price_as_of", None)
                            or server.as_of, server.source, "servers_usd"))
-    # --- fabric: NICs, cables, switches of the spanning groups -------------------------
-    groups = _groups(placement)
+    return lines
+
+
+def _fabric_lines(catalog: Catalog, groups: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """NICs, cables and switches of the spanning groups, per fabric."""
+    lines: list[dict[str, Any]] = []
     ports: Counter[str] = Counter()
     for group in groups.values():
         ports[group["fabric"]] += sum(catalog.servers[s].fabric_nics_per_node
@@ -111,7 +134,13 @@ def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
                            _price_type(fab), fab.as_of, fab.source, "network_usd"))
         lines += _switch_lines(fabric_id, fab.name, count, fab.ports_per_switch,
                                fab.switch_price_usd, fab.cable_price_usd, fab.as_of, fab.source)
-    # --- front-end Ethernet for every node ------------------------------------------------
+    return lines
+
+
+def _frontend_lines(catalog: Catalog, params: CostParams,
+                    nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Front-end Ethernet for every node."""
+    lines: list[dict[str, Any]] = []
     total_nodes = sum(entry["count"] for entry in nodes)
     c = catalog.costs
     if params.frontend_ports_per_node:
@@ -120,7 +149,15 @@ def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
                                params.frontend_ports_per_switch, params.frontend_switch_usd,
                                params.frontend_cable_usd, c.frontend_switch_usd.as_of,
                                c.frontend_switch_usd.source)
-    # --- storage -------------------------------------------------------------------------
+    return lines
+
+
+def _storage_lines(catalog: Catalog, rfq: Any, params: CostParams, plan: dict[str, Any],
+                   groups: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Shared storage of the coupled cluster and each training job's checkpoint + dataset
+    storage (capacity and write bandwidth)."""
+    lines: list[dict[str, Any]] = []
+    c = catalog.costs
     coupled_nodes = sum(g["nodes_spanned"] for g in groups.values())
     if groups:
         lines.append(_line("shared-storage", "Shared storage of the coupled cluster (fixed)", 1,
@@ -145,8 +182,16 @@ def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
                            ", GB/s", round(st.write_gbps, 6), params.storage_usd_per_gbps,
                            "assumption", c.storage_usd_per_gbps.as_of,
                            c.storage_usd_per_gbps.source, "storage_usd"))
-    # --- yearly opex ------------------------------------------------------------------------
-    years = params.horizon_years
+    return lines
+
+
+def _opex_lines(catalog: Catalog, params: CostParams, nodes: list[dict[str, Any]],
+                groups: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Yearly operating costs: power, operations, engineering, rack space, licences,
+    support and the multi-node overhead of coupled groups."""
+    opex: list[dict[str, Any]] = []
+    c = catalog.costs
+    total_nodes = sum(entry["count"] for entry in nodes)
     for entry in nodes:
         server = catalog.servers[entry["server"]]
         gpu = catalog.gpus[entry["gpu"]]
@@ -197,16 +242,7 @@ def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
                           (params.multinode_overhead_factor - 1.0)
                           * params.node_engineering_usd_per_year,
                           c.multinode_overhead_factor.source, "multinode_overhead_usd"))
-    capex = round(sum(line["line_total_usd"] for line in lines), 2)
-    per_year = sum(item["usd_per_year"] for item in opex)
-    for item in opex:  # 4 decimals: the horizon total below stays exact to the cent
-        item["usd_over_horizon"] = round(item["usd_per_year"] * years, 2)
-        item["usd_per_year"] = round(item["usd_per_year"], 4)
-    rental = bom_rental(plan)  # rented GPU-hours: not capex, part of the TCO (rental.py)
-    return {"lines": lines, "capex_usd": capex,
-            "opex_per_year": {"lines": opex, "total_usd": round(per_year, 2)},
-            "rental": rental, "horizon_years": years,
-            "tco_usd": round(capex + per_year * years + rental["total_usd"], 2)}
+    return opex
 
 
 def totals_by_category(bom: dict[str, Any]) -> dict[str, float]:

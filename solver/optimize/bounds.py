@@ -1,4 +1,4 @@
-r"""Finite upper bounds for every integer variable of a :class:`~solver.optimize.backends.LinearModel`.
+r"""Finite upper bounds for every integer variable of a :class:`~solver.optimize.linear.LinearModel`.
 
 CP-SAT needs a finite domain for every variable, and every backend branches better on tight
 ones. :func:`tighten_bounds` derives them from the model itself, so any block a module adds
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from solver.optimize.backends import LinearModel
+from solver.optimize.linear import LinearModel
 
 TOLERANCE = 1e-9
 MAX_ROUNDS = 20

@@ -14,86 +14,32 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
 from solver.catalog.data import Catalog, Fabric, Gpu, Server
-from solver.optimize.backends import TimeLimitReached
-from solver.optimize.costs import CostParams, NodeCost, coupled_node_network_usd, node_cost
-from solver.optimize.storage import TrainingStorage, training_storage
-from solver.physics.layout import TRAINING_KINDS, Estimate, Layout, Workload
+from solver.catalog.perf_factors import factors
+from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
+from solver.optimize.linear import TimeLimitReached
+from solver.optimize.records import (
+    POWERS_OF_TWO,
+    Candidate,
+    CandidateTable,
+    NodeType,
+    batch_request_too_slow,
+    physics_workload,
+    precisions_for,
+    request_seconds,
+    usable_serving,
+)
+from solver.optimize.rental import owned_allowed, rented_candidates
+from solver.optimize.storage import training_storage
+from solver.physics.goodput import hours_at_goodput
+from solver.physics.layout import TRAINING_KINDS, Estimate
+from solver.physics.memory import weight_bytes_per_param
+from solver.physics.performance import best_layout, estimate
 from solver.rfq.schema import Rfq
 
-POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MAX_SPANNED_NODES = 64
-SERVING_PRECISIONS = ("bf16", "fp8", "int8", "int4", "fp4")
 SPAN_WEIGHTS_SHARE = 0.25  # weights above this share of a node's memory: also price spanning
-
-
-@dataclass(frozen=True)
-class NodeType:
-    """One buyable node: a server populated with ``gpus`` GPUs of one SKU."""
-
-    server: str
-    gpu: str
-    gpus: int
-    cost: NodeCost
-    fabric_nics: int = 1  # fabric NICs fitted when the node joins a fabric (ports it takes)
-    stack: str = "cuda"
-
-    @property
-    def key(self) -> str:
-        return f"{self.server}/{self.gpu}x{self.gpus}"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One way to run (a replica of) one workload, with what the MIP needs to know."""
-
-    workload: str
-    kind: str
-    node_type: str
-    layout: Layout
-    estimate: Estimate
-    gpus: int
-    nodes_spanned: int
-    fabric: str
-    network_usd: float
-    concurrency_capacity: float = 0.0
-    qps_capacity: float = 0.0
-    hours_to_complete: float | None = None
-    name: str = field(default="")
-    # rented capacity (solver/optimize/rental.py): the offer, what one unit costs over its billed
-    # hours, and how many replicas of ``layout`` one unit (whole instances) runs
-    rental: Any = None
-    rental_usd: float = 0.0
-    replicas_per_unit: int = 1
-
-    @property
-    def rented(self) -> bool:
-        return self.rental is not None
-
-    @property
-    def spanning(self) -> bool:
-        """Spans bought nodes over a bought fabric (rented instances never do: the offer
-        includes its interconnect)."""
-        return self.nodes_spanned > 1 and self.rental is None
-
-    @property
-    def is_job(self) -> bool:
-        return self.kind in TRAINING_KINDS
-
-
-@dataclass(frozen=True)
-class CandidateTable:
-    """Node types, fabrics and every workload's candidates for one RFQ."""
-
-    node_types: dict[str, NodeType]
-    fabrics: dict[str, Fabric]
-    candidates: dict[str, list[Candidate]]
-    params: CostParams
-    rejected: dict[str, list[str]]
-    storage: dict[str, TrainingStorage] = field(default_factory=dict)  # training jobs
 
 
 def allowed_entries(catalog: Catalog, rfq: Rfq) -> tuple[list[Gpu], list[Server], list[Fabric]]:
@@ -148,56 +94,12 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
     return types
 
 
-def physics_workload(spec: object) -> Workload:
-    """The physics-facing view of one RFQ workload (capacity mode for serving).
-
-    Serving passes the engine (whose factors the physics uses) and, for online inference,
-    the percentile the SLOs are checked at; batch inference has no latency SLO (percentile
-    50). A bare spec without these fields (tests, tools) gets vLLM at p90."""
-    kind = spec.kind  # type: ignore[attr-defined]
-    engine = getattr(spec, "engine", None) or "vllm"
-    if kind == "inference":
-        return Workload(kind=kind, input_tokens=spec.input_tokens,  # type: ignore[attr-defined]
-                        output_tokens=spec.output_tokens,  # type: ignore[attr-defined]
-                        concurrency=None, ttft_ms=spec.ttft_ms,  # type: ignore[attr-defined]
-                        tpot_ms=spec.tpot_ms, engine=engine,  # type: ignore[attr-defined]
-                        percentile=int(getattr(spec, "slo_percentile", None) or 90))
-    if kind == "batch_inference":
-        return Workload(kind=kind, input_tokens=spec.input_tokens,  # type: ignore[attr-defined]
-                        output_tokens=spec.output_tokens,  # type: ignore[attr-defined]
-                        concurrency=None, engine=engine, percentile=50)
-    return Workload(kind=kind, seq_len=spec.seq_len)  # type: ignore[attr-defined]
-
-
-def precisions_for(spec: object, gpu: Gpu) -> list[str]:
-    """Precisions the solver may choose for this workload on this GPU: what the GPU runs,
-    narrowed to what the buyer allows (``allowed_precisions``: serving defaults to bf16 and
-    fp8 - int8 and 4-bit weights only when the RFQ lists them; QLoRA keeps its int4 base)."""
-    kind = spec.kind  # type: ignore[attr-defined]
-    if kind == "qlora":
-        options = ["int4"]
-    elif kind in TRAINING_KINDS:
-        options = ["bf16"] + (["fp8"] if "fp8" in gpu.dense_tflops else [])
-    else:
-        options = [p for p in SERVING_PRECISIONS
-                   if p in ("bf16", "int4") or p in gpu.dense_tflops]
-    allowed_of = getattr(spec, "allowed_precisions", None)
-    if allowed_of is None:  # a bare spec (tests, tools): only a pinned precision narrows
-        pinned = getattr(spec, "precision", None)
-        return [p for p in options if pinned is None or p == pinned]
-    allowed = allowed_of()
-    return [p for p in options if p in allowed]
-
-
 def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> float:
     return nodes * coupled_node_network_usd(catalog.servers[node.server], fabric)
 
 
 def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
                         precision: str, rejected: list[str]) -> list[Candidate]:
-    from solver.catalog.perf_factors import factors
-    from solver.physics.memory import weight_bytes_per_param
-    from solver.physics.performance import best_layout
 
     workload = physics_workload(spec)
     model_id = spec.model  # type: ignore[attr-defined]
@@ -207,7 +109,7 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
         est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
                           gpus_per_node=node.gpus, fabric="none", dp=1, server=node.server)
-        if not _usable_serving(est):
+        if not usable_serving(est):
             rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
             continue
         fitted_in_node = True
@@ -231,7 +133,7 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
             est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
                               gpus_per_node=node.gpus, fabric=fabric.id, dp=1,
                               server=node.server)
-            if not _usable_serving(est):
+            if not usable_serving(est):
                 continue
             too_slow = batch_request_too_slow(spec, est)
             if too_slow:
@@ -243,33 +145,6 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
             if found == 2:
                 break
     return out
-
-
-def request_seconds(est: Estimate) -> float:
-    """How long one request takes on this replica at its operating batch: prefill (TTFT)
-    plus its own output tokens decoded one after another (output_tokens x TPOT), seconds."""
-    pred = est.predicted
-    return ((pred.ttft_ms or 0.0) + est.workload.output_tokens * (pred.tpot_ms or 0.0)) / 1e3
-
-
-def batch_request_too_slow(spec: object, est: Estimate) -> str | None:
-    """Why a batch-inference replica cannot meet the deadline even for one request (None if
-    it can): however many replicas run in parallel, each request still decodes its own
-    output tokens one after another."""
-    if spec.kind != "batch_inference":  # type: ignore[attr-defined]
-        return None
-    deadline_s = spec.deadline_hours * 3600.0  # type: ignore[attr-defined]
-    need = request_seconds(est)
-    if need <= deadline_s:
-        return None
-    return (f"one request takes {need:,.3g} s (prefill + {spec.output_tokens} output tokens "  # type: ignore[attr-defined]
-            f"x TPOT {est.predicted.tpot_ms or 0:.3g} ms), more than the deadline of "
-            f"{deadline_s:.3g} s")
-
-
-def _usable_serving(est: Estimate) -> bool:
-    return est.fits and est.comfortable and (est.predicted.max_concurrency or 0) > 0 \
-        and (est.predicted.qps_capacity or 0) > 0
 
 
 def _serving_candidate(name: str, spec: object, node: NodeType, est: Estimate, size: int,
@@ -294,7 +169,6 @@ def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
     re-estimated (3 more estimates), which keeps candidate generation fast."""
     from dataclasses import replace
 
-    from solver.physics.performance import estimate
 
     if est.layout.dp <= 1 or est.workload.zero is not None:
         return est
@@ -324,8 +198,6 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
     fabric); with ``all_sizes`` every meeting size (for the Pareto frontier). Each layout
     runs the fastest training knobs that fit (:func:`fastest_training_knobs`); with
     ``rdma_only`` jobs that span nodes use RDMA fabrics only."""
-    from solver.physics.goodput import hours_at_goodput
-    from solver.physics.performance import best_layout
 
     workload = physics_workload(spec)
     total_tokens = spec.dataset_tokens * spec.epochs  # type: ignore[attr-defined]
@@ -391,7 +263,6 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     rdma_only = coupled_training_rdma_only(catalog, rfq)
     candidates: dict[str, list[Candidate]] = {}
     rejected: dict[str, list[str]] = {}
-    from solver.optimize.rental import owned_allowed, rented_candidates
 
     for spec in rfq.workloads:
         found: list[Candidate] = []

@@ -101,10 +101,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from solver.optimize.backends import LinearModel
 from solver.optimize.bounds import tighten_bounds
-from solver.optimize.candidates import Candidate, CandidateTable
+from solver.optimize.linear import LinearModel
 from solver.optimize.network import add_switch_network, leaf_var, spine_var, uplink_var
+from solver.optimize.records import Candidate, CandidateTable
 from solver.rfq.schema import Rfq
 
 
@@ -268,9 +268,8 @@ def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str
                 if cand.spanning:
                     terms["multinode_overhead_usd"][cand_var(cand)] = (
                         overhead * (cand.nodes_spanned - 1))
-    # rented capacity (solver/optimize/rental.py): what each rented unit costs, whatever the objective
-    from solver.optimize.rental import rental_terms
-
+    # rented capacity (solver/optimize/rental.py): what each rented unit costs, whatever the
+    # objective
     terms["rental_usd"] = rental_terms(table)
     return terms
 
@@ -441,3 +440,10 @@ def _one_vendor_stack(model: LinearModel, table: CandidateTable, rfq: Rfq) -> No
         bound = float(max(1, math.ceil(gpus / node.gpus)))
         model.add(f"vendor_stack[{key}]", {node_var(key): 1.0,
                                            stack_var(node.stack): -bound}, "<=", 0.0)
+
+
+def rental_terms(table: CandidateTable) -> dict[str, float]:
+    """Objective coefficient (USD) of every rented candidate's variable: the cost term
+    ``rental_usd`` of :func:`solver.optimize.mip.objective_terms`."""
+    return {cand_var(c): c.rental_usd for cands in table.candidates.values() for c in cands
+            if c.rented}

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from solver.optimize.backends import LinearModel
+from solver.optimize.linear import LinearModel
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from solver.catalog.data import Catalog
-from solver.optimize.backends import Solution
 from solver.optimize.bom import bill_of_materials
 from solver.optimize.candidates import Candidate, CandidateTable
+from solver.optimize.linear import Solution
 from solver.optimize.mip import (
     cand_var,
     demand_of,
@@ -22,7 +22,9 @@ from solver.optimize.mip import (
 from solver.optimize.placement import place
 from solver.optimize.rental import add_sourcing
 from solver.optimize.schedule import schedule_for
+from solver.physics.goodput import goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
+from solver.physics.performance import estimate as estimate_layout
 from solver.rfq.schema import Rfq
 
 COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
@@ -61,7 +63,6 @@ def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
     """The candidate evaluated at its share of the workload's concurrency (when given)."""
     est = cand.estimate
     if spec.kind == "inference" and spec.concurrency:
-        from solver.physics.performance import estimate as estimate_layout
 
         # replicas take load in proportion to their capacity: each replica of this
         # candidate carries concurrency × its capacity / the total capacity of all replicas
@@ -232,7 +233,6 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
 def training_entry(catalog: Catalog, spec: Any, cand: Candidate) -> dict[str, Any]:
     """A training job's knobs (recompute, ZeRO stage, batch, SP, interleave, CP), its
     expected goodput (failures, checkpoints) and the margin to its deadline."""
-    from solver.physics.goodput import goodput
 
     good = goodput(catalog, cand.estimate)
     hours = cand.hours_to_complete

@@ -34,7 +34,18 @@ import math
 from typing import Any
 
 from solver.optimize.costs import HOURS_PER_YEAR, CostParams, NodeCost
+from solver.optimize.mip import demand_of, replica_bound
+from solver.optimize.records import (
+    POWERS_OF_TWO,
+    Candidate,
+    NodeType,
+    batch_request_too_slow,
+    physics_workload,
+    precisions_for,
+    usable_serving,
+)
 from solver.physics.layout import TRAINING_KINDS
+from solver.physics.performance import best_layout
 
 RENTED_PREFIX = "rent:"
 MAX_RENTED_INSTANCES = 64
@@ -78,7 +89,6 @@ def offer_fabric(rfq: Any, offer: Any) -> str:
 def instance_node(catalog: Any, offer: Any) -> Any:
     """A cost-free node type standing for one instance (for the physics only): the offer's
     GPU, ``gpus_per_instance`` GPUs, in the smallest catalog server that takes that GPU."""
-    from solver.optimize.candidates import NodeType
 
     gpu = catalog.gpus[offer.gpu]
     servers = sorted((s for s in catalog.servers.values()
@@ -109,7 +119,6 @@ def unit_cost_usd(offer: Any, gpus: int, hours: float) -> float:
 def rented_candidates(catalog: Any, rfq: Any, spec: Any, params: CostParams,
                       rejected: list[str]) -> list[Any]:
     """Every rented candidate of one workload (module docstring)."""
-    from solver.optimize.candidates import precisions_for
 
     out: list[Any] = []
     for offer in allowed_offers(catalog, rfq):
@@ -138,8 +147,6 @@ def _rented_jobs(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, preci
                  params: CostParams, rejected: list[str]) -> list[Any]:
     """A job on ``m`` whole instances for m = 1, 2, 4, ...: the first sizes that meet the
     deadline (larger ones are faster but rarely cheaper; ``JOB_SIZES_KEPT`` are kept)."""
-    from solver.optimize.candidates import Candidate, physics_workload
-    from solver.physics.performance import best_layout
 
     workload = physics_workload(spec)
     total_tokens = spec.dataset_tokens * spec.epochs
@@ -174,14 +181,6 @@ def _rented_serving(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, pr
                     params: CostParams, rejected: list[str]) -> list[Any]:
     """Serving units on one offer: one instance running k/s replicas of an s-GPU layout
     (s = 1, 2, ... k), or - when none fits one instance - a replica over m instances."""
-    from solver.optimize.candidates import (
-        POWERS_OF_TWO,
-        Candidate,
-        _usable_serving,
-        batch_request_too_slow,
-        physics_workload,
-    )
-    from solver.physics.performance import best_layout
 
     workload = physics_workload(spec)
     k = offer.gpus_per_instance
@@ -196,7 +195,7 @@ def _rented_serving(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, pr
         fabric = offer_fabric(rfq, offer) if m > 1 else "none"
         est = best_layout(catalog, spec.model, offer.gpu, size, workload, precision=precision,
                           gpus_per_node=k, fabric=fabric, server=node.server)
-        if not _usable_serving(est) or batch_request_too_slow(spec, est):
+        if not usable_serving(est) or batch_request_too_slow(spec, est):
             continue
         per_unit = max(1, k // size) if m == 1 else 1
         gpus = k if m == 1 else size
@@ -229,15 +228,6 @@ def reprice_rented(cand: Any, catalog: Any, rfq: Any, params: CostParams) -> Any
 
 
 # --------------------------------------------------------------------------- MIP and plan
-def rental_terms(table: Any) -> dict[str, float]:
-    """Objective coefficient (USD) of every rented candidate's variable: the cost term
-    ``rental_usd`` of :func:`solver.optimize.mip.objective_terms`."""
-    from solver.optimize.mip import cand_var
-
-    return {cand_var(c): c.rental_usd for cands in table.candidates.values() for c in cands
-            if c.rented}
-
-
 def sourcing_entry(picks: list[tuple[Any, int]]) -> dict[str, Any]:
     """``sourcing`` (owned | rented | hybrid) and the rented units of one workload."""
     rented = [(c, n) for c, n in picks if c.rented]
@@ -332,7 +322,6 @@ def _cheapest(table: Any, spec: Any, cands: list[Any]) -> tuple[float, Any, int]
     candidates: a job's cheapest candidate; serving: the cheapest candidate at the replica
     count that alone meets demand. Owned costs count whole nodes over the horizon plus
     network and job storage (switches excluded: an estimate for comparison)."""
-    from solver.optimize.mip import demand_of, replica_bound
 
     best: tuple[float, Any, int] | None = None
     demand = demand_of(spec)

@@ -8,9 +8,13 @@ rented capacity and on how many GPUs. (Demand that changes over time: docs/renta
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
+
+from solver.common.errors import InputError, Problem
+from solver.optimize.backends import DEFAULT_SOLVER, get_backend
+from solver.optimize.linear import LinearModel
+from solver.optimize.mip import Demand, planned_demand, replica_bound, target_utilization
 
 
 def single_period(plan: dict[str, Any], horizon_years: float) -> list[dict[str, Any]]:
@@ -22,57 +26,6 @@ def single_period(plan: dict[str, Any], horizon_years: float) -> list[dict[str, 
              "nodes_bought": cluster["total_nodes"], "gpus_bought": cluster["total_gpus"],
              "capex_usd": cost["capex_usd"], "rental_usd": cost.get("rental_usd", 0.0),
              "runs": runs}]
-
-
-# --------------------------------------------------------------------------- RFQ form
-MONTHS_PER_YEAR = 12.0
-
-
-def expand_demand_over_time(data: Any) -> Any:
-    """RFQ data with every serving workload's demand over time made explicit (before the
-    schema validates it): ``growth_per_year`` becomes yearly ``periods`` whose demand is the
-    year's *end* value (capacity must hold through the period: ``D0 × (1+g)^(y+1)``), and a
-    workload with ``periods`` gets ``concurrency``/``qps`` = the peak over its periods (the
-    plan for buying everything at month 0). Malformed values are left for the schema."""
-    if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
-        return data
-    horizon = data.get("horizon_years", 3)
-    if not isinstance(horizon, int | float) or isinstance(horizon, bool) or horizon <= 0:
-        return data
-    out = dict(data)
-    out["workloads"] = [_expand_workload(w, float(horizon)) for w in data["workloads"]]
-    return out
-
-
-def _expand_workload(work: Any, horizon_years: float) -> Any:
-    if not isinstance(work, dict) or work.get("kind") != "inference":
-        return work
-    growth = work.get("growth_per_year")
-    periods = work.get("periods")
-    if growth is not None and periods is not None:
-        raise ValueError(f"workload {work.get('name')!r}: give periods or growth_per_year, "
-                         "not both")
-    work = dict(work)
-    if isinstance(growth, int | float) and not isinstance(growth, bool) and growth > -0.9:
-        years = max(1, math.ceil(horizon_years - 1e-9))
-        periods = []
-        for year in range(years):
-            months = min(MONTHS_PER_YEAR, MONTHS_PER_YEAR * horizon_years - 12 * year)
-            factor = (1.0 + growth) ** (year + 1)
-            period: dict[str, Any] = {"months": round(months, 6)}
-            if isinstance(work.get("qps"), int | float):
-                period["qps"] = round(work["qps"] * factor, 6)
-            if isinstance(work.get("concurrency"), int):
-                period["concurrency"] = max(1, math.ceil(work["concurrency"] * factor - 1e-9))
-            periods.append(period)
-        work["periods"] = periods
-    if isinstance(periods, list) and all(isinstance(p, dict) for p in periods):
-        for key in ("qps", "concurrency"):
-            values = [p[key] for p in periods if isinstance(p.get(key), int | float)
-                      and not isinstance(p.get(key), bool)]
-            if values:
-                work[key] = max(values)
-    return work
 
 
 # --------------------------------------------------------------------------- phased model
@@ -107,7 +60,6 @@ def demand_at(spec: Any, month: float) -> Any:
     """A serving workload's demand in force at ``month`` (its last period holds on), as
     capacity to buy: divided by the workload's ``target_utilization`` like the one-period
     MIP's demand (solver/optimize/mip.py planned_demand)."""
-    from solver.optimize.mip import Demand, planned_demand, target_utilization
 
     periods = getattr(spec, "periods", None)
     if not periods:
@@ -161,8 +113,6 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
     Σ_{c on t} g_c x[c,p] (+ jobs in p=1) ≤ k_t N[t,p]; front-end ports ≤ R Σ_{q≤p} W[q];
     limits on the final owned estate; budget. None when a workload has no usable candidate
     or no plan is found."""
-    from solver.optimize.backends import DEFAULT_SOLVER, LinearModel, get_backend
-    from solver.optimize.mip import planned_demand, replica_bound
 
     periods = periods_of(rfq)
     specs = {s.name: s for s in rfq.workloads}
@@ -246,7 +196,6 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
 
 def _decline(catalog: Any) -> float:
     """``costs.hardware_price_decline_per_year`` (0 when the catalog has none)."""
-    from solver.common.errors import InputError, Problem
 
     param = getattr(catalog.costs, "hardware_price_decline_per_year", None)
     value = float(param.value) if param is not None else 0.0

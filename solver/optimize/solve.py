@@ -20,11 +20,13 @@ from dataclasses import fields
 from typing import Any
 
 from solver.catalog.data import Catalog
-from solver.optimize.backends import DEFAULT_SOLVER, Solution, TimeLimitReached, get_backend
-from solver.optimize.candidates import CandidateTable, build_candidates
+from solver.optimize.backends import DEFAULT_SOLVER, get_backend
+from solver.optimize.candidates import CandidateTable, build_candidates, request_seconds
+from solver.optimize.linear import Solution, TimeLimitReached
 from solver.optimize.mip import Limits, build_model
 from solver.optimize.plan import assemble
 from solver.physics.layout import TRAINING_KINDS
+from solver.physics.performance import estimate as estimate_layout
 from solver.rfq.schema import Rfq
 
 LIMIT_LABELS = {
@@ -46,10 +48,12 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
     return get_backend(solver).solve(model, time_limit)
 
 
-def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
-              time_limit: float | None = None, table: CandidateTable | None = None,
-              explain: bool = True) -> dict[str, Any]:
-    """The cheapest plan for an RFQ, as the plan dict of contract.md.
+def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
+                time_limit: float | None = None, table: CandidateTable | None = None
+                ) -> tuple[dict[str, Any], CandidateTable | None]:
+    """The cheapest plan for an RFQ, as the plan dict of contract.md, and the candidate
+    table it was chosen from (None when the time limit ran out while building it). The
+    decision path and warnings are added by :func:`solver.analysis.explain.solve_rfq`.
 
     ``time_limit`` (seconds) bounds the whole run, candidates included (module docstring)."""
     started = time.perf_counter()
@@ -58,19 +62,13 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
         try:
             table = build_candidates(catalog, rfq, deadline=deadline)
         except TimeLimitReached:
-            return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started)
+            return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(deadline))
     if solution.status in ("optimal", "feasible"):
-        plan = assemble(catalog, rfq, table, solution)
-    elif solution.status == "timeout":
-        return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started)
-    else:
-        plan = infeasible_plan(catalog, rfq, table, solution, solver, deadline)
-    if explain:
-        from solver.analysis.explain import annotate
-
-        annotate(plan, rfq, catalog, table)
-    return plan
+        return assemble(catalog, rfq, table, solution), table
+    if solution.status == "timeout":
+        return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+    return infeasible_plan(catalog, rfq, table, solution, solver, deadline), table
 
 
 def _left(deadline: float | None) -> float | None:
@@ -227,7 +225,6 @@ def duration(seconds: float) -> str:
 
 def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:
     """Re-solve one workload alone with its targets relaxed, to say what is achievable."""
-    from solver.physics.performance import estimate as estimate_layout
 
     found: dict[str, Any] = {}
     fix = ""
@@ -257,7 +254,6 @@ def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, An
                        f"{least.fabric}); raise max_nodes to {least.nodes_spanned}, or choose "
                        "LoRA/QLoRA or a smaller model")
     elif spec.kind == "batch_inference":
-        from solver.optimize.candidates import request_seconds
 
         relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
         table = build_candidates(catalog, _alone(rfq, relaxed))

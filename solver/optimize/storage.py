@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from solver.catalog.data import Catalog
+from solver.catalog.perf_factors import factors
 from solver.optimize.costs import CostParams
+from solver.physics.geometry import geometry
 
 FROZEN_BASE_BYTES_PER_PARAM = 2.0  # bf16 copy of the frozen base model (LoRA/QLoRA)
 
@@ -42,8 +44,6 @@ class TrainingStorage:
 
 def training_storage(catalog: Catalog, params: CostParams, spec: Any) -> TrainingStorage:
     """Storage of one training workload (module docstring)."""
-    from solver.catalog.perf_factors import factors
-    from solver.physics.geometry import geometry
 
     model = catalog.model(spec.model)
     total = model.params_b * 1e9

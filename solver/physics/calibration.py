@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from solver.catalog.data import Catalog
+from solver.catalog.load import load_catalog
+from solver.catalog.perf_factors import Factor, factors
 from solver.common.paths import PACKAGE, REPOSITORY
 from solver.physics.layout import Estimate, Layout, Workload
-from solver.physics.performance import best_layout, estimate
+from solver.physics.performance import _compute_precision, best_layout, estimate
 
 CATEGORIES = ("inference throughput", "latency", "training throughput", "MFU", "memory")
 TARGETS = {"inference throughput": 0.20, "training throughput": 0.20, "memory": 0.10}
@@ -423,8 +425,6 @@ precision, never per row:
 
 def _method_lines(catalog_version: str) -> list[str]:
     """The modelling summary and the table of fitted (``cal``) factors."""
-    from solver.catalog.data import load_catalog
-    from solver.catalog.perf_factors import Factor, factors
 
     lines = [METHOD]
     try:
@@ -484,8 +484,6 @@ def _training_rows(catalog: Catalog, rows: list[dict[str, str]]) -> list[dict[st
 
 def _fit_group(catalog: Catalog, row: dict[str, str]) -> tuple[str, str]:
     """The fitted factor a training row informs: (GPU family, compute precision)."""
-    from solver.catalog.perf_factors import factors
-    from solver.physics.performance import _compute_precision
 
     gpu = catalog.gpus[match_gpu(catalog, row["gpu_family"], row["gpu_sku"]) or ""]
     precision = _precision(row["precision"], "fp8" in gpu.dense_tflops, False)
@@ -511,7 +509,6 @@ def fit_train_efficiency(catalog: Catalog, rows: list[dict[str, str]],
     """Fit ``train_efficiency`` per (family, precision) on ``rows``: repeated multiplicative
     steps by the median measured / predicted ratio of each group's rows (median: one odd
     row does not pull the factor). Groups start from ``prior`` (default: the catalog)."""
-    from solver.catalog.perf_factors import factors
 
     eff = factors(catalog)
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
@@ -544,7 +541,6 @@ def training_fit(catalog: Catalog, csv_path: Path) -> TrainingFit:
     with that source left out (validation: each row predicted by factors fitted without
     its own source; a GPU family seen only in that source starts from the other families'
     median at its precision)."""
-    from solver.catalog.perf_factors import factors
 
     with csv_path.open(encoding="utf-8", newline="") as handle:
         rows = _training_rows(catalog, list(csv.DictReader(handle)))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
+from solver.physics.geometry import geometry
 from solver.physics.layout import Estimate
 
 GB = 1e9
@@ -43,7 +44,6 @@ def checkpoint_bytes(catalog: Catalog, est: Estimate) -> float:
     """Bytes one checkpoint writes: the whole model state for full training (weights,
     fp32 master and Adam moments: ``model_state_bytes_per_param`` less the gradients), the
     adapters and their optimizer state for LoRA/QLoRA (the frozen base is not saved)."""
-    from solver.physics.geometry import geometry
 
     eff = factors(catalog)
     model = catalog.model(est.layout.model)

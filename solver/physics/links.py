@@ -20,6 +20,9 @@ import functools
 from dataclasses import dataclass
 
 from solver.catalog.data import Catalog, Fabric, Gpu, Server
+from solver.catalog.perf_factors import factors
+from solver.common.errors import InputError, Problem
+from solver.physics.memory import _CATALOGS, _register
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,6 @@ def server_for(catalog: Catalog, gpu: Gpu, gpus_per_node: int) -> Server | None:
 @functools.lru_cache(maxsize=4096)
 def _link(catalog_key: str, gpu_id: str, fabric_id: str, gpus_per_node: int,
           group: int, server_id: str | None) -> Link:
-    from solver.physics.memory import _CATALOGS
 
     catalog = _CATALOGS[catalog_key]
     gpu = catalog.gpus[gpu_id]
@@ -66,7 +68,6 @@ def fabric_nccl_link(catalog: Catalog, fabric: Fabric) -> tuple[float, float]:
     their ``effective_gbs``; over plain TCP sockets NCCL reaches only
     ``fabric_behaviour.tcp_line_rate_fraction`` of it and pays the kernel stack's latency
     (efficiency.yaml; no such section = the fabric's own figures)."""
-    from solver.catalog.perf_factors import factors
 
     behaviour = factors(catalog).fabric_behaviour
     if fabric.rdma or behaviour is None:
@@ -80,11 +81,9 @@ def in_node_link(catalog: Catalog, gpu: Gpu) -> tuple[float, float]:
     link, or the host-staged copy when the GPU has no peer-to-peer."""
     if gpu.p2p:
         return gpu.intra_node_gbs, gpu.intra_node_latency_us
-    from solver.catalog.perf_factors import factors
 
     links = factors(catalog).links
     if links is None:
-        from solver.common.errors import InputError, Problem
 
         raise InputError([Problem("efficiency.yaml", "links", None,
                                   f"GPU {gpu.id} has p2p: false, which needs the factors "
@@ -98,7 +97,6 @@ def group_link(catalog: Catalog, gpu: Gpu, fabric_id: str, gpus_per_node: int,
                group: int, server_id: str | None = None) -> Link:
     """The link a collective over ``group`` consecutive GPUs runs on (cached per catalog
     content). ``server_id`` is the node type's own chassis; None = :func:`server_for`."""
-    from solver.physics.memory import _register
 
     return _link(_register(catalog), gpu.id, fabric_id, gpus_per_node, group, server_id)
 

@@ -39,6 +39,7 @@ from solver.physics.layout import (
 )
 from solver.physics.links import all_reduce_s, group_link, p2p_s
 from solver.physics.memory import (
+    _CATALOGS,
     MemoryPlan,
     _register,
     context_parallel,
@@ -292,7 +293,6 @@ workers) stay warm. An entry is a few hundred bytes of frozen dataclasses."""
 
 @functools.lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
 def _estimate_cached(key: str, version: str, layout: Layout, workload: Workload) -> Estimate:
-    from solver.physics.memory import _CATALOGS
 
     catalog = _CATALOGS[key]
     reason = unsupported_reason(catalog, layout, workload)

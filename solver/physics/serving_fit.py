@@ -25,8 +25,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from solver.catalog.data import Catalog
+from solver.physics.calibration import DATASET_TOKENS, match_gpu, match_model
+from solver.physics.calibration import _precision as calibration_precision
+from solver.physics.calibration import default_csv as calibration_csv
 from solver.physics.layout import Layout, Workload
 from solver.physics.memory import memory_plan
+from solver.physics.performance import estimate
 from solver.physics.serving import Features, constants, engine_factors, features, queued
 
 TPOT_FACTORS = ("tpot_kernel_scale", "tpot_prefill_interference", "tpot_overhead_ms",
@@ -69,7 +73,6 @@ class Report:
 
 def default_csv() -> Path:
     """The bundled measurement file (bench/data, next to calibration.csv)."""
-    from solver.physics.calibration import default_csv as calibration_csv
 
     return calibration_csv().parent / "serving_latency.csv"
 
@@ -283,17 +286,9 @@ def mlperf_server(catalog: Catalog, csv_path: Path | None = None) -> list[Server
     up to its TPOT limit - a policy, not physics; our open loop alone would run smaller
     batches). Means compared with our medians, p99 with
     p99. Rows whose model or GPU is not in the catalog are left out."""
-    from solver.physics.calibration import (
-        DATASET_TOKENS,
-        _precision,
-        default_csv,
-        match_gpu,
-        match_model,
-    )
-    from solver.physics.performance import estimate
 
     out: list[ServerRow] = []
-    with (csv_path or default_csv()).open(newline="", encoding="utf-8") as handle:
+    with (csv_path or calibration_csv()).open(newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             if row["workload_kind"] != "inference-server":
                 continue
@@ -307,7 +302,7 @@ def mlperf_server(catalog: Catalog, csv_path: Path | None = None) -> list[Server
             total = int(row["total_gpus"])
             found = re.search(r"TP(\d+)", row["parallelism"])
             qps = float(row["value"]) / tokens[1]
-            precision = _precision(row["precision"], "fp8" in catalog.gpus[gpu].dense_tflops,
+            precision = calibration_precision(row["precision"], "fp8" in catalog.gpus[gpu].dense_tflops,
                                    True)
             best = None
             for tp in ([int(found.group(1))] if found else [t for t in (1, 2, 4, 8)

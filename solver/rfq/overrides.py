@@ -32,8 +32,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from solver.catalog.data import ENTRY_KINDS as CATALOG_KINDS
-from solver.catalog.data import Catalog, check_unique_ids
+from solver.catalog.data import Catalog
+from solver.catalog.load import ENTRY_KINDS as CATALOG_KINDS
+from solver.catalog.load import check_unique_ids
 from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
 from solver.common.inputs import guard, non_finite, parse_yaml, parse_yaml_value, read_text
 from solver.rfq.schema import Rfq, validate_rfq

@@ -29,6 +29,7 @@ from solver.catalog.data import Catalog, model_from_architecture, model_from_fil
 from solver.catalog.hf_config import parse_hf_config
 from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
 from solver.common.inputs import guard, parse, read_text, reject_bool
+from solver.rfq.periods import expand_demand_over_time
 
 ID_PATTERN = r"^[A-Za-z0-9._-]+$"
 WORKLOAD_KINDS = frozenset({"inference", "batch_inference", "lora", "qlora", "full_finetune",
@@ -301,9 +302,10 @@ class TrainingWorkload(_WorkloadBase):
         return self
 
 
-WorkloadSpec = Annotated[
-    InferenceWorkload | BatchInferenceWorkload | TrainingWorkload, Field(discriminator="kind")
-]
+AnyWorkload = InferenceWorkload | BatchInferenceWorkload | TrainingWorkload
+"""One RFQ workload, narrowed by its ``kind`` (a tagged union: ``spec.kind == "inference"``
+tells a type checker which fields it has)."""
+WorkloadSpec = Annotated[AnyWorkload, Field(discriminator="kind")]
 
 
 class Rfq(_Strict):
@@ -324,8 +326,6 @@ class Rfq(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _demand_over_time(cls, data: Any) -> Any:
-        from solver.optimize.schedule import expand_demand_over_time
-
         return expand_demand_over_time(data)
 
     @field_validator("workloads")

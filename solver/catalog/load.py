@@ -1,0 +1,331 @@
+"""Reading the catalog: the built-in data folder, a user's overlay (entries merged by id,
+``prices.csv``, ``rental.csv``, ``models/*.config.json``), checked before anything uses it
+(unique ids, finite numbers, efficiency factors for every GPU family). The records it builds
+are those of :mod:`solver.catalog.data`."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    ValidationError,
+)
+
+from solver.catalog.data import Catalog, architecture_fields, slug
+from solver.catalog.hf_config import load_hf_config, parse_hf_config
+from solver.catalog.perf_factors import factors
+from solver.catalog.rental_offers import RENTAL_FILE, load_offers
+from solver.common.errors import InputError, Problem, problems_from_pydantic, short
+from solver.common.inputs import (
+    guard,
+    non_finite,
+    parse_yaml,
+    read_csv_rows,
+    read_text,
+)
+from solver.common.paths import data_dir
+
+FILES = {
+    "gpus": "gpus.yaml",
+    "servers": "servers.yaml",
+    "fabrics": "fabrics.yaml",
+    "models": "models.yaml",
+    "vendors": "vendors.yaml",
+    "costs": "costs.yaml",
+    "efficiency": "efficiency.yaml",
+}
+PRICE_KINDS = ("gpus", "servers", "fabrics")
+
+
+def builtin_catalog_dir() -> Path:
+    """Where the built-in catalog data lives (installed package data or the source tree)."""
+    found = data_dir("procure_catalog", "catalog", "gpus.yaml")
+    if found is not None:
+        return found
+    raise FileNotFoundError("built-in catalog data not found next to the solver package")
+
+
+MAX_CATALOG_FILE_BYTES = 20_000_000
+ENTRY_KINDS = ("gpus", "servers", "fabrics", "models", "vendors")
+
+
+def _read_yaml(path: Path) -> Any:
+    source = str(path)
+    with guard(source):
+        return parse_yaml(read_text(path, source, MAX_CATALOG_FILE_BYTES), source)
+
+
+def _check_shape(key: str, value: Any, path: Path) -> Any:
+    """A catalog file's top level: a list of entries, or a mapping for costs/efficiency."""
+    if value is None:
+        return [] if key in ENTRY_KINDS else {}
+    if key in ENTRY_KINDS and not isinstance(value, list):
+        raise InputError([Problem(str(path), "", type(value).__name__,
+                                  f"{path.name} must be a list of entries (- id: ...)")])
+    if key not in ENTRY_KINDS and not isinstance(value, dict):
+        raise InputError([Problem(str(path), "", type(value).__name__,
+                                  f"{path.name} must be a mapping of names to values")])
+    return value
+
+
+def _entries_by_id(entries: list[Any], path: Path) -> dict[str, dict]:
+    """Entries keyed by id; an entry without an id, or an id given twice, is an error."""
+    by_id: dict[str, dict] = {}
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise InputError([Problem(str(path), f"[{index}].id",
+                                      entry.get("id") if isinstance(entry, dict) else entry,
+                                      "each entry needs an id (a string)")])
+        if entry["id"] in by_id:
+            raise InputError([Problem(str(path), f"[{index}].id", entry["id"],
+                                      "id given twice in this file; give each entry once")])
+        by_id[entry["id"]] = entry
+    return by_id
+
+
+def _merge_entries(base: list[dict], overlay: list[dict], path: Path) -> list[dict]:
+    """Overlay entries onto base entries by ``id``, field by field; new ids are appended."""
+    merged = {entry["id"]: dict(entry) for entry in base}
+    for entry_id, entry in _entries_by_id(overlay, path).items():
+        merged.setdefault(entry_id, {}).update(entry)
+    return list(merged.values())
+
+
+MAX_PRICE_ROWS = 100_000
+
+
+def _apply_prices(raw: dict[str, Any], path: Path) -> None:
+    """Apply a ``prices.csv`` overlay (id,price_usd[,as_of,source]) to GPUs/servers/fabrics."""
+    source = str(path)
+    rows = read_csv_rows(path, MAX_CATALOG_FILE_BYTES)
+    header = [cell.strip() for cell in rows[0]] if rows else []
+    if "id" not in header or "price_usd" not in header:
+        raise InputError([Problem(source, "header", short(header) if header else None,
+                                  "prices.csv needs a header row id,price_usd[,as_of,source]")])
+    if len(rows) > MAX_PRICE_ROWS:
+        raise InputError([Problem(source, "", None, f"more than {MAX_PRICE_ROWS:,} rows")])
+    tables = {kind: {entry.get("id"): entry for entry in raw.get(kind) or []}
+              for kind in PRICE_KINDS}
+    seen: dict[str, int] = {}
+    for line, cells in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            raise InputError([Problem(source, f"line {line}", None,
+                                      f"{len(cells)} cells where the header has {len(header)}")])
+        row = dict(zip(header, cells, strict=True))
+        entry_id = row["id"].strip()
+        if entry_id in seen:
+            raise InputError([Problem(source, f"line {line}.id", entry_id,
+                                      f"priced twice (also line {seen[entry_id]})")])
+        seen[entry_id] = line
+        try:
+            price = float(row["price_usd"])
+        except ValueError:
+            raise InputError([Problem(source, f"line {line}.price_usd", row["price_usd"],
+                                      "not a number")]) from None
+        if not (math.isfinite(price) and price >= 0):
+            raise InputError([Problem(source, f"line {line}.price_usd", price,
+                                      "must be a finite number >= 0")])
+        kind = next((k for k in PRICE_KINDS if entry_id in tables[k]), None)
+        if kind is None:
+            raise InputError([Problem(source, f"line {line}.id", entry_id,
+                                      "no GPU, server or fabric with this id")])
+        entry = tables[kind][entry_id]
+        entry["nic_price_usd" if kind == "fabrics" else "price_usd"] = price
+        stamp = (row.get("as_of") or "").strip() or "user quote"
+        if kind != "fabrics":
+            entry["price_type"] = "quote"
+            entry["price_as_of"] = stamp
+        if kind == "gpus":
+            entry["price_source"] = ((row.get("source") or "").strip()
+                                     or f"user price overlay {path.name}")
+
+
+def _load_raw(directory: Path) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    for key, name in FILES.items():
+        path = directory / name
+        if path.is_file():
+            raw[key] = _check_shape(key, _read_yaml(path), path)
+    for entry in raw.get("models") or []:  # config paths are relative to their models.yaml
+        if isinstance(entry, dict) and isinstance(entry.get("config"), str):
+            entry["config"] = str((directory / entry["config"]).resolve())
+    return raw
+
+
+def check_unique_ids(raw: dict[str, Any], origin: str) -> None:
+    """Ids are unique across GPUs, servers, fabrics, models (with aliases) and vendors, so
+    that ``catalog show``, ``prices.csv`` and ``--set`` never pick one of two entries."""
+    owner: dict[str, str] = {}
+    problems: list[Problem] = []
+    for kind in ENTRY_KINDS:
+        for entry in raw.get(kind) or []:
+            names = [entry.get("id")]
+            if kind == "models":
+                aliases = entry.get("aliases") or []
+                names += list(aliases) if isinstance(aliases, list | tuple) else []
+            for name in names:
+                if not isinstance(name, str):
+                    continue
+                what = f"{kind[:-1]} {entry.get('id')}" + (" (alias)" if name != entry.get("id")
+                                                           else "")
+                if name in owner and owner[name] != what:
+                    problems.append(Problem(origin, f"{kind}.{entry.get('id')}", name,
+                                            f"id also used by {owner[name]}; ids and model "
+                                            "aliases must be unique across the catalog"))
+                owner.setdefault(name, what)
+    if problems:
+        raise InputError(problems)
+
+
+def _check_finite(raw: dict[str, Any], origin: str) -> None:
+    bad = non_finite(raw)
+    if bad:
+        raise InputError([Problem(origin, where, value, "must be a finite number")
+                          for where, value in bad])
+
+
+def _model_folder(raw: dict[str, Any], directory: Path) -> int:
+    """Add every Hugging Face config in an overlay's ``models/`` folder that no models.yaml
+    entry names (``models/<name>.config.json`` or ``models/<name>/config.json``; id = the
+    name in lower case). Returns how many were added."""
+    folder = directory / "models"
+    if not folder.is_dir():
+        return 0
+    models = raw.setdefault("models", [])
+    named = {e.get("config") for e in models
+             if isinstance(e, dict) and isinstance(e.get("config"), str)}
+    ids = {e.get("id") for e in models if isinstance(e, dict)}
+    added = 0
+    for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/config.json")):
+        resolved = str(path.resolve())
+        if resolved in named:
+            continue
+        name = (path.parent.name if path.name == "config.json"
+                else path.name.removesuffix(".json").removesuffix(".config"))
+        model_id = slug(name)
+        if model_id in ids:
+            raise InputError([Problem(str(path), "", model_id, "a model with this id already "
+                                      "exists; name the file differently or add a models.yaml "
+                                      "entry with its own id and config")])
+        ids.add(model_id)
+        models.append({"id": model_id, "name": name, "config": resolved, "as_of": "user file",
+                       "source": f"{path} (Hugging Face config.json in the catalog overlay)"})
+        added += 1
+    return added
+
+
+# fields of a catalog Model that a parsed architecture determines
+OVERRIDABLE = frozenset({"max_context", "default_precision"})
+
+
+def _expand_configs(entries: list[dict[str, Any]], origin: str) -> list[dict[str, Any]]:
+    """Fill the architecture fields of entries that name a ``config`` (only ``max_context``
+    and ``default_precision`` may be given beside it; the rest follow from the file)."""
+
+    out = []
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("config"), str | dict) \
+                and "architecture" not in entry:
+            if isinstance(entry["config"], dict):  # the config's fields inline in models.yaml
+                arch = parse_hf_config(entry["config"], f"{origin} models.{entry.get('id')}"
+                                                        ".config")
+                entry = {**entry, "config": "inline"}
+            else:
+                arch = load_hf_config(entry["config"])
+            derived = architecture_fields(arch)
+            clash = sorted(k for k in entry if k in derived and k not in OVERRIDABLE)
+            if clash:
+                raise InputError([Problem(origin, f"models.{entry.get('id')}.{clash[0]}",
+                                          entry[clash[0]], "follows from the config file "
+                                          f"{entry['config']}; remove it from the entry")])
+            entry = {**derived, **entry}
+        out.append(entry)
+    return out
+
+
+def _build(raw: dict[str, Any], origin: str) -> Catalog:
+    _check_finite(raw, origin)
+    check_unique_ids(raw, origin)
+    raw = dict(raw)
+    raw["models"] = _expand_configs(raw.get("models") or [], origin)
+    data = dict(raw)
+    for key in ENTRY_KINDS:
+        data[key] = {entry["id"]: entry for entry in raw.get(key) or []}
+    data.setdefault("efficiency", {})
+    blob = json.dumps(raw, sort_keys=True, default=str).encode()
+    data["version"] = hashlib.sha256(blob).hexdigest()[:12]
+    try:
+        return Catalog.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(problems_from_pydantic(exc, origin, id_keyed=True)) from None
+
+
+def check_catalog(catalog: Catalog) -> None:
+    """Everything a solve checks later, checked now: the efficiency factors parse and every
+    GPU's family has factors. Raises :class:`InputError`."""
+    efficiency = factors(catalog)
+    missing = [Problem("efficiency.yaml", f"families.{gpu.family}", gpu.id,
+                       f"GPU {gpu.id} has family {gpu.family!r} with no efficiency factors; "
+                       f"known: {', '.join(sorted(efficiency.families))}")
+               for gpu in catalog.gpus.values() if gpu.family not in efficiency.families]
+    if missing:
+        raise InputError(missing)
+
+
+@functools.lru_cache(maxsize=8)
+def load_catalog(user_dir: str | None = None) -> Catalog:
+    """Load the built-in catalog, with ``user_dir`` overlaid on top when given.
+
+    Raises :class:`InputError` naming file, field and reason when the data are invalid.
+    """
+    builtin = builtin_catalog_dir()
+    raw = _load_raw(builtin)
+    origin = str(builtin)
+    if user_dir is not None:
+        directory = Path(user_dir)
+        if not directory.is_dir():
+            raise InputError([Problem(user_dir, "", None, "catalog directory not found")])
+        overlay = _load_raw(directory)
+        for key, value in overlay.items():
+            if key in ("costs", "efficiency"):
+                merged = dict(raw.get(key) or {})
+                merged.update(value)
+                raw[key] = merged
+            else:
+                raw[key] = _merge_entries(raw.get(key) or [], value, directory / FILES[key])
+        prices = directory / "prices.csv"
+        if prices.is_file():
+            _apply_prices(raw, prices)
+        added = _model_folder(raw, directory)
+        rental = directory / RENTAL_FILE  # rental offers: built-in rows, then the overlay's
+        raw["rental"] = load_offers(_rental_files(builtin) + ([rental] if rental.is_file()
+                                                              else []), raw)
+        if not overlay and not prices.is_file() and not added and not rental.is_file():
+            raise InputError([Problem(user_dir, "", None,
+                                      "no catalog files found (expected any of "
+                                      f"{', '.join(FILES.values())}, prices.csv, "
+                                      f"{RENTAL_FILE} or "
+                                      "models/*.config.json)")])
+        origin = str(directory)
+        with guard(origin, "build the catalog"):
+            catalog = _build(raw, origin)
+            check_catalog(catalog)
+        return catalog
+    raw["rental"] = load_offers(_rental_files(builtin), raw)
+    return _build(raw, origin)
+
+
+def _rental_files(directory: Path) -> list[Path]:
+    """The built-in ``rental.csv`` when the catalog ships one (solver/catalog/rental_offers.py)."""
+    path = directory / RENTAL_FILE
+    return [path] if path.is_file() else []
+
+
+# --------------------------------------------------------------------------- models from files

@@ -1,0 +1,150 @@
+"""What the candidate stage hands the MIP: node types, candidate layouts and the table of
+both for one RFQ, plus the two questions every candidate builder asks of a workload (its
+physics view, the precisions it may use). Owned candidates (:mod:`solver.optimize.candidates`)
+and rented ones (:mod:`solver.optimize.rental`) are both built from these records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from solver.catalog.data import Fabric, Gpu
+from solver.optimize.costs import CostParams, NodeCost
+from solver.optimize.storage import TrainingStorage
+from solver.physics.layout import TRAINING_KINDS, Estimate, Layout, Workload
+from solver.rfq.schema import AnyWorkload
+
+POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+SERVING_PRECISIONS = ("bf16", "fp8", "int8", "int4", "fp4")
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """One buyable node: a server populated with ``gpus`` GPUs of one SKU."""
+
+    server: str
+    gpu: str
+    gpus: int
+    cost: NodeCost
+    fabric_nics: int = 1  # fabric NICs fitted when the node joins a fabric (ports it takes)
+    stack: str = "cuda"
+
+    @property
+    def key(self) -> str:
+        return f"{self.server}/{self.gpu}x{self.gpus}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run (a replica of) one workload, with what the MIP needs to know."""
+
+    workload: str
+    kind: str
+    node_type: str
+    layout: Layout
+    estimate: Estimate
+    gpus: int
+    nodes_spanned: int
+    fabric: str
+    network_usd: float
+    concurrency_capacity: float = 0.0
+    qps_capacity: float = 0.0
+    hours_to_complete: float | None = None
+    name: str = field(default="")
+    # rented capacity (solver/optimize/rental.py): the offer, what one unit costs over its billed
+    # hours, and how many replicas of ``layout`` one unit (whole instances) runs
+    rental: Any = None
+    rental_usd: float = 0.0
+    replicas_per_unit: int = 1
+
+    @property
+    def rented(self) -> bool:
+        return self.rental is not None
+
+    @property
+    def spanning(self) -> bool:
+        """Spans bought nodes over a bought fabric (rented instances never do: the offer
+        includes its interconnect)."""
+        return self.nodes_spanned > 1 and self.rental is None
+
+    @property
+    def is_job(self) -> bool:
+        return self.kind in TRAINING_KINDS
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    """Node types, fabrics and every workload's candidates for one RFQ."""
+
+    node_types: dict[str, NodeType]
+    fabrics: dict[str, Fabric]
+    candidates: dict[str, list[Candidate]]
+    params: CostParams
+    rejected: dict[str, list[str]]
+    storage: dict[str, TrainingStorage] = field(default_factory=dict)  # training jobs
+
+
+def physics_workload(spec: AnyWorkload) -> Workload:
+    """The physics-facing view of one RFQ workload (capacity mode for serving).
+
+    Serving passes the engine (whose factors the physics uses) and, for online inference,
+    the percentile the SLOs are checked at; batch inference has no latency SLO (percentile
+    50). A bare spec without these fields (tests, tools) gets vLLM at p90."""
+    engine = getattr(spec, "engine", None) or "vllm"
+    if spec.kind == "inference":
+        return Workload(kind=spec.kind, input_tokens=spec.input_tokens,
+                        output_tokens=spec.output_tokens, concurrency=None,
+                        ttft_ms=spec.ttft_ms, tpot_ms=spec.tpot_ms, engine=engine,
+                        percentile=int(getattr(spec, "slo_percentile", None) or 90))
+    if spec.kind == "batch_inference":
+        return Workload(kind=spec.kind, input_tokens=spec.input_tokens,
+                        output_tokens=spec.output_tokens, concurrency=None, engine=engine,
+                        percentile=50)
+    return Workload(kind=spec.kind, seq_len=spec.seq_len)
+
+
+def precisions_for(spec: AnyWorkload, gpu: Gpu) -> list[str]:
+    """Precisions the solver may choose for this workload on this GPU: what the GPU runs,
+    narrowed to what the buyer allows (``allowed_precisions``: serving defaults to bf16 and
+    fp8 - int8 and 4-bit weights only when the RFQ lists them; QLoRA keeps its int4 base)."""
+    kind = spec.kind
+    if kind == "qlora":
+        options = ["int4"]
+    elif kind in TRAINING_KINDS:
+        options = ["bf16"] + (["fp8"] if "fp8" in gpu.dense_tflops else [])
+    else:
+        options = [p for p in SERVING_PRECISIONS
+                   if p in ("bf16", "int4") or p in gpu.dense_tflops]
+    allowed_of = getattr(spec, "allowed_precisions", None)
+    if allowed_of is None:  # a bare spec (tests, tools): only a pinned precision narrows
+        pinned = getattr(spec, "precision", None)
+        return [p for p in options if pinned is None or p == pinned]
+    allowed = allowed_of()
+    return [p for p in options if p in allowed]
+
+
+def request_seconds(est: Estimate) -> float:
+    """How long one request takes on this replica at its operating batch: prefill (TTFT)
+    plus its own output tokens decoded one after another (output_tokens x TPOT), seconds."""
+    pred = est.predicted
+    return ((pred.ttft_ms or 0.0) + est.workload.output_tokens * (pred.tpot_ms or 0.0)) / 1e3
+
+
+def batch_request_too_slow(spec: AnyWorkload, est: Estimate) -> str | None:
+    """Why a batch-inference replica cannot meet the deadline even for one request (None if
+    it can): however many replicas run in parallel, each request still decodes its own
+    output tokens one after another."""
+    if spec.kind != "batch_inference":
+        return None
+    deadline_s = spec.deadline_hours * 3600.0
+    need = request_seconds(est)
+    if need <= deadline_s:
+        return None
+    return (f"one request takes {need:,.3g} s (prefill + {spec.output_tokens} output tokens "
+            f"x TPOT {est.predicted.tpot_ms or 0:.3g} ms), more than the deadline of "
+            f"{deadline_s:.3g} s")
+
+
+def usable_serving(est: Estimate) -> bool:
+    return est.fits and est.comfortable and (est.predicted.max_concurrency or 0) > 0 \
+        and (est.predicted.qps_capacity or 0) > 0

@@ -1,0 +1,57 @@
+"""Demand over time in the RFQ form (docs/rental.md): ``growth_per_year`` or ``periods``
+made explicit before the schema validates a workload. The phased purchase model that plans
+against these periods is :mod:`solver.optimize.schedule`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MONTHS_PER_YEAR = 12.0
+
+
+def expand_demand_over_time(data: Any) -> Any:
+    """RFQ data with every serving workload's demand over time made explicit (before the
+    schema validates it): ``growth_per_year`` becomes yearly ``periods`` whose demand is the
+    year's *end* value (capacity must hold through the period: ``D0 × (1+g)^(y+1)``), and a
+    workload with ``periods`` gets ``concurrency``/``qps`` = the peak over its periods (the
+    plan for buying everything at month 0). Malformed values are left for the schema."""
+    if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
+        return data
+    horizon = data.get("horizon_years", 3)
+    if not isinstance(horizon, int | float) or isinstance(horizon, bool) or horizon <= 0:
+        return data
+    out = dict(data)
+    out["workloads"] = [_expand_workload(w, float(horizon)) for w in data["workloads"]]
+    return out
+
+
+def _expand_workload(work: Any, horizon_years: float) -> Any:
+    if not isinstance(work, dict) or work.get("kind") != "inference":
+        return work
+    growth = work.get("growth_per_year")
+    periods = work.get("periods")
+    if growth is not None and periods is not None:
+        raise ValueError(f"workload {work.get('name')!r}: give periods or growth_per_year, "
+                         "not both")
+    work = dict(work)
+    if isinstance(growth, int | float) and not isinstance(growth, bool) and growth > -0.9:
+        years = max(1, math.ceil(horizon_years - 1e-9))
+        periods = []
+        for year in range(years):
+            months = min(MONTHS_PER_YEAR, MONTHS_PER_YEAR * horizon_years - 12 * year)
+            factor = (1.0 + growth) ** (year + 1)
+            period: dict[str, Any] = {"months": round(months, 6)}
+            if isinstance(work.get("qps"), int | float):
+                period["qps"] = round(work["qps"] * factor, 6)
+            if isinstance(work.get("concurrency"), int):
+                period["concurrency"] = max(1, math.ceil(work["concurrency"] * factor - 1e-9))
+            periods.append(period)
+        work["periods"] = periods
+    if isinstance(periods, list) and all(isinstance(p, dict) for p in periods):
+        for key in ("qps", "concurrency"):
+            values = [p[key] for p in periods if isinstance(p.get(key), int | float)
+                      and not isinstance(p.get(key), bool)]
+            if values:
+                work[key] = max(values)
+    return work
