@@ -345,3 +345,81 @@ def plan_card(plan: dict[str, Any], title: str) -> None:
     st.table(layout_table(plan)[["workload", "precision", "GPU", "TP × PP × DP", "GPUs",
                                  "nodes per replica/job"]],
              hide_index=True, border="horizontal")
+
+
+# --- buy, rent or both (issue 16) --------------------------------------------------------
+
+def _rental_context(plan: dict[str, Any], horizon: float | None) -> dict[str, Any]:
+    from solver.report.quote import rental_context
+
+    return rental_context(plan, horizon or 3.0, plan.get("status") in ("optimal", "feasible"))
+
+
+def schedule_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+    """The purchase schedule per period (when phased or something is rented), else None."""
+    rows = _rental_context(plan, None)["schedule"]
+    if not rows:
+        return None
+    return pd.DataFrame([{"months": f"{r['start_month']}–{r['end_month']}",
+                          "nodes bought": r["nodes"], "GPUs bought": r["gpus"],
+                          "capex": r["capex"], "rental": r["rental"],
+                          "what runs where": r["runs"]} for r in rows])
+
+
+def rental_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+    """What the plan rents: offer, instances, GPU-hours, $/GPU-h, total, price date."""
+    rows = _rental_context(plan, None)["rentals"]
+    if not rows:
+        return None
+    return pd.DataFrame([{"workload": r["workload"], "offer": r["offer"], "GPU": r["gpu"],
+                          "instances": r["instances"], "price type": r["price_type"],
+                          "GPU-hours": r["hours"], "per GPU-hour": r["rate"],
+                          "total": r["total"], "as of": r["as_of"]} for r in rows])
+
+
+def buy_rent_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+    """Buy against rent per workload alone, with the break-even utilisation and horizon."""
+    rows = _rental_context(plan, None)["buy_rent"]
+    if not rows:
+        return None
+    return pd.DataFrame([{"workload": c["workload"], "chosen": c["chosen"],
+                          "own (alone)": c["owned"], "rent (alone)": c["rented"],
+                          "hours used": c["hours_used"],
+                          "break-even utilisation": c["breakeven_util"],
+                          "break-even horizon (months)": c["breakeven_months"],
+                          "buy, run, resell": c["resold"], "why": c["why"]}
+                         for c in rows])
+
+
+def buy_or_rent(plan: dict[str, Any], horizon: float | None) -> None:
+    """The Plan page's buy-rent section: schedule, rented lines, the comparison table and
+    the cumulative cost chart - each only when the plan has it."""
+    from .figures import buy_rent_figure
+
+    schedule, rented, compare = schedule_table(plan), rental_table(plan), buy_rent_table(plan)
+    if schedule is None and rented is None and compare is None:
+        return
+    st.subheader("Buy, rent or both")
+    phasing = plan.get("phasing")
+    if schedule is not None:
+        st.markdown("**Purchase schedule**")
+        st.table(schedule, hide_index=True, border="horizontal")
+        if phasing:
+            st.caption(f"Bought in steps: {usd(phasing['tco_usd'])} over the horizon against "
+                       f"{usd(phasing.get('buy_all_now_tco_usd'))} buying everything at "
+                       f"month 0; hardware bought later is "
+                       f"{phasing['hardware_price_decline_per_year']:.0%} a year cheaper "
+                       "(labelled assumption).")
+    if rented is not None:
+        st.markdown("**Rented capacity**")
+        st.table(rented, hide_index=True, border="horizontal")
+    if compare is not None:
+        st.markdown("**Buy or rent, each workload alone**")
+        st.table(compare, hide_index=True, border="horizontal")
+        figure = buy_rent_figure(plan, horizon or 3.0)
+        if figure is not None:
+            st.plotly_chart(figure, key="buy_rent", config={"displayModeBar": False})
+        st.caption("Break-even utilisation: the share of the horizon above which owning "
+                   "wins. Break-even horizon: months of 24/7 use after which owning wins. "
+                   "Buy, run, resell: a one-off job on bought hardware sold afterwards at "
+                   "the catalog's residual value.")

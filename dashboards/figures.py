@@ -374,3 +374,46 @@ def tornado_figure(report: dict[str, Any]) -> go.Figure:
                       height=max(260, 60 + 34 * len(rows)),
                       margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
+
+
+# --- buy or rent ------------------------------------------------------------------------
+
+def buy_rent_figure(plan: dict[str, Any], horizon_years: float) -> go.Figure | None:
+    """Cumulative cost month by month of owning (capex at month 0, then power and
+    operations) against renting (the rented capacity's $/h for the hours it is used), one
+    pair of lines per workload of ``plan['buy_vs_rent']`` that has both sides; the
+    break-even horizon marked where the lines cross (inside the horizon and the hours
+    used: a job rented for 9 hours never reaches it). None when no workload
+    could be both bought and rented."""
+    from solver.optimize.rental import cumulative_costs
+
+    colours = workload_colours(plan)
+    fig = go.Figure()
+    drawn = 0
+    for row in plan.get("buy_vs_rent") or []:
+        series = cumulative_costs(row, horizon_years)
+        if series is None:
+            continue
+        name, colour = row["workload"], colours.get(row["workload"], PALETTE[0])
+        drawn += 1
+        fig.add_trace(go.Scatter(x=series["month"], y=series["buy_usd"], mode="lines",
+                                 name=f"{name}: buy", line={"color": colour},
+                                 hovertemplate="month %{x}: $%{y:,.0f}<extra>buy</extra>"))
+        fig.add_trace(go.Scatter(x=series["month"], y=series["rent_usd"], mode="lines",
+                                 name=f"{name}: rent", line={"color": colour, "dash": "dash"},
+                                 hovertemplate="month %{x}: $%{y:,.0f}<extra>rent</extra>"))
+        months = row.get("breakeven_months")
+        used_months = row["hours_used"] / (8760.0 / 12.0)
+        if months is not None and months <= min(12 * horizon_years, used_months):
+            # the lines cross only when the capacity is used past the break-even horizon
+            fig.add_vline(x=months, line={"color": colour, "dash": "dot", "width": 1},
+                          annotation_text=f"{name}: break-even {months:,.1f} mo",
+                          annotation_position="top left")
+    if not drawn:
+        return None
+    fig.update_layout(title="Cumulative cost: buy (solid) against rent (dashed)",
+                      height=380, margin={"l": 10, "r": 10, "t": 50, "b": 10},
+                      xaxis_title="months from now", yaxis_title="US dollars",
+                      legend={"orientation": "h", "y": -0.2})
+    fig.update_yaxes(**MONEY_AXIS)
+    return fig

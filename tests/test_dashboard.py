@@ -692,3 +692,59 @@ def test_plan_with_two_layouts_lists_each_and_names_both_servers():
     for _, row in rows.iterrows():
         tp, pp, dp = (int(x) for x in row["TP × PP × DP"].split(" × "))
         assert tp * pp * dp == row["GPUs"]
+
+
+# --- buy, rent or both (issue 16) -------------------------------------------------------
+
+def test_plan_shows_rented_lines_buy_rent_table_and_cumulative_cost_chart():
+    """A busy service owned and a one-off LoRA rented: the schedule, the rented line, the
+    buy-or-rent table with its break-evens and the buy-vs-rent chart, figures from the
+    plan."""
+    at = page("plan")
+    load_example(at, "hybrid-service-and-job")
+    at.run()
+    assert not at.exception
+    assert "Buy, rent or both" in [h.value for h in at.subheader]
+    tables = [t.value for t in at.table]
+    schedule = next(t for t in tables if "nodes bought" in t.columns)
+    rented = next(t for t in tables if "per GPU-hour" in t.columns)
+    compare = next(t for t in tables if "break-even utilisation" in t.columns)
+    assert list(schedule["months"]) == ["0–36"]
+    assert list(rented["workload"]) == ["tune"]
+    assert dict(zip(compare["workload"], compare["chosen"], strict=True)) == {
+        "chat": "owned", "tune": "rented"}
+    assert all(v.endswith("%") for v in compare["break-even utilisation"])
+    figures = [c for c in charts(at) if "Cumulative cost" in c.proto.spec]
+    assert len(figures) == 1
+    names = [trace["name"] for trace in json.loads(figures[0].proto.spec)["data"]]
+    assert names == ["chat: buy", "chat: rent", "tune: buy", "tune: rent"]
+
+
+def test_plan_without_rental_or_schedule_has_no_buy_rent_section():
+    from dashboards import components
+
+    plan = {"status": "optimal", "workloads": [], "cost": {"rental_usd": 0},
+            "schedule": [{"start_month": 0, "months": 36, "nodes_bought": 1,
+                          "gpus_bought": 8, "capex_usd": 1.0, "rental_usd": 0.0,
+                          "runs": {}}], "buy_vs_rent": []}
+    assert components.schedule_table(plan) is None
+    assert components.rental_table(plan) is None
+    assert components.buy_rent_table(plan) is None
+
+
+def test_buy_rent_figure_crosses_at_the_break_even_horizon():
+    """Known answer: $120k capex + $1k/month owned against $6/h rented 24/7 ($4,380 a
+    month) cross at 120000 / 3380 = 35.5 months."""
+    from dashboards.figures import buy_rent_figure
+
+    row = {"workload": "chat", "owned_capex_usd": 120_000.0,
+           "owned_running_usd_per_month": 1000.0, "rent_usd_per_hour": 6.0,
+           "hours_used": 26_280.0, "breakeven_months": round(120_000 / (6 * 730 - 1000), 2)}
+    plan = {"workloads": [{"name": "chat"}], "buy_vs_rent": [row]}
+    fig = buy_rent_figure(plan, 3)
+    buy, rent = fig.data
+    assert buy.y[0] == 120_000 and rent.y[0] == 0
+    assert buy.y[12] == pytest.approx(132_000) and rent.y[12] == pytest.approx(52_560)
+    assert row["breakeven_months"] == pytest.approx(35.5, abs=0.01)
+    assert buy.y[35] > rent.y[35] and buy.y[36] < rent.y[36]
+    assert buy_rent_figure({"workloads": [], "buy_vs_rent": [{"workload": "x"}]}, 3) is None

@@ -71,6 +71,8 @@ def render() -> None:
         st.table(components.cost_terms_table(plan, data.get("horizon_years")),
                  hide_index=True, border="horizontal")
 
+    components.buy_or_rent(plan, data.get("horizon_years"))
+
     bom = components.bom_table(plan)
     if bom is not None:
         st.subheader("Bill of materials")

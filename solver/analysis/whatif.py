@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
+from solver.common.errors import InputError, Problem
+from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import Candidate, CandidateTable, NodeType, build_candidates
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.linear import Solution
@@ -18,7 +21,7 @@ from solver.optimize.mip import fabric_var, node_var
 from solver.optimize.plan import cost_breakdown
 from solver.optimize.rental import reprice_rented
 from solver.optimize.storage import training_storage
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import Rfq, validate_rfq
 
 Signature = tuple[tuple[tuple[str, int], ...], str]
 
@@ -134,3 +137,163 @@ def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable
                if name in specs}
     return replace(table, node_types=node_types, fabrics=fabrics, candidates=candidates,
                    params=params, storage=storage)
+
+
+# --------------------------------------------------------------------------- what-if sweeps
+SWEEP_KINDS = {
+    "rental-price": "every rental offer's $/GPU-hour multiplied by the value (1 = catalog)",
+    "growth": "every serving workload's demand growth per year (0.5 = +50 % a year), "
+              "from its month-0 demand",
+}
+
+
+def parse_sweep(text: str) -> tuple[str, list[float]]:
+    """``rental-price=0.5,1,1.5`` -> ("rental-price", [0.5, 1.0, 1.5]); InputError
+    (exit 2) naming the problem otherwise."""
+
+    kind, sep, values = text.partition("=")
+    kind = kind.strip()
+
+    def bad(reason: str) -> InputError:
+        return InputError([Problem("--sweep", kind or text, text, reason)])
+
+    if not sep or kind not in SWEEP_KINDS:
+        raise bad("expected KIND=V1,V2,... with KIND one of " + ", ".join(SWEEP_KINDS))
+    try:
+        numbers = [float(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise bad("values must be numbers separated by commas") from None
+    if not numbers or len(numbers) > 50:
+        raise bad("give 1 to 50 values")
+    low = 0.0 if kind == "rental-price" else -0.9
+    if any(not (v == v and v not in (float("inf"), float("-inf"))) or v < low or
+           (kind == "rental-price" and v == 0) or v > 100 for v in numbers):
+        raise bad("rental-price multipliers must be > 0; growth must be > -0.9 (and "
+                  "every value at most 100)")
+    return kind, numbers
+
+
+def with_rental_prices(catalog: Catalog, factor: float) -> Catalog:
+    """The catalog with every rental offer's $/GPU-hour multiplied by ``factor``."""
+    offers = {key: offer.model_copy(update={
+        "usd_per_gpu_hour": offer.usd_per_gpu_hour * factor})
+        for key, offer in getattr(catalog, "rental", {}).items()}
+    return catalog.model_copy(update={"rental": offers})
+
+
+def with_growth(catalog: Catalog, rfq: Rfq, growth: float) -> Rfq:
+    """The RFQ with every serving (``inference``) workload growing by ``growth`` a year
+    from its month-0 demand (the first period's demand, before any growth the RFQ gave);
+    jobs unchanged. InputError when the RFQ has no serving workload."""
+
+    data = rfq.model_dump(mode="json", exclude_none=True)
+    serving = 0
+    for work, spec in zip(data["workloads"], rfq.workloads, strict=True):
+        if work.get("kind") != "inference":
+            continue
+        serving += 1
+        before = getattr(spec, "growth_per_year", None) or 0.0
+        periods = getattr(spec, "periods", None)
+        for key in ("qps", "concurrency"):
+            first = getattr(periods[0], key, None) if periods else getattr(spec, key, None)
+            if first is None:
+                work.pop(key, None)
+                continue
+            base = first / (1.0 + before)
+            work[key] = (max(1, round(base)) if key == "concurrency"
+                         else float(f"{base:.9g}"))
+        work.pop("periods", None)
+        work["growth_per_year"] = growth
+    if not serving:
+        raise InputError([Problem("--sweep", "growth", None,
+                                  "the RFQ has no serving (inference) workload to grow")])
+    return validate_rfq(data, catalog, source=f"{rfq.id} (growth {growth:g})")
+
+
+def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
+          solver: str | None = None) -> dict[str, Any]:
+    """Re-solve the RFQ at every value of one what-if knob (:data:`SWEEP_KINDS`) and say
+    at each: the total cost, the rental in it, what is bought (and, with demand over time,
+    when) and the buy / rent / hybrid choice per workload and overall.
+
+    ``rental-price`` reprices the rented candidates of one candidate table (no physics
+    re-run); an RFQ that forbids renting is swept with ``rental: allow`` (said in
+    ``note``). ``growth`` rebuilds the RFQ with ``growth_per_year`` on every serving
+    workload (the phased purchase schedule of docs/rental.md)."""
+    import time
+
+
+    solver = solver or DEFAULT_SOLVER
+    started = time.perf_counter()
+    note = ""
+    base_table = None
+    if kind == "rental-price":
+        if (rfq.rental or "forbid") == "forbid":
+            rfq = rfq.model_copy(update={"rental": "allow"})
+            note = "the RFQ forbids renting; the sweep allows it (rental: allow)"
+        base_table = build_candidates(catalog, rfq)
+    points = []
+    for value in values:
+        if kind == "rental-price":
+            cat = with_rental_prices(catalog, value)
+            plan = solve_rfq(rfq, cat, solver=solver, table=reprice(base_table, cat, rfq))
+        else:
+            plan = solve_rfq(with_growth(catalog, rfq, value), catalog, solver=solver)
+        points.append(sweep_point(kind, value, plan))
+    return {"rfq": rfq.id, "sweep": kind, "meaning": SWEEP_KINDS[kind], "values": values,
+            "note": note, "points": points, "seconds": round(time.perf_counter() - started, 2)}
+
+
+def sweep_point(kind: str, value: float, plan: dict[str, Any]) -> dict[str, Any]:
+    """One point of a sweep from its plan (``choice``: buy, rent or hybrid overall)."""
+    feasible = plan["status"] in ("optimal", "feasible")
+    point: dict[str, Any] = {kind: value, "status": plan["status"]}
+    if not feasible:
+        return {**point, "tco_usd": None, "choice": None}
+    phasing = plan.get("phasing")
+    schedule = plan.get("schedule") or []
+    cost = plan["cost"]
+    sourcing = (phased_sourcing(schedule) if phasing else
+                {w["name"]: w.get("sourcing", "owned") for w in plan["workloads"]})
+    kinds = set(sourcing.values())
+    choice = ("buy" if kinds == {"owned"} else "rent" if kinds == {"rented"} else "hybrid")
+    point.update({
+        "tco_usd": phasing["tco_usd"] if phasing else cost["tco_usd"],
+        "buy_all_now_tco_usd": phasing.get("buy_all_now_tco_usd") if phasing
+        else cost["tco_usd"],
+        "capex_usd": cost["capex_usd"],
+        "rental_usd": (round(sum(p["rental_usd"] for p in schedule), 2) if phasing
+                       else cost.get("rental_usd", 0.0)),
+        "choice": choice, "sourcing": sourcing,
+        "nodes_bought": [p["nodes_bought"] for p in schedule],
+        "start_months": [p["start_month"] for p in schedule],
+        "cluster": describe_schedule(schedule) if phasing else describe_cluster(plan),
+    })
+    return point
+
+
+def phased_sourcing(schedule: list[dict[str, Any]]) -> dict[str, str]:
+    """owned / rented / hybrid per workload over every period of a phased schedule."""
+    out: dict[str, str] = {}
+    names = {name for period in schedule for name in period.get("runs") or {}}
+    for name in sorted(names):
+        owned = sum(p["runs"].get(name, {}).get("owned_gpus", 0) for p in schedule)
+        rented = sum(p["runs"].get(name, {}).get("rented_gpus", 0) for p in schedule)
+        out[name] = "hybrid" if owned and rented else "rented" if rented else "owned"
+    return out
+
+
+def describe_schedule(schedule: list[dict[str, Any]]) -> str:
+    """Node types bought over a phased schedule, e.g. ``2 × pcie-8gpu/rtx-pro-6000x8``."""
+    total: dict[str, int] = {}
+    for period in schedule:
+        for key, count in (period.get("node_types_bought") or {}).items():
+            total[key] = total.get(key, 0) + count
+    return ", ".join(f"{n} × {key}" for key, n in sorted(total.items())) or "nothing bought"
+
+
+def describe_cluster(plan: dict[str, Any]) -> str:
+    """``2 × pcie-8gpu/rtx-pro-6000x8`` or ``nothing bought``."""
+    nodes = plan["cluster"].get("nodes") or []
+    return ", ".join(f"{n['count']} × {n['server']}/{n['gpu']}x{n['gpus_per_node']}"
+                     for n in nodes) or "nothing bought"

@@ -296,6 +296,10 @@ class CostModel(BaseModel):
     hardware_price_decline_per_year: Param | None = Field(
         default=None, description="yearly fall in the price of the same hardware, for "
         "purchases later in a phased schedule (solver/optimize/schedule.py); None = 0")
+    residual_value_fraction: Param | None = Field(
+        default=None, description="resale value of owned hardware as a fraction of its capex, "
+        "before the yearly price decline (buy-vs-rent of one-off jobs, docs/rental.md); "
+        "None = 0 (no resale)")
 
     # (lowest, highest, lowest allowed itself) for each parameter's value
     RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
@@ -316,12 +320,17 @@ class CostModel(BaseModel):
         "price_stale_after_days": (0.0, 36500.0, False),
         "software_licence_usd_per_gpu_year": (0.0, 1e6, True),
         "support_contract_fraction_per_year": (0.0, 1.0, True),
+        "hardware_price_decline_per_year": (0.0, 0.9, True),
+        "residual_value_fraction": (0.0, 1.0, True),
     }
 
     @model_validator(mode="after")
     def _in_range(self) -> CostModel:
         for name, (low, high, low_ok) in self.RANGES.items():
-            value = getattr(self, name).value
+            param = getattr(self, name)
+            if param is None:  # an optional value the catalog leaves out
+                continue
+            value = param.value
             if not (math.isfinite(value) and (value >= low if low_ok else value > low)
                     and value <= high):
                 bound = "[" if low_ok else "("

@@ -62,6 +62,47 @@ def _print_report(report: dict[str, Any]) -> None:
     out.print(f"{report['solves']} solves in {report['seconds']} s", markup=False)
 
 
+def _print_sweep(result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    kind = result["sweep"]
+    table = Table(title=f"What-if sweep of {result['rfq']}: {kind} ({result['meaning']})")
+    for column in (kind, "total cost", "rental", "choice", "per workload", "bought"):
+        table.add_column(column, justify="right" if column in (kind, "total cost", "rental")
+                         else "left")
+    for point in result["points"]:
+        if point["choice"] is None:
+            table.add_row(f"{point[kind]:g}", point["status"], "-", "-", "-", "-")
+            continue
+        work = ", ".join(f"{name} {how}" for name, how in point["sourcing"].items())
+        bought = point["cluster"]
+        if len(point["nodes_bought"]) > 1:
+            bought += " (nodes at months " + ", ".join(
+                f"{m:g}: {n}" for m, n in zip(point["start_months"], point["nodes_bought"],
+                                               strict=True)) + ")"
+        table.add_row(f"{point[kind]:g}", _usd(point["tco_usd"]), _usd(point["rental_usd"]),
+                      point["choice"], work, bought)
+    out.print(table)
+    if result["note"]:
+        out.print(f"note: {result['note']}", markup=False)
+    out.print(f"{len(result['points'])} solves in {result['seconds']} s", markup=False)
+
+
+def _sweep_csv(results: list[dict[str, Any]], path: Path) -> None:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["sweep", "value", "status", "tco_usd", "rental_usd", "capex_usd",
+                         "choice", "sourcing", "cluster"])
+        for result in results:
+            for p in result["points"]:
+                writer.writerow([result["sweep"], p[result["sweep"]], p["status"],
+                                 p.get("tco_usd"), p.get("rental_usd"), p.get("capex_usd"),
+                                 p.get("choice"), ";".join(f"{k}={v}" for k, v in (
+                                     p.get("sourcing") or {}).items()), p.get("cluster")])
+
+
 def _usd(value: float | None) -> str:
     return "infeasible" if value is None else f"{value:,.0f}"
 
@@ -91,15 +132,37 @@ def register(app: typer.Typer) -> None:
         metric: Annotated[str | None, typer.Option(
             "--metric", help="WORKLOAD:METRIC — tpot_ms, ttft_ms, hours_to_complete, "
                              "headroom or failure_domains (default: first workload's).")] = None,
+        sweep: Annotated[list[str] | None, typer.Option(
+            "--sweep", help="What-if instead of the frontier: KIND=V1,V2,... with KIND "
+                            "rental-price (offer $/GPU-h multiplier) or growth (serving "
+                            "demand growth per year); repeatable. Cost and buy/rent "
+                            "choice at each value (docs/rental.md).")] = None,
         solver: SolverOpt = DEFAULT_SOLVER,
         catalog: CatalogOpt = None,
         set_: SetOpt = None,
         overrides: OverridesOpt = None,
     ) -> int:
-        """Non-dominated plans: cost against latency or time-to-finish."""
+        """Non-dominated plans: cost against latency or time-to-finish (or, with --sweep,
+        the cost and the buy/rent choice across rental prices or demand growth)."""
         from solver.analysis.pareto import frontier
         from solver.report.charts import frontier_csv, frontier_plot
 
+        if sweep:
+            from solver.analysis.whatif import parse_sweep
+            from solver.analysis.whatif import sweep as run_sweep
+
+            asked = [parse_sweep(text) for text in sweep]
+            cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, None)
+            results = [run_sweep(cat, parsed, kind, values, solver) for kind, values in asked]
+            if csv_out is not None:
+                _sweep_csv(results, csv_out)
+            if json_out:
+                print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+            else:
+                for result in results:
+                    _print_sweep(result)
+            feasible = any(p["choice"] is not None for r in results for p in r["points"])
+            return 0 if feasible else EXIT_INFEASIBLE
         cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
         result = frontier(cat, parsed, metric=metric, points=points, solver=solver)
         if csv_out is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solver.catalog.data import Catalog, Fabric, Gpu, Server
+from solver.catalog.data import Catalog, Fabric, Gpu, Param, Server
 
 HOURS_PER_YEAR = 8760.0
 
@@ -44,6 +44,8 @@ class CostParams:
     dataset_bytes_per_token: float = 0.0
     software_licence_usd_per_gpu_year: float = 0.0
     support_contract_fraction_per_year: float = 0.0
+    hardware_price_decline_per_year: float = 0.0
+    residual_value_fraction: float = 0.0
 
     @classmethod
     def from_catalog(cls, catalog: Catalog, horizon_years: float | None = None) -> CostParams:
@@ -71,6 +73,8 @@ class CostParams:
             dataset_bytes_per_token=c.dataset_bytes_per_token.value,
             software_licence_usd_per_gpu_year=c.software_licence_usd_per_gpu_year.value,
             support_contract_fraction_per_year=c.support_contract_fraction_per_year.value,
+            hardware_price_decline_per_year=_optional(c.hardware_price_decline_per_year),
+            residual_value_fraction=_optional(c.residual_value_fraction),
         )
 
     @property
@@ -138,3 +142,8 @@ def coupled_node_network_usd(server: Server, fabric: Fabric) -> float:
     The switches themselves are counted from the ports of the whole fabric
     (:mod:`solver.optimize.network`), not per node."""
     return server.fabric_nics_per_node * (fabric.nic_price_usd + fabric.cable_price_usd)
+
+
+def _optional(param: Param | None) -> float:
+    """An optional cost-model value: 0 when the catalog leaves it out."""
+    return float(param.value) if param is not None else 0.0

@@ -288,10 +288,14 @@ def bom_rental(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- buy vs rent
-def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any]) -> list[dict[str, Any]]:
+def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any],
+                residual: tuple[float, float] | None = None) -> list[dict[str, Any]]:
     """For each workload: the cheapest owned-alone and rented-alone cost (each workload on
     its own, from the candidate table), the break-even hours of use over the horizon and
-    the break-even utilisation above which owning wins, and why the chosen one won."""
+    the break-even utilisation above which owning wins, the break-even horizon (months of
+    continuous use) and - for a one-off job - owning and reselling after the job
+    (:func:`owned_horizon_terms`), and why the chosen one won. ``residual`` = (residual
+    value fraction, yearly price decline); default :func:`residual_params`."""
     horizon_h = HOURS_PER_YEAR * table.params.horizon_years
     specs = {s.name: s for s in rfq.workloads}
     chosen = {e["name"]: e.get("sourcing", "owned") for e in plan.get("workloads", [])}
@@ -312,6 +316,7 @@ def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any]) -> list[dict[str, An
                         "hours_used": round(used, 1),
                         "breakeven_hours": round(breakeven_h, 1),
                         "breakeven_utilization": round(breakeven_h / horizon_h, 4)})
+            row.update(owned_horizon_terms(table, spec, own, per_hour, used, residual))
         row["why"] = _why(row)
         out.append(row)
     return out
@@ -353,6 +358,90 @@ def _why(row: dict[str, Any]) -> str:
     return f"owning wins: used {used:,.0f} h, above the break-even {even:,.0f} h"
 
 
+def resale_text(row: dict[str, Any]) -> str:
+    """A one-off job's buy-run-resell cost against renting, in words (<= 76 chars)."""
+    resold = row.get("owned_resold_usd")
+    if resold is None or row.get("rented_usd") is None:
+        return ""
+    verdict = "dearer than" if resold > row["rented_usd"] else "cheaper than"
+    return (f"buy, run the job, resell at {row['residual_value_fraction']:.0%}: "
+            f"{_usd(resold)} ({verdict} renting)")
+
+
+# --------------------------------------------------------------------------- residual value
+def residual_params(params: CostParams) -> tuple[float, float]:
+    """(``residual_value_fraction``, ``hardware_price_decline_per_year``): the labelled
+    factors of the resale value of owned hardware (``catalog/costs.yaml``)."""
+    return params.residual_value_fraction, params.hardware_price_decline_per_year
+
+
+def residual_value_usd(capex_usd: float, months: float, fraction: float,
+                       decline: float) -> float:
+    """Resale value of hardware bought for ``capex_usd`` and sold ``months`` later:
+    ``capex × fraction × (1 − decline)^(months / 12)`` (docs/rental.md)."""
+    return capex_usd * fraction * (1.0 - decline) ** (max(0.0, months) / 12.0)
+
+
+def owned_horizon_terms(table: Any, spec: Any, own: tuple[float, Any, int], per_hour: float,
+                        used: float, residual: tuple[float, float] | None = None
+                        ) -> dict[str, Any]:
+    """Owned-alone cost split into what is paid up front and per month, the break-even
+    horizon, and for a one-off job the cost of buying, running it and reselling.
+
+    * ``owned_capex_usd``: nodes, their network and (a job's) storage, paid at month 0;
+      ``owned_running_usd_per_month``: their power and operations per month;
+    * ``breakeven_months``: months of continuous (24/7) use at which owning (capex +
+      running × t) and renting (``rent_usd_per_hour`` × t) cost the same; above it owning
+      wins; ``None`` when renting costs less per hour than running owned hardware;
+    * a job (training) only: ``owned_resold_usd`` = capex − resale value after the job +
+      running cost for the job's hours (storage is not resold); ``residual_value_usd`` the
+      resale value (:func:`residual_value_usd`, factors of :func:`residual_params`)."""
+    usd, cand, units = own
+    node = table.node_types[cand.node_type]
+    nodes = cand.nodes_spanned * units if cand.nodes_spanned > 1 else math.ceil(
+        cand.gpus * units / node.gpus)
+    horizon_h = HOURS_PER_YEAR * table.params.horizon_years
+    running_total = nodes * (node.cost.power_usd + node.cost.operations_usd)
+    running_h = running_total / horizon_h
+    capex = usd - running_total
+    storage = table.storage.get(spec.name)
+    storage_usd = storage.usd if storage is not None and cand.is_job else 0.0
+    hardware = capex - storage_usd
+    out: dict[str, Any] = {
+        "owned_capex_usd": round(capex, 2),
+        "owned_running_usd_per_month": round(running_h * HOURS_PER_YEAR / 12.0, 2),
+        "breakeven_months": (round(hardware / (per_hour - running_h) / (HOURS_PER_YEAR / 12.0),
+                                   2) if per_hour > running_h else None)}
+    if cand.is_job:
+        fraction, decline = residual if residual is not None else residual_params(table.params)
+        months = used / (HOURS_PER_YEAR / 12.0)
+        resale = residual_value_usd(hardware, months, fraction, decline)
+        out.update({"residual_value_fraction": fraction,
+                    "residual_value_usd": round(resale, 2),
+                    "owned_resold_usd": round(capex - resale + running_h * used, 2)})
+    return out
+
+
+def cumulative_costs(row: dict[str, Any], horizon_years: float, step_months: float = 1.0
+                     ) -> dict[str, list[float]] | None:
+    """Cumulative cost month by month of owning (capex at month 0, then running costs) and
+    of renting (the rented capacity's $/h for the hours it is used, spread over time from
+    month 0) for one ``buy_vs_rent`` row; ``None`` when the row lacks either side."""
+    if row.get("owned_capex_usd") is None or row.get("rent_usd_per_hour") is None:
+        return None
+    months: list[float] = []
+    month = 0.0
+    end = 12.0 * horizon_years
+    while month <= end + 1e-9:
+        months.append(round(month, 6))
+        month += step_months
+    per_month = HOURS_PER_YEAR / 12.0
+    buy = [row["owned_capex_usd"] + row["owned_running_usd_per_month"] * m for m in months]
+    rent = [row["rent_usd_per_hour"] * min(m * per_month, row["hours_used"]) for m in months]
+    return {"month": months, "buy_usd": [round(v, 2) for v in buy],
+            "rent_usd": [round(v, 2) for v in rent]}
+
+
 # --------------------------------------------------------------------------- wording
 def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:,.0f}"
@@ -383,5 +472,18 @@ def buy_vs_rent_lines(rows: list[dict[str, Any]]) -> list[str]:
             out.append(f"  break-even {row['breakeven_hours']:,.0f} h = "
                        f"{row['breakeven_utilization']:.1%} of the horizon: above it, "
                        "owning wins")
+            out.append(f"  {breakeven_horizon_text(row)}")
+            if resale_text(row):
+                out.append(f"  {resale_text(row)}")
         out.append(f"  {row['why']}")
     return out
+
+
+def breakeven_horizon_text(row: dict[str, Any]) -> str:
+    """The break-even horizon of a ``buy_vs_rent`` row in words (<= 76 chars)."""
+    months = row.get("breakeven_months")
+    if row.get("owned_capex_usd") is None:
+        return ""
+    if months is None:
+        return "break-even horizon: none (renting costs less per hour than running owned)"
+    return f"break-even horizon: {months:,.1f} months of 24/7 use; longer, owning wins"

@@ -30,11 +30,13 @@ from solver.common.wording import (
     usd,
     years,
 )
+from solver.optimize.rental import breakeven_horizon_text, resale_text
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 SLOT = 14  # px, one GPU slot in the cluster picture
 COLOURS = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
            "#9D755D", "#EECA3B")
+MONEY, RATE = '"$"#,##0', '"$"#,##0.00'
 COST_ROWS = (("gpus_usd", "GPUs"), ("servers_usd", "Servers"),
              ("network_usd", "Network (NICs, switch ports)"), ("storage_usd", "Shared storage"))
 
@@ -166,6 +168,7 @@ def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
                    f"{years(rfq.horizon_years)} is {usd(cost.get('tco_usd'))}, including "
                    + ("power, operations and the engineering overhead of coupled nodes."
                       if plan["cluster"].get("coupled") else "power and operations."))
+        summary += rental_summary(plan)
     else:
         words = relaxations(plan.get("infeasibility") or {}, plan.get("objective", "tco"),
                             rfq.horizon_years)
@@ -196,7 +199,120 @@ def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
                                   plan.get("objective", "tco"), rfq.horizon_years)
         if not feasible else [],
         "reasons": (plan.get("infeasibility") or {}).get("reasons", []),
+        **rental_context(plan, rfq.horizon_years, feasible),
     }
+
+
+def _months(value: Any) -> str:
+    return f"{float(value):g}"
+
+
+def rental_context(plan: dict[str, Any], horizon_years: float, feasible: bool = True
+                   ) -> dict[str, Any]:
+    """What the quote says about the purchase schedule, rented capacity and buy-or-rent
+    (issue 16; docs/rental.md) - each list empty when the plan has none of it, so a plan
+    that buys everything at month 0 and rents nothing gets the quote of the first version:
+
+    * ``schedule``: per period start month, months, nodes/GPUs bought, capex, rental -
+      shown when purchases are phased (``phasing``) or something is rented;
+    * ``phasing``: phased TCO against buying everything at month 0 (or None);
+    * ``rentals``: what is rented (workload, offer, instances, GPU-hours, $/GPU-h, USD);
+    * ``buy_rent``: per workload, owned-alone and rented-alone cost, the break-even
+      utilisation and horizon, a one-off job's buy-run-resell cost, and the verdict -
+      shown when renting was considered (some row has a rented cost)."""
+    empty: dict[str, Any] = {"schedule": [], "phasing": None, "rentals": [], "buy_rent": [],
+                             "rental_total": usd(0.0)}
+    if not feasible:
+        return empty
+
+    rentals = []
+    for entry in plan.get("workloads", []):
+        for rent in entry.get("rental") or []:
+            rentals.append({
+                "workload": entry["name"], "offer": rent["offer"], "gpu": rent["gpu"],
+                "instances": f"{rent['instances']} × {rent['gpus_per_instance']} GPUs",
+                "price_type": rent["price_type"].replace("_", " "),
+                "provider": rent.get("provider_class", ""),
+                "hours": qty(rent["gpu_hours"]), "gpu_hours": rent["gpu_hours"],
+                "rate": f"${rent['usd_per_gpu_hour']:,.2f}",
+                "usd_per_gpu_hour": rent["usd_per_gpu_hour"], "total": usd(rent["usd"]),
+                "usd": rent["usd"], "as_of": rent.get("as_of", ""),
+                "source": rent.get("source", ""),
+                "source_short": short_source(rent.get("source", ""))})
+    phasing = plan.get("phasing")
+    schedule = plan.get("schedule") or []
+    rows = []
+    if phasing or rentals:
+        for period in schedule:
+            runs = "; ".join(_run_text(name, run) for name, run in
+                             (period.get("runs") or {}).items())
+            rows.append({"start_month": _months(period["start_month"]),
+                         "end_month": _months(period["start_month"] + period["months"]),
+                         "months": _months(period["months"]),
+                         "nodes": period["nodes_bought"], "gpus": period["gpus_bought"],
+                         "capex": usd(period["capex_usd"]), "capex_usd": period["capex_usd"],
+                         "rental": usd(period["rental_usd"]),
+                         "rental_usd": period["rental_usd"], "runs": runs})
+    phase = None
+    if phasing:
+        phase = {"tco": usd(phasing["tco_usd"]),
+                 "now": usd(phasing.get("buy_all_now_tco_usd")),
+                 "saving": usd(phasing.get("saving_usd")),
+                 "decline": f"{phasing['hardware_price_decline_per_year']:.0%}",
+                 **{k: phasing.get(k) for k in ("tco_usd", "buy_all_now_tco_usd",
+                                                "saving_usd")}}
+    compare = []
+    rows_in = plan.get("buy_vs_rent") or []
+    if any(row.get("rented_usd") is not None for row in rows_in):
+        for row in rows_in:
+            util = row.get("breakeven_utilization")
+            compare.append({
+                "workload": row["workload"], "chosen": row.get("chosen") or "",
+                "owned": usd(row["owned_usd"]) if row.get("owned_usd") is not None else "-",
+                "rented": usd(row["rented_usd"]) if row.get("rented_usd") is not None
+                else "-",
+                "offer": row.get("rent_offer") or "",
+                "hours_used": qty(row["hours_used"]) if row.get("hours_used") is not None
+                else "-",
+                "breakeven_hours": qty(round(row["breakeven_hours"])) if row.get(
+                    "breakeven_hours") is not None else "-",
+                "breakeven_util": f"{util:.1%}" if util is not None else "-",
+                "breakeven_months": (f"{row['breakeven_months']:,.1f}"
+                                     if row.get("breakeven_months") is not None else
+                                     "never" if row.get("owned_capex_usd") is not None
+                                     else "-"),
+                "resold": usd(row["owned_resold_usd"]) if row.get("owned_resold_usd")
+                is not None else "-",
+                "why": row.get("why", ""),
+                "notes": [t for t in (breakeven_horizon_text(row), resale_text(row)) if t],
+                "raw": row})
+    return {"schedule": rows, "phasing": phase, "rentals": rentals, "buy_rent": compare,
+            "rental_total": usd(sum(r["usd"] for r in rentals))}
+
+
+def rental_summary(plan: dict[str, Any]) -> str:
+    """Sentences the summary adds for rented capacity and a phased purchase ('' when the
+    plan rents nothing and buys everything at month 0)."""
+    rented = [w["name"] for w in plan.get("workloads", []) if w.get("rental")]
+    text = ""
+    if rented:
+        total = (plan.get("cost") or {}).get("rental_usd", 0.0)
+        names = ", ".join(rented)
+        text += (f" {names} {'runs' if len(rented) == 1 else 'run'} on rented cloud "
+                 f"instances (rental {usd(total)}, included in the total).")
+    phasing = plan.get("phasing")
+    if phasing:
+        text += (f" Bought in steps (purchase schedule below), the total is "
+                 f"{usd(phasing['tco_usd'])} instead of "
+                 f"{usd(phasing.get('buy_all_now_tco_usd'))} buying everything now.")
+    return text
+
+
+def _run_text(name: str, run: dict[str, Any]) -> str:
+    """One workload's place in one period: owned/rented GPUs (phased) or its sourcing."""
+    if "owned_gpus" in run:
+        return f"{name}: {run['owned_gpus']} owned + {run['rented_gpus']} rented GPUs"
+    return f"{name}: {run.get('sourcing', 'owned')}, {run.get('gpus', 0)} GPUs"
 
 
 def render_html(context: dict[str, Any]) -> str:
@@ -209,7 +325,8 @@ def render_html(context: dict[str, Any]) -> str:
 
 
 def write_xlsx(path: Path, context: dict[str, Any]) -> None:
-    """The quote as a workbook: Summary, Bill of materials, Workloads, Assumptions."""
+    """The quote as a workbook: Summary, Bill of materials, Workloads, Assumptions (and
+    Schedule, Rental, Buy or rent when the plan has them)."""
     from openpyxl import Workbook
     from openpyxl.styles import Font
 
@@ -254,7 +371,62 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
                        alt["why"]])
     for warning in context["warnings"]:
         assume.append([f"Risk: {warning}"])
+    _xlsx_rental(book, context)
     book.save(path)
+
+
+def _xlsx_rental(book: Any, context: dict[str, Any]) -> None:
+    """The schedule, rental lines and buy-or-rent sheets (only when the plan has them)."""
+    from openpyxl.styles import Font
+
+    sheets = []
+    if context.get("schedule"):
+        sheet = book.create_sheet("Schedule")
+        sheet.append(["Start month", "Months", "Nodes bought", "GPUs bought",
+                      "Capex (USD)", "Rental (USD)", "What runs where"])
+        for row in context["schedule"]:
+            sheet.append([float(row["start_month"]), float(row["months"]), row["nodes"],
+                          row["gpus"], row["capex_usd"], row["rental_usd"], row["runs"]])
+        phase = context.get("phasing")
+        if phase:
+            sheet.append(["Phased TCO", "", "", "", phase["tco_usd"]])
+            sheet.append(["Buying everything at month 0", "", "", "",
+                          phase["buy_all_now_tco_usd"]])
+            sheet.append(["Saving", "", "", "", phase["saving_usd"]])
+        sheets.append((sheet, {"E": MONEY, "F": MONEY}))
+    if context.get("rentals"):
+        sheet = book.create_sheet("Rental")
+        sheet.append(["Workload", "Offer", "GPU", "Instances", "Price type", "GPU-hours",
+                      "USD per GPU-hour", "Total (USD)", "As of", "Source"])
+        for r in context["rentals"]:
+            sheet.append([r["workload"], r["offer"], r["gpu"], r["instances"],
+                          r["price_type"], r["gpu_hours"], r["usd_per_gpu_hour"], r["usd"],
+                          r["as_of"], r["source"]])
+        sheet.append(["Rental total", "", "", "", "", "", "",
+                      sum(r["usd"] for r in context["rentals"])])
+        sheets.append((sheet, {"G": RATE, "H": MONEY}))
+    if context.get("buy_rent"):
+        sheet = book.create_sheet("Buy or rent")
+        sheet.append(["Workload", "Chosen", "Owned alone (USD)", "Rented alone (USD)",
+                      "Offer", "Hours used", "Break-even hours",
+                      "Break-even utilisation", "Break-even horizon (months)",
+                      "Buy, run, resell (USD)", "Why"])
+        for c in context["buy_rent"]:
+            raw = c["raw"]
+            sheet.append([c["workload"], c["chosen"], raw.get("owned_usd"),
+                          raw.get("rented_usd"), c["offer"], raw.get("hours_used"),
+                          raw.get("breakeven_hours"), raw.get("breakeven_utilization"),
+                          raw.get("breakeven_months"), raw.get("owned_resold_usd"), c["why"]])
+        for cell in sheet["H"][1:]:
+            cell.number_format = "0.0%"
+        sheets.append((sheet, {"C": MONEY, "D": MONEY, "J": MONEY}))
+    for sheet, formats in sheets:
+        for cell in sheet[1]:
+            cell.font = Font(bold=True)
+        for col, fmt in formats.items():
+            for cell in sheet[col][1:]:
+                if isinstance(cell.value, int | float):
+                    cell.number_format = fmt
 
 
 def write_quote(path: Path, plan: dict[str, Any], rfq: Any, catalog: Any,
