@@ -121,7 +121,6 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
         return None
     params = table.params
     decline = _decline(catalog)
-    horizon_months = 12.0 * params.horizon_years
     model = LinearModel(name=f"phased-{rfq.id}")
     once = {n for n, s in specs.items() if s.kind != "inference"}  # jobs and batch: period 1
 
@@ -129,53 +128,10 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
         return (1.0 - decline) ** (periods[p].start_month / 12.0)
 
     fe_cable = params.frontend_ports_per_node * params.frontend_cable_usd
-    for key, node in table.node_types.items():
-        per_year = (node.cost.power_usd + node.cost.operations_usd) / params.horizon_years
-        for p, period in enumerate(periods):
-            name = model.var(f"B[{key},{p}]", 0, None)
-            model.objective[name] = (node.cost.capex_usd * factor(p) + fe_cable
-                                     + per_year * (horizon_months - period.start_month) / 12.0)
-    for name, cs in cands.items():
-        storage = table.storage.get(name)
-        for c in cs:
-            if name in once:
-                high = 1 if c.is_job else replica_bound(c, planned_demand(specs[name]))
-                var = model.var(f"x[{c.name},0]", 0, high)
-                model.objective[var] = c.rental_usd + (storage.usd if storage else 0.0)
-                continue
-            for p, period in enumerate(periods):
-                high = replica_bound(c, demand_at(specs[name], period.start_month))
-                var = model.var(f"x[{c.name},{p}]", 0, high)
-                if c.rented:
-                    hours = c.rental.billed_hours(HOURS_PER_MONTH * period.months)
-                    model.objective[var] = c.gpus * c.rental.usd_per_gpu_hour * hours
-    # demand: serving in every period, jobs and batch once
-    for name, cs in cands.items():
-        spec = specs[name]
-        if spec.kind in ("lora", "qlora", "full_finetune", "pretrain"):
-            model.add(f"one_job[{name}]", {f"x[{c.name},0]": 1.0 for c in cs}, "==", 1.0)
-            continue
-        for p, period in enumerate(periods if name not in once else periods[:1]):
-            demand = demand_at(spec, period.start_month)
-            if demand.concurrency:
-                model.add(f"conc[{name},{p}]", {f"x[{c.name},{p}]": c.concurrency_capacity
-                                                for c in cs}, ">=", demand.concurrency)
-            if demand.qps:
-                model.add(f"qps[{name},{p}]", {f"x[{c.name},{p}]": c.qps_capacity
-                                               for c in cs}, ">=", demand.qps)
-    # packing: owned GPUs of period p on the nodes bought so far
-    for key, node in table.node_types.items():
-        for p in range(len(periods)):
-            coeffs: dict[str, float] = {}
-            for name, cs in cands.items():
-                if name in once and p > 0:
-                    continue
-                for c in cs:
-                    if not c.rented and c.node_type == key:
-                        coeffs[f"x[{c.name},{p}]"] = float(c.gpus)
-            for q in range(p + 1):
-                coeffs[f"B[{key},{q}]"] = -float(node.gpus)
-            model.add(f"packing[{key},{p}]", coeffs, "<=", 0.0)
+    _purchase_vars(model, table, periods, factor, fe_cable)
+    _unit_vars(model, table, cands, specs, once, periods)
+    _demand_rows(model, cands, specs, once, periods)
+    _packing_rows(model, table, cands, once, periods)
     _frontend(model, table, periods, factor)
     _final_limits(model, table, rfq, len(periods) - 1)
     backend = get_backend(solver or DEFAULT_SOLVER)
@@ -193,6 +149,76 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
         summary["saving_usd"] = round(summary["buy_all_now_tco_usd"] - summary["tco_usd"], 2)
     return schedule, summary
 
+
+
+
+def _purchase_vars(model: LinearModel, table: Any, periods: list[Period],
+                   factor: Any, fe_cable: float) -> None:
+    """B[t,p]: nodes of type t bought at the start of period p, at the declined capex plus
+    their front-end cables and power/operations for the rest of the horizon."""
+    params = table.params
+    horizon_months = 12.0 * params.horizon_years
+    for key, node in table.node_types.items():
+        per_year = (node.cost.power_usd + node.cost.operations_usd) / params.horizon_years
+        for p, period in enumerate(periods):
+            name = model.var(f"B[{key},{p}]", 0, None)
+            model.objective[name] = (node.cost.capex_usd * factor(p) + fe_cable
+                                     + per_year * (horizon_months - period.start_month) / 12.0)
+
+
+def _unit_vars(model: LinearModel, table: Any, cands: dict[str, list[Any]],
+               specs: dict[str, Any], once: set[str], periods: list[Period]) -> None:
+    """x[c,p]: units of candidate c in period p (jobs and batch once, in the first period);
+    rented units pay their billed hours, a job its rental and storage."""
+    for name, cs in cands.items():
+        storage = table.storage.get(name)
+        for c in cs:
+            if name in once:
+                high = 1 if c.is_job else replica_bound(c, planned_demand(specs[name]))
+                var = model.var(f"x[{c.name},0]", 0, high)
+                model.objective[var] = c.rental_usd + (storage.usd if storage else 0.0)
+                continue
+            for p, period in enumerate(periods):
+                high = replica_bound(c, demand_at(specs[name], period.start_month))
+                var = model.var(f"x[{c.name},{p}]", 0, high)
+                if c.rented:
+                    hours = c.rental.billed_hours(HOURS_PER_MONTH * period.months)
+                    model.objective[var] = c.gpus * c.rental.usd_per_gpu_hour * hours
+
+
+def _demand_rows(model: LinearModel, cands: dict[str, list[Any]], specs: dict[str, Any],
+                 once: set[str], periods: list[Period]) -> None:
+    """Demand: each serving workload in every period, jobs and batch once."""
+    for name, cs in cands.items():
+        spec = specs[name]
+        if spec.kind in ("lora", "qlora", "full_finetune", "pretrain"):
+            model.add(f"one_job[{name}]", {f"x[{c.name},0]": 1.0 for c in cs}, "==", 1.0)
+            continue
+        for p, period in enumerate(periods if name not in once else periods[:1]):
+            demand = demand_at(spec, period.start_month)
+            if demand.concurrency:
+                model.add(f"conc[{name},{p}]", {f"x[{c.name},{p}]": c.concurrency_capacity
+                                                for c in cs}, ">=", demand.concurrency)
+            if demand.qps:
+                model.add(f"qps[{name},{p}]", {f"x[{c.name},{p}]": c.qps_capacity
+                                               for c in cs}, ">=", demand.qps)
+
+
+def _packing_rows(model: LinearModel, table: Any, cands: dict[str, list[Any]],
+                  once: set[str], periods: list[Period]) -> None:
+    """Owned GPUs in use in period p fit on the nodes bought up to p."""
+    for key, node in table.node_types.items():
+        for p in range(len(periods)):
+            coeffs: dict[str, float] = {}
+            for name, cs in cands.items():
+                if name in once and p > 0:
+                    continue
+                for c in cs:
+                    if not c.rented and c.node_type == key:
+                        coeffs[f"x[{c.name},{p}]"] = float(c.gpus)
+            for q in range(p + 1):
+                coeffs[f"B[{key},{q}]"] = -float(node.gpus)
+            model.add(f"packing[{key},{p}]", coeffs, "<=", 0.0)
 
 def _decline(catalog: Any) -> float:
     """``costs.hardware_price_decline_per_year`` (0 when the catalog has none)."""

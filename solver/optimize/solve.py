@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from solver.catalog.data import Catalog
@@ -137,45 +137,54 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
         closest[name] = found
         fixes.append(fix)
     if not empty:
-        limits = Limits.from_rfq(rfq)
-        active = [f.name for f in fields(Limits) if getattr(limits, f.name) is not None]
-        for name in active:
-            relaxed = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
-                                for f in fields(Limits)})
-            trial = run_mip(table, rfq, solver=solver, limits=relaxed,
-                            time_limit=_left(deadline))
-            if trial.status in ("optimal", "feasible"):
-                label, path, metric = LIMIT_LABELS[name]
-                trial_plan = assemble(catalog, rfq, table, trial)
-                needed = (trial_plan["cost"][metric] if metric == "tco_usd"
-                          else trial_plan["cluster"][metric])
-                if metric == "tco_usd" and rfq.objective == "capex":
-                    needed = trial_plan["cost"]["capex_usd"]
-                money = "$" if name == "budget_usd" else ""
-                reasons.append(f"{label} = {money}{_num(getattr(limits, name))} binds")
-                closest[path] = needed
-                buys[path] = trial_plan["cluster"]
-                fixes.append(f"raise {path} to {money}{_num(needed)}")
-        if not closest and active:
-            trial = run_mip(table, rfq, solver=solver, limits=Limits(),
-                            time_limit=_left(deadline))
-            if trial.status in ("optimal", "feasible"):
-                trial_plan = assemble(catalog, rfq, table, trial)
-                reasons.append("the limits " + ", ".join(active) + " bind together")
-                for name in active:
-                    _, path, metric = LIMIT_LABELS[name]
-                    closest[path] = (trial_plan["cost"][metric] if metric == "tco_usd"
-                                     else trial_plan["cluster"][metric])
-                fixes.append("relax all of: " + ", ".join(
-                    f"{LIMIT_LABELS[n][1]} to {_num(closest[LIMIT_LABELS[n][1]])}"
-                    for n in active))
-        if not reasons:
-            reasons.append("no combination of the allowed hardware serves all workloads at once")
+        _limit_relaxations(catalog, rfq, table, solver, deadline, reasons, closest, buys, fixes)
     plan["infeasibility"] = {"reasons": reasons, "closest": closest,
                              "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
     if buys:
         plan["infeasibility"]["closest_clusters"] = buys
     return plan
+
+
+def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str,
+                       deadline: float | None, reasons: list[str], closest: dict[str, Any],
+                       buys: dict[str, Any], fixes: list[str]) -> None:
+    """Every workload has layouts, so the RFQ's limits bind: re-solve with each limit lifted
+    in turn (then all at once) and record what binds, the nearest value and the cluster it
+    buys."""
+    limits = Limits.from_rfq(rfq)
+    active = [f.name for f in fields(Limits) if getattr(limits, f.name) is not None]
+    for name in active:
+        relaxed = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
+                            for f in fields(Limits)})
+        trial = run_mip(table, rfq, solver=solver, limits=relaxed,
+                        time_limit=_left(deadline))
+        if trial.status in ("optimal", "feasible"):
+            label, path, metric = LIMIT_LABELS[name]
+            trial_plan = assemble(catalog, rfq, table, trial)
+            needed = (trial_plan["cost"][metric] if metric == "tco_usd"
+                      else trial_plan["cluster"][metric])
+            if metric == "tco_usd" and rfq.objective == "capex":
+                needed = trial_plan["cost"]["capex_usd"]
+            money = "$" if name == "budget_usd" else ""
+            reasons.append(f"{label} = {money}{_num(getattr(limits, name))} binds")
+            closest[path] = needed
+            buys[path] = trial_plan["cluster"]
+            fixes.append(f"raise {path} to {money}{_num(needed)}")
+    if not closest and active:
+        trial = run_mip(table, rfq, solver=solver, limits=Limits(),
+                        time_limit=_left(deadline))
+        if trial.status in ("optimal", "feasible"):
+            trial_plan = assemble(catalog, rfq, table, trial)
+            reasons.append("the limits " + ", ".join(active) + " bind together")
+            for name in active:
+                _, path, metric = LIMIT_LABELS[name]
+                closest[path] = (trial_plan["cost"][metric] if metric == "tco_usd"
+                                 else trial_plan["cluster"][metric])
+            fixes.append("relax all of: " + ", ".join(
+                f"{LIMIT_LABELS[n][1]} to {_num(closest[LIMIT_LABELS[n][1]])}"
+                for n in active))
+    if not reasons:
+        reasons.append("no combination of the allowed hardware serves all workloads at once")
 
 
 def _num(value: float) -> str:
@@ -224,75 +233,99 @@ def duration(seconds: float) -> str:
 
 
 def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:
-    """Re-solve one workload alone with its targets relaxed, to say what is achievable."""
-
+    """Re-solve one workload alone with its targets relaxed, to say what is achievable:
+    (what was found, the fix in words)."""
     found: dict[str, Any] = {}
     fix = ""
     if spec.kind in TRAINING_KINDS:
-        relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
-        table = build_candidates(catalog, _alone(rfq, relaxed))
-        hours = [c.hours_to_complete for c in table.candidates[spec.name]
-                 if c.hours_to_complete]
-        if hours:
-            best = min(hours)
-            found["deadline_hours"] = ceil_significant(best)
-            fix = (f"workloads.{spec.name}.deadline_hours: the fastest allowed layout needs "
-                   f"{ceil_significant(best):,} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
-                   "nodes/faster GPUs")
-        elif rfq.constraints.max_nodes is not None:
-            # nothing fits within max_nodes: say how many nodes the model needs
-            lifted = _alone(rfq, relaxed).model_copy(update={
-                "constraints": rfq.constraints.model_copy(update={"max_nodes": None})})
-            wider = build_candidates(catalog, lifted)
-            cands = wider.candidates[spec.name]
-            if cands:
-                least = min(cands, key=lambda c: (c.nodes_spanned, c.gpus))
-                found["max_nodes"] = least.nodes_spanned
-                fix = (f"constraints.max_nodes = {rfq.constraints.max_nodes:g}: {spec.kind} of "
-                       f"{spec.model} needs at least {least.nodes_spanned} nodes (smallest "
-                       f"layout that fits: {least.gpus} x {least.layout.gpu} over "
-                       f"{least.fabric}); raise max_nodes to {least.nodes_spanned}, or choose "
-                       "LoRA/QLoRA or a smaller model")
+        fix = _relax_training(catalog, rfq, spec, found)
     elif spec.kind == "batch_inference":
-
-        relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
-        table = build_candidates(catalog, _alone(rfq, relaxed))
-        seconds = [request_seconds(c.estimate) for c in table.candidates[spec.name]]
-        if seconds:
-            best = min(seconds)
-            found["deadline_hours"] = ceil_significant(best / 3600.0)
-            fix = (f"workloads.{spec.name}.deadline_hours: one request alone takes "
-                   f"{duration(best)} on the fastest allowed replica (prefill + "
-                   f"{spec.output_tokens:,} output tokens decoded one after another), but the "
-                   f"deadline is {duration(spec.deadline_hours * 3600.0)}; extend the deadline "
-                   f"to at least {ceil_significant(best / 3600.0):,} h (more replicas cannot "
-                   "shorten one request)")
+        fix = _relax_batch(catalog, rfq, spec, found)
     elif spec.kind == "inference" and (spec.ttft_ms or spec.tpot_ms):
-        relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
-        table = build_candidates(catalog, _alone(rfq, relaxed))
-        best_tpot, best_ttft = math.inf, math.inf
-        for cand in table.candidates[spec.name]:
-            from dataclasses import replace
-
-            one = estimate_layout(catalog, cand.layout, replace(cand.estimate.workload,
-                                                                concurrency=1))
-            best_tpot = min(best_tpot, one.predicted.tpot_ms or math.inf)
-            best_ttft = min(best_ttft, one.predicted.ttft_ms or math.inf)
-        if math.isfinite(best_tpot):
-            found["tpot_ms"] = round(best_tpot, 2)
-            found["ttft_ms"] = round(best_ttft, 1)
-            fix = (f"workloads.{spec.name}: the best achievable is TPOT {best_tpot:.1f} ms and "
-                   f"TTFT {best_ttft:.0f} ms at one request; loosen the SLO or allow faster GPUs")
+        fix = _relax_slo(catalog, rfq, spec, found)
     if not fix:
-        open_rfq = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
-            update={"vendor": None, "gpus": None, "fabrics": None})})
-        table = build_candidates(catalog, _alone(open_rfq, spec))
-        gpus = sorted({c.layout.gpu for c in table.candidates[spec.name]})
-        found["gpus_that_fit"] = gpus
-        fix = (f"workloads.{spec.name}: allow one of these GPUs: {', '.join(gpus)}" if gpus
-               else f"workloads.{spec.name}: no GPU in the catalog runs it within its targets; "
-                    "relax the targets or choose a smaller model/precision")
+        fix = _gpus_that_fit(catalog, rfq, spec, found)
     return found, fix
+
+
+def _relax_training(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+    """The deadline the fastest allowed layout needs, or the nodes the model needs when
+    nothing fits within ``max_nodes``; fills ``found``, returns the fix ('' if none)."""
+    fix = ""
+    relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
+    table = build_candidates(catalog, _alone(rfq, relaxed))
+    hours = [c.hours_to_complete for c in table.candidates[spec.name]
+             if c.hours_to_complete]
+    if hours:
+        best = min(hours)
+        found["deadline_hours"] = ceil_significant(best)
+        fix = (f"workloads.{spec.name}.deadline_hours: the fastest allowed layout needs "
+               f"{ceil_significant(best):,} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
+               "nodes/faster GPUs")
+    elif rfq.constraints.max_nodes is not None:
+        # nothing fits within max_nodes: say how many nodes the model needs
+        lifted = _alone(rfq, relaxed).model_copy(update={
+            "constraints": rfq.constraints.model_copy(update={"max_nodes": None})})
+        wider = build_candidates(catalog, lifted)
+        cands = wider.candidates[spec.name]
+        if cands:
+            least = min(cands, key=lambda c: (c.nodes_spanned, c.gpus))
+            found["max_nodes"] = least.nodes_spanned
+            fix = (f"constraints.max_nodes = {rfq.constraints.max_nodes:g}: {spec.kind} of "
+                   f"{spec.model} needs at least {least.nodes_spanned} nodes (smallest "
+                   f"layout that fits: {least.gpus} x {least.layout.gpu} over "
+                   f"{least.fabric}); raise max_nodes to {least.nodes_spanned}, or choose "
+                   "LoRA/QLoRA or a smaller model")
+    return fix
+
+
+def _relax_batch(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+    """The deadline one request alone needs on the fastest allowed replica."""
+    fix = ""
+    relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
+    table = build_candidates(catalog, _alone(rfq, relaxed))
+    seconds = [request_seconds(c.estimate) for c in table.candidates[spec.name]]
+    if seconds:
+        best = min(seconds)
+        found["deadline_hours"] = ceil_significant(best / 3600.0)
+        fix = (f"workloads.{spec.name}.deadline_hours: one request alone takes "
+               f"{duration(best)} on the fastest allowed replica (prefill + "
+               f"{spec.output_tokens:,} output tokens decoded one after another), but the "
+               f"deadline is {duration(spec.deadline_hours * 3600.0)}; extend the deadline "
+               f"to at least {ceil_significant(best / 3600.0):,} h (more replicas cannot "
+               "shorten one request)")
+    return fix
+
+
+def _relax_slo(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+    """The best TPOT and TTFT any allowed layout reaches at one request."""
+    fix = ""
+    relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
+    table = build_candidates(catalog, _alone(rfq, relaxed))
+    best_tpot, best_ttft = math.inf, math.inf
+    for cand in table.candidates[spec.name]:
+        one = estimate_layout(catalog, cand.layout, replace(cand.estimate.workload,
+                                                            concurrency=1))
+        best_tpot = min(best_tpot, one.predicted.tpot_ms or math.inf)
+        best_ttft = min(best_ttft, one.predicted.ttft_ms or math.inf)
+    if math.isfinite(best_tpot):
+        found["tpot_ms"] = round(best_tpot, 2)
+        found["ttft_ms"] = round(best_ttft, 1)
+        fix = (f"workloads.{spec.name}: the best achievable is TPOT {best_tpot:.1f} ms and "
+               f"TTFT {best_ttft:.0f} ms at one request; loosen the SLO or allow faster GPUs")
+    return fix
+
+
+def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+    """The GPUs of the whole catalog that run the workload within its targets."""
+    open_rfq = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
+        update={"vendor": None, "gpus": None, "fabrics": None})})
+    table = build_candidates(catalog, _alone(open_rfq, spec))
+    gpus = sorted({c.layout.gpu for c in table.candidates[spec.name]})
+    found["gpus_that_fit"] = gpus
+    return (f"workloads.{spec.name}: allow one of these GPUs: {', '.join(gpus)}" if gpus
+            else f"workloads.{spec.name}: no GPU in the catalog runs it within its targets; "
+                 "relax the targets or choose a smaller model/precision")
 
 
 def _alone(rfq: Rfq, spec: Any) -> Rfq:
