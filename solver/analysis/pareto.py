@@ -235,57 +235,26 @@ def _scaled_rfq(rfq: Rfq, name: str, update: dict[str, Any]) -> Rfq:
 
 def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricChoice,
              solver: str, targets: int) -> list[Point]:
+    """Up to ``targets`` points from the cheapest plan outwards: each asks for more of the
+    metric (more nodes, a shorter deadline, more headroom) and keeps the cheapest plan that
+    gives it, then the best metric at that cost (:func:`_lexicographic`)."""
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
     cands = base.candidates[choice.workload]
     demand = demand_of(spec)
     first = run_mip(base, rfq, solver=solver)
     if not _feasible(first):
         return []
-
-    def measure(solution: Solution) -> float:
-        picks = chosen(base, solution)[choice.workload]
-        if choice.metric == "failure_domains":
-            return float(sum(round(solution.values.get(node_var(k), 0.0))
-                             for k in base.node_types))
-        qps = sum(c.qps_capacity * n for c, n in picks)
-        if choice.metric == "hours_to_complete":
-            return spec.requests / qps / 3600.0 if qps else math.inf
-        conc = sum(c.concurrency_capacity * n for c, n in picks)
-        ratios = [x for x in (conc / demand.concurrency if demand.concurrency else None,
-                              qps / demand.qps if demand.qps else None) if x is not None]
-        return min(ratios)
-
     if choice.metric == "failure_domains":
         gain = {node_var(k): 1.0 for k in base.node_types}
     elif choice.metric == "headroom" and demand.concurrency:
         gain = {cand_var(c): c.concurrency_capacity for c in cands}
     else:
         gain = {cand_var(c): c.qps_capacity for c in cands}
-    start = measure(first)
+    start = _measure(base, choice, spec, first)
     steps = max(1, targets - 1)
     points: list[Point] = []
     for index in range(targets):
-        extra: list[Constraint] = []
-        trial_rfq = rfq
-        if index == 0:
-            pass
-        elif choice.metric == "failure_domains":
-            extra = [Constraint("min_nodes", {node_var(k): 1.0 for k in base.node_types}, ">=",
-                                start + index)]
-        elif choice.metric == "hours_to_complete":
-            hours = start * BATCH_SPEEDUP ** (-index / steps)
-            trial_rfq = _scaled_rfq(rfq, choice.workload, {"deadline_hours": hours})
-        else:
-            factor = max(start, 1.0) * (HEADROOM_MAX / max(start, 1.0)) ** (index / steps)
-            update: dict[str, Any] = {}
-            if spec.kind == "inference":
-                if spec.concurrency:
-                    update["concurrency"] = math.ceil(spec.concurrency * factor - 1e-9)
-                if spec.qps:
-                    update["qps"] = spec.qps * factor
-            else:
-                update["requests"] = math.ceil(spec.requests * factor - 1e-9)
-            trial_rfq = _scaled_rfq(rfq, choice.workload, update)
+        trial_rfq, extra = _trial(rfq, base, choice, spec, start, index, steps)
         solution = first if index == 0 else run_mip(base, trial_rfq, solver=solver,
                                                      extra=extra)
         if not _feasible(solution):
@@ -293,9 +262,52 @@ def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricCho
         cost = _objective_cost(base, solution, rfq.objective)
         better = _lexicographic(base, trial_rfq, cost, solver, extra, gain)
         solution = better or solution
-        points.append(Point(_objective_cost(base, solution, rfq.objective), measure(solution),
-                            base, solution))
+        points.append(Point(_objective_cost(base, solution, rfq.objective),
+                            _measure(base, choice, spec, solution), base, solution))
     return points
+
+
+def _measure(base: CandidateTable, choice: MetricChoice, spec: Any,
+             solution: Solution) -> float:
+    """The metric of one solution: nodes bought, hours to finish the batch, or headroom
+    (capacity over demand, the tighter of concurrency and QPS)."""
+    picks = chosen(base, solution)[choice.workload]
+    if choice.metric == "failure_domains":
+        return float(sum(round(solution.values.get(node_var(k), 0.0))
+                         for k in base.node_types))
+    qps = sum(c.qps_capacity * n for c, n in picks)
+    if choice.metric == "hours_to_complete":
+        return spec.requests / qps / 3600.0 if qps else math.inf
+    demand = demand_of(spec)
+    conc = sum(c.concurrency_capacity * n for c, n in picks)
+    ratios = [x for x in (conc / demand.concurrency if demand.concurrency else None,
+                          qps / demand.qps if demand.qps else None) if x is not None]
+    return min(ratios)
+
+
+def _trial(rfq: Rfq, base: CandidateTable, choice: MetricChoice, spec: Any, start: float,
+           index: int, steps: int) -> tuple[Rfq, list[Constraint]]:
+    """The RFQ (and extra rows) of sample ``index`` of ``steps``, from the cheapest plan's
+    metric ``start`` (index 0) to the far end of the sweep (index = steps)."""
+    if index == 0:
+        return rfq, []
+    share = index / steps
+    if choice.metric == "failure_domains":
+        return rfq, [Constraint("min_nodes", {node_var(k): 1.0 for k in base.node_types},
+                                ">=", start + index)]
+    if choice.metric == "hours_to_complete":
+        hours = start * BATCH_SPEEDUP ** (-share)
+        return _scaled_rfq(rfq, choice.workload, {"deadline_hours": hours}), []
+    factor = max(start, 1.0) * (HEADROOM_MAX / max(start, 1.0)) ** share
+    update: dict[str, Any] = {}
+    if spec.kind == "inference":
+        if spec.concurrency:
+            update["concurrency"] = math.ceil(spec.concurrency * factor - 1e-9)
+        if spec.qps:
+            update["qps"] = spec.qps * factor
+    else:
+        update["requests"] = math.ceil(spec.requests * factor - 1e-9)
+    return _scaled_rfq(rfq, choice.workload, update), []
 
 
 # --- frontier ---------------------------------------------------------------------------
