@@ -1,0 +1,46 @@
+"""A bounded memo of computed values, keyed by whatever identifies the inputs.
+
+The physics memoises per catalog *content* (``content_key(catalog)`` in the key, next to
+the layout and workload): the catalog itself is passed to the computation, never looked up
+in a registry, and a what-if copy with other figures gets other entries.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Memo(Generic[T]):
+    """Least-recently-used memo of at most ``maxsize`` values, with hit/miss counts."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+        self._values: OrderedDict[Hashable, T] = OrderedDict()
+
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """The value memoised under ``key``, computed (and kept) on a miss."""
+        try:
+            value = self._values[key]
+        except KeyError:
+            self.misses += 1
+            value = compute()
+            self._values[key] = value
+            if len(self._values) > self.maxsize:
+                self._values.popitem(last=False)
+            return value
+        self.hits += 1
+        self._values.move_to_end(key)
+        return value
+
+    def clear(self) -> None:
+        self._values.clear()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._values)
