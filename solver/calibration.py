@@ -176,6 +176,8 @@ def map_row(catalog: Catalog, row: dict[str, str]) -> RowResult:
     pp = _int(r"\bPP(\d+)", text)
     if tp is not None and pp is None and _int(r"x ?(\d+) instances", text):
         pp = 1  # "TP2 x4 instances": each instance is TP-only, the rest are replicas
+    if not serving:
+        catalog = with_training_stack(catalog, training_stack_of(catalog, row))
     try:
         est, what = _estimate_row(catalog, row, kind, category, model_id, gpu_id, precision,
                                   total, gpn, fabric, tp, pp, text)
@@ -306,6 +308,52 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
     if "samples/s" in unit:
         return est, p.tokens_per_s / seq
     return est, p.tokens_per_s
+
+
+# A training row's software stack (efficiency.yaml ``training.stacks``), read from its
+# own software / source text: the loss and attention implementation set its memory peak.
+STACK_WORDS = (("torchtune", "torchtune"), ("peft", "hf_peft"), ("transformers", "hf_peft"),
+               ("trl", "hf_peft"), ("nemo", "megatron"), ("megatron", "megatron"),
+               ("mlperf", "megatron"), ("mlcommons", "megatron"))
+
+_STACK_CATALOGS: dict[tuple[str, str], Catalog] = {}
+
+
+def training_stack_of(catalog: Catalog, row: dict[str, str]) -> str | None:
+    """The training stack a row ran on (a key of ``training.stacks``), None = the
+    catalog's default for its kind."""
+    from solver.perf_factors import factors
+
+    text = " ".join(row.get(k, "") for k in ("software", "source", "notes")).lower()
+    stacks = factors(catalog).training.stacks
+    for word, stack in STACK_WORDS:
+        if re.search(rf"\b{word}\b", text) and stack in stacks:
+            return stack
+    return None
+
+
+def with_training_stack(catalog: Catalog, stack: str | None) -> Catalog:
+    """``catalog`` with every training kind on ``stack`` (cached per catalog content)."""
+    if stack is None:
+        return catalog
+    from solver.catalog import content_key
+    from solver.perf_factors import factors
+
+    train = factors(catalog).training
+    if train.stack_pretrain == stack and train.stack_finetune == stack:
+        return catalog
+    key = (content_key(catalog), stack)
+    found = _STACK_CATALOGS.get(key)
+    if found is None:
+        import copy
+
+        eff = copy.deepcopy(catalog.efficiency)
+        eff["training"]["stack_pretrain"] = eff["training"]["stack_finetune"] = stack
+        found = catalog.model_copy(update={"efficiency": eff})
+        if len(_STACK_CATALOGS) > 64:
+            _STACK_CATALOGS.clear()
+        _STACK_CATALOGS[key] = found
+    return found
 
 
 def training_knobs_of(text: str) -> dict:
