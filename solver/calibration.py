@@ -287,7 +287,10 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
     seq = (_int(r"seq(?:uence)? len(?:gth)? (\d+)", text) or _int(r"\bseq (\d+)", text)
            or _int(r"packed (?:seq len |to )?(\d+)", text) or _int(r"(\d+)-token", text)
            or 4096)
-    mbs = _int(r"MBS ?=?(\d+)", text) or _int(r"MINIBS=(\d+)", text) or 1
+    # NVIDIA's MLPerf NeMo configs: MINIBS is the samples per replica per step (global batch
+    # = MINIBS x DP, as the rows' logged global_batch_size shows); the micro-batch is MBS,
+    # 1 in their configs/config_common.sh
+    mbs = _int(r"\bMBS ?=?(\d+)", text) or 1
     gbs = _int(r"GBS ?(\d+)", text) or _int(r"global_batch_size[ =](\d+)", text)
     if gbs is None:
         gbs_tokens = None
@@ -457,9 +460,17 @@ Training also counts the attention core's recompute pass (selective recompute / 
 attention backward), context-parallel K/V ring traffic, and the wait for the slowest node of
 a multi-node job (straggler term).
 
+Training memory (memory rows, and the block recompute a throughput row needs to fit) adds
+the training stack's peaks (efficiency.yaml `training.stacks`, docs/training.md): the
+LM-head / cross-entropy tensor (tokens x vocab x bytes per logit), QLoRA's fp32 upcast of
+non-quantised weights and its dequantisation buffers, eager-attention scores, activation
+offload; no memory factor is fitted.
+
 Mapping rules (calibration.py, from each row's own text): "TPn x k instances" is TP-only
 (pp 1) replicas; training rows pass their stated knobs to the estimate (context
-parallelism CPn, virtual stages VPn, SP, FSDP, the recompute mode); TensorRT-LLM's v0.5-0.6
+parallelism CPn, virtual stages VPn, SP, FSDP, the recompute mode) and run on the stack
+their software/source names (torchtune; NeMo, Megatron and MLPerf as megatron; PEFT,
+transformers, TRL as hf_peft; else the catalog's default); TensorRT-LLM's v0.5-0.6
 performance.md throughput columns are per GPU (its H100 table says so; the A100/L40S
 header is ambiguous and the rows flag it).
 
