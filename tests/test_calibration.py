@@ -33,3 +33,29 @@ def test_memory_median(summary):
 @pytest.mark.parametrize("category", ["inference throughput", "training throughput"])
 def test_throughput_medians(summary, category):
     assert summary.medians[category] <= 0.20
+
+
+def test_minibs_is_the_per_replica_batch_not_the_micro_batch(catalog, monkeypatch):
+    """NVIDIA's MLPerf NeMo configs: MINIBS = samples per replica per step (global batch =
+    MINIBS x DP); the micro-batch is MBS (1 in their config_common.sh). A row stating only
+    MINIBS runs micro-batch 1; one stating MBS runs that."""
+    import csv
+
+    import solver.physics.calibration as calibration
+
+    seen = []
+    real = calibration.best_layout
+
+    def spy(*args, **kwargs):
+        seen.append(args[4])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(calibration, "best_layout", spy)
+    with default_csv().open(encoding="utf-8", newline="") as handle:
+        row = next(r for r in csv.DictReader(handle) if r["id"] == "MLT40-01")
+    assert "MINIBS=4" in row["parallelism"]
+    calibration.map_row(catalog, row)
+    assert seen[-1].micro_batch == 1
+    assert seen[-1].global_batch_tokens == 8 * 8192  # the logged global batch, 4 x DP 2
+    calibration.map_row(catalog, {**row, "parallelism": "TP4 PP1 CP1 SP, MBS=2"})
+    assert seen[-1].micro_batch == 2

@@ -133,6 +133,21 @@ class ServingFactors(_Frozen):
         description="smallest share of the token budget left to a new prompt's prefill")
 
 
+class TrainingStack(_Frozen):
+    """Memory behaviour of one training software stack (issue 15): how its loss, attention
+    and QLoRA implementation hold tensors at the step's peak."""
+
+    cross_entropy_bytes: Factor = Field(description="peak bytes per token per vocab entry "
+                                        "of the LM-head logits and cross-entropy (split by TP)")
+    attention_scores_kept: Factor = Field(description="1 when attention materialises its "
+                                          "score tensors (eager attention), 0 for flash/SDPA")
+    qlora_upcast_bytes: Factor = Field(description="QLoRA: bytes per element of the "
+                                       "non-quantised weights (embeddings, LM head, norms) "
+                                       "and hence of the residual stream")
+    activation_offload: Factor = Field(description="share of the stored layer activations "
+                                       "(checkpointed layer inputs) held in host memory")
+
+
 class TrainingFactors(_Frozen):
     """Training memory and step-time factors."""
 
@@ -146,8 +161,9 @@ class TrainingFactors(_Frozen):
                                        "hidden unit split by TP")
     act_bytes_recompute: Factor = Field(description="bytes per token per layer per hidden "
                                         "unit kept with full recompute (layer inputs)")
-    logits_bytes: Factor = Field(description="bytes per token per vocab entry for logits and "
-                                 "their gradient (split by TP)")
+    logits_bytes: Factor | None = Field(default=None, description="legacy: bytes per token "
+                                        "per vocab entry for logits and their gradient (split "
+                                        "by TP) when no training stack is defined")
     lora_rank: Factor = Field(description="default LoRA rank (all linear layers)")
     nf4_bytes_per_param: Factor = Field(description="QLoRA NF4 base incl. double-quantised "
                                         "constants, bytes per weight")
@@ -181,6 +197,23 @@ class TrainingFactors(_Frozen):
         "is recomputed (selective recompute / flash attention backward)")
     cp_comm_overlap: Factor = Field(description="fraction of the context-parallel K/V ring "
                                     "exchange hidden behind the attention blocks")
+    stacks: dict[str, TrainingStack] = Field(default_factory=dict, description="training "
+                                             "software stacks by name (memory behaviour)")
+    stack_pretrain: str = Field(default="", description="stack pretraining runs on")
+    stack_finetune: str = Field(default="", description="stack fine-tuning (full, LoRA, "
+                                "QLoRA) runs on")
+    qlora_dequant_matrices: Factor | None = Field(default=None, description="QLoRA: "
+                                                  "dequantised 16-bit copies of the largest "
+                                                  "weight matrix live at once")
+
+    @model_validator(mode="after")
+    def _stacks_known(self) -> TrainingFactors:
+        for key in ("stack_pretrain", "stack_finetune"):
+            name = getattr(self, key)
+            if name and name not in self.stacks:
+                raise ValueError(f"training.{key}: unknown stack {name!r} (known: "
+                                 f"{', '.join(sorted(self.stacks)) or 'none'})")
+        return self
 
 
 class FabricBehaviour(_Frozen):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 from solver.catalog.data import Catalog, Fabric, Gpu, Server
 from solver.catalog.perf_factors import factors
@@ -34,7 +35,7 @@ from solver.optimize.rental import owned_allowed, rented_candidates
 from solver.optimize.storage import training_storage
 from solver.physics.goodput import hours_at_goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
-from solver.physics.memory import weight_bytes_per_param
+from solver.physics.memory import microbatches, weight_bytes_per_param
 from solver.physics.performance import best_layout, estimate
 from solver.rfq.schema import Rfq
 
@@ -160,23 +161,64 @@ def _serving_candidate(name: str, spec: object, node: NodeType, est: Estimate, s
 
 
 ZERO_STAGES = (3, 2, 1, 0)  # the default (FSDP full shard) first: kept on a tie
+MICRO_BATCHES = (2, 4)  # sequences per micro-batch tried beyond 1, at the same step tokens
+VIRTUAL_STAGES = (1, 2, 8)  # interleaved-pipeline chunks tried beside the catalog default
 
 
 def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
-    """The fastest ZeRO stage for a fitting training layout (recompute ``auto`` already
-    recomputes just enough layers to fit): lower stages skip the parameter all-gathers
-    but hold more state, so more layers may need recomputing. Only this layout is
-    re-estimated (3 more estimates), which keeps candidate generation fast."""
-    from dataclasses import replace
+    """The fastest training knobs that fit for one training layout (recompute ``auto``
+    already recomputes just enough layers to fit), searched one knob at a time, each
+    starting from the best so far:
 
+    1. the ZeRO stage (3, 2, 1, 0): lower stages skip the parameter all-gathers but hold
+       more state, so more layers may need recomputing;
+    2. the micro-batch (1, 2, 4 sequences) at the same tokens per optimizer step: fewer,
+       larger TP collectives (latency amortised) against more activation memory and, with
+       pipelining, fewer micro-batches to fill the bubble;
+    3. sequence parallelism on or off where TP > 1;
+    4. the interleaved pipeline's virtual stages (1, 2, the catalog default, 8) where
+       PP > 1: the bubble / v against v x the pipeline hops.
 
-    if est.layout.dp <= 1 or est.workload.zero is not None:
-        return est
+    Knobs the workload sets are kept. Only this layout is re-estimated (at most 9 more
+    estimates), which keeps candidate generation fast; a knob is taken only when it fits
+    and is faster by more than 0.1 % (ties keep the defaults)."""
+
     best = est
-    for stage in ZERO_STAGES:
-        other = estimate(catalog, est.layout, replace(est.workload, zero=stage))
-        if other.fits and other.predicted.tokens_per_s > best.predicted.tokens_per_s * 1.001:
-            best = other
+
+    def better(other: Estimate) -> bool:
+        return (other.fits and other.predicted.tokens_per_s
+                > best.predicted.tokens_per_s * 1.001)
+
+    layout, base = est.layout, est.workload
+    if layout.dp > 1 and base.zero is None:
+        for stage in ZERO_STAGES:
+            other = estimate(catalog, layout, replace(base, zero=stage))
+            if better(other):
+                best = other
+    if base.micro_batch == 1 and base.global_batch_tokens is None:
+        m = microbatches(catalog, layout, best.workload)
+        replicas = max(1, layout.dp // max(1, best.workload.context_parallel))
+        step_tokens = m * best.workload.seq_len * replicas
+        for size in MICRO_BATCHES:
+            if m % size:
+                continue
+            other = estimate(catalog, layout, replace(best.workload, micro_batch=size,
+                                                      global_batch_tokens=step_tokens))
+            if better(other):
+                best = other
+    if layout.tp > 1 and base.sequence_parallel is None:
+        current = (best.training or {}).get("sequence_parallel")
+        for flag in (True, False):
+            if flag == current:
+                continue
+            other = estimate(catalog, layout, replace(best.workload, sequence_parallel=flag))
+            if better(other):
+                best = other
+    if layout.pp > 1 and base.interleave is None:
+        for v in VIRTUAL_STAGES:
+            other = estimate(catalog, layout, replace(best.workload, interleave=v))
+            if better(other):
+                best = other
     return best
 
 

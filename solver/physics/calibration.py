@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from solver.catalog.data import Catalog
+from solver.catalog.data import Catalog, content_key
 from solver.catalog.load import load_catalog
 from solver.catalog.perf_factors import Factor, factors
 from solver.common.paths import PACKAGE, REPOSITORY
@@ -179,6 +179,8 @@ def map_row(catalog: Catalog, row: dict[str, str]) -> RowResult:
     pp = _int(r"\bPP(\d+)", text)
     if tp is not None and pp is None and _int(r"x ?(\d+) instances", text):
         pp = 1  # "TP2 x4 instances": each instance is TP-only, the rest are replicas
+    if not serving:
+        catalog = with_training_stack(catalog, training_stack_of(catalog, row))
     try:
         est, what = _estimate_row(catalog, row, kind, category, model_id, gpu_id, precision,
                                   total, gpn, fabric, tp, pp, text)
@@ -288,7 +290,10 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
     seq = (_int(r"seq(?:uence)? len(?:gth)? (\d+)", text) or _int(r"\bseq (\d+)", text)
            or _int(r"packed (?:seq len |to )?(\d+)", text) or _int(r"(\d+)-token", text)
            or 4096)
-    mbs = _int(r"MBS ?=?(\d+)", text) or _int(r"MINIBS=(\d+)", text) or 1
+    # NVIDIA's MLPerf NeMo configs: MINIBS is the samples per replica per step (global batch
+    # = MINIBS x DP, as the rows' logged global_batch_size shows); the micro-batch is MBS,
+    # 1 in their configs/config_common.sh
+    mbs = _int(r"\bMBS ?=?(\d+)", text) or 1
     gbs = _int(r"GBS ?(\d+)", text) or _int(r"global_batch_size[ =](\d+)", text)
     if gbs is None:
         gbs_tokens = None
@@ -309,6 +314,49 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
     if "samples/s" in unit:
         return est, p.tokens_per_s / seq
     return est, p.tokens_per_s
+
+
+# A training row's software stack (efficiency.yaml ``training.stacks``), read from its
+# own software / source text: the loss and attention implementation set its memory peak.
+STACK_WORDS = (("torchtune", "torchtune"), ("peft", "hf_peft"), ("transformers", "hf_peft"),
+               ("trl", "hf_peft"), ("nemo", "megatron"), ("megatron", "megatron"),
+               ("mlperf", "megatron"), ("mlcommons", "megatron"))
+
+_STACK_CATALOGS: dict[tuple[str, str], Catalog] = {}
+
+
+def training_stack_of(catalog: Catalog, row: dict[str, str]) -> str | None:
+    """The training stack a row ran on (a key of ``training.stacks``), None = the
+    catalog's default for its kind."""
+
+    text = " ".join(row.get(k, "") for k in ("software", "source", "notes")).lower()
+    stacks = factors(catalog).training.stacks
+    for word, stack in STACK_WORDS:
+        if re.search(rf"\b{word}\b", text) and stack in stacks:
+            return stack
+    return None
+
+
+def with_training_stack(catalog: Catalog, stack: str | None) -> Catalog:
+    """``catalog`` with every training kind on ``stack`` (cached per catalog content)."""
+    if stack is None:
+        return catalog
+
+    train = factors(catalog).training
+    if train.stack_pretrain == stack and train.stack_finetune == stack:
+        return catalog
+    key = (content_key(catalog), stack)
+    found = _STACK_CATALOGS.get(key)
+    if found is None:
+        import copy
+
+        eff = copy.deepcopy(catalog.efficiency)
+        eff["training"]["stack_pretrain"] = eff["training"]["stack_finetune"] = stack
+        found = catalog.model_copy(update={"efficiency": eff})
+        if len(_STACK_CATALOGS) > 64:
+            _STACK_CATALOGS.clear()
+        _STACK_CATALOGS[key] = found
+    return found
 
 
 def training_knobs_of(text: str) -> dict:
@@ -412,9 +460,17 @@ Training also counts the attention core's recompute pass (selective recompute / 
 attention backward), context-parallel K/V ring traffic, and the wait for the slowest node of
 a multi-node job (straggler term).
 
+Training memory (memory rows, and the block recompute a throughput row needs to fit) adds
+the training stack's peaks (efficiency.yaml `training.stacks`, docs/training.md): the
+LM-head / cross-entropy tensor (tokens x vocab x bytes per logit), QLoRA's fp32 upcast of
+non-quantised weights and its dequantisation buffers, eager-attention scores, activation
+offload; no memory factor is fitted.
+
 Mapping rules (calibration.py, from each row's own text): "TPn x k instances" is TP-only
 (pp 1) replicas; training rows pass their stated knobs to the estimate (context
-parallelism CPn, virtual stages VPn, SP, FSDP, the recompute mode); TensorRT-LLM's v0.5-0.6
+parallelism CPn, virtual stages VPn, SP, FSDP, the recompute mode) and run on the stack
+their software/source names (torchtune; NeMo, Megatron and MLPerf as megatron; PEFT,
+transformers, TRL as hf_peft; else the catalog's default); TensorRT-LLM's v0.5-0.6
 performance.md throughput columns are per GPU (its H100 table says so; the A100/L40S
 header is ambiguous and the rows flag it).
 

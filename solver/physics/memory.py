@@ -40,7 +40,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from solver.catalog.data import Catalog, Gpu, content_key
-from solver.catalog.perf_factors import EfficiencyFactors, factors
+from solver.catalog.perf_factors import EfficiencyFactors, TrainingStack, factors
 from solver.physics.geometry import Geometry, geometry
 from solver.physics.layout import SERVING_KINDS, Layout, MemoryBreakdown, Workload
 
@@ -136,6 +136,26 @@ def context_parallel(layout: Layout, workload: Workload) -> int:
     return max(1, workload.context_parallel)
 
 
+def training_stack(eff: EfficiencyFactors, kind: str) -> TrainingStack | None:
+    """The software stack a training kind runs on (``training.stack_pretrain`` /
+    ``stack_finetune``; None when the catalog defines no stacks)."""
+    train = eff.training
+    name = train.stack_pretrain if kind == "pretrain" else train.stack_finetune
+    return train.stacks.get(name) if name else None
+
+
+def largest_matrix_params(geo: Geometry) -> float:
+    """Parameters of the largest weight matrix of a layer (a dense MLP projection, an
+    expert's projection or the attention query/output projection)."""
+    attn = 2.0 * geo.hidden * geo.heads * geo.head_dim + 2.0 * geo.hidden * geo.kv_heads \
+        * geo.head_dim
+    per_layer = geo.layer_params / max(geo.layers, 1)
+    experts = geo.expert_params / max(geo.layers, 1)
+    dense_mlp = max(per_layer - experts - attn, 0.0) / 3.0
+    expert = experts / max(geo.experts, 1) / 3.0 if geo.experts else 0.0
+    return max(geo.hidden * geo.heads * geo.head_dim, dense_mlp, expert)
+
+
 def _lora_adapter_params(eff: EfficiencyFactors, geo: Geometry, pp: int) -> float:
     return eff.training.lora_rank.value * geo.lora_params_per_layer * geo.stage_layers(pp)
 
@@ -197,6 +217,10 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
     stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
     state_bytes = train.model_state_bytes_per_param.value
     kind = workload.kind
+    stack = training_stack(eff, kind)
+    # QLoRA on a stack that keeps its non-quantised weights in fp32: the residual stream
+    # (layer inputs, norms) and the LM head's logits are fp32 too
+    upcast = stack.qlora_upcast_bytes.value if stack is not None and kind == "qlora" else 2.0
     if kind in ("pretrain", "full_finetune"):
         weight_b, grad_b = 2.0, 2.0
         opt_b = max(state_bytes - weight_b - grad_b, 0.0)
@@ -205,9 +229,12 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
         optimizer = stage_params * opt_b / (dp if stage >= 1 else 1)
         base = weights
     else:
-        if kind == "qlora":
+        if kind == "qlora":  # stacks that upcast the non-quantised weights (PEFT's
+            # prepare_model_for_kbit_training: embeddings, LM head, norms to fp32) hold them
+            # at ``qlora_upcast_bytes``
             body = geo.stage_layer_params(pp) * train.nf4_bytes_per_param.value
-            emb = geo.stage_embedding_params(pp) * eff.precisions.embedding_bytes.value
+            emb = geo.stage_embedding_params(pp) * max(eff.precisions.embedding_bytes.value,
+                                                       upcast)
             base = (body + emb) / tp
         else:  # a frozen base needs no higher-precision master copy: FP8 LoRA keeps it in
             # FP8 (Transformer Engine fp8 weights), embeddings and LM head in 16 bit
@@ -223,26 +250,52 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
     tokens = workload.micro_batch * workload.seq_len / cp  # this GPU's share of a micro-batch
     h = geo.hidden
     in_flight_layers = geo.stage_layers(pp) * min(pp, _microbatches(eff, layout, workload))
-    replicated = train.act_bytes_replicated.value
-    per_layer_rc = h * train.act_bytes_recompute.value
+    residual = upcast / 2.0  # residual-stream tensors at fp32 where the stack upcasts
+    replicated = train.act_bytes_replicated.value * residual
+    per_layer_rc = h * train.act_bytes_recompute.value * residual
     if sequence_parallel(gpu, layout, workload):  # SP shards the norm/dropout activations
         replicated /= tp  # and the layer inputs a full recompute keeps (sequence-sharded)
         per_layer_rc /= tp
-    per_layer_full = h * (replicated + train.act_bytes_tp_split.value / tp)
     # no recompute at all: the attention core keeps its score-sized tensors (softmax, dropout
     # mask and output: Korthikanti's 5 a s / h term per hidden unit), heads split over TP
     per_layer_scores = (train.attention_score_bytes.value * geo.heads * workload.seq_len / tp)
-    logits = tokens * geo.vocab * train.logits_bytes.value / tp
+    # eager attention (no flash/SDPA kernel) keeps them in every layer whose activations are
+    # stored, including the one being recomputed
+    scores_kept = stack.attention_scores_kept.value if stack is not None else 0.0
+    per_layer_full = (h * (replicated + train.act_bytes_tp_split.value / tp)
+                      + scores_kept * per_layer_scores)
+    # LM head + cross-entropy: the stack's peak bytes per logit (bf16 logits, fp32 upcast,
+    # log-softmax / gradient; chunked or fused losses hold less), on the last pipeline
+    # stage; an fp32 LM head (QLoRA upcast) emits fp32 logits
+    if stack is not None:
+        ce_bytes = stack.cross_entropy_bytes.value + (upcast - 2.0)
+    else:
+        ce_bytes = train.logits_bytes.value if train.logits_bytes is not None else 2.0
+    logits = tokens * geo.vocab * ce_bytes / tp
+    offload = stack.activation_offload.value if stack is not None else 0.0
+    # QLoRA dequantises each NF4 matrix to 16 bit for its matmul (forward and backward)
+    dequant = 0.0
+    if kind == "qlora" and train.qlora_dequant_matrices is not None:
+        dequant = (train.qlora_dequant_matrices.value * largest_matrix_params(geo) * 2.0
+                   / tp)
     reserve = eff.serving.runtime_reserve_gb.value + (
         eff.serving.nccl_buffer_gb.value if layout.gpus > 1 else 0.0)
     gather_layers = 2.0 * 2.0 * geo.layer_params / geo.layers / tp  # FSDP prefetch, 16 bit
+    last_in_flight = geo.stage_layers(pp)  # the last stage holds one micro-batch
 
     def activations(fraction: float, gather: float) -> float:
         """Activation GB with ``fraction`` of the in-flight layers recomputed (those keep
-        their input only; one recomputed layer is live at a time)."""
+        their input only; one recomputed layer is live at a time) on the fullest stage. The
+        loss peak (end of forward, start of backward) and a recomputed layer are not live
+        together; offloaded stored activations sit in host memory."""
         per_layer = per_layer_full * (1.0 - fraction) + per_layer_rc * fraction
-        extra = per_layer_full if fraction > 0 else 0.0
-        return (tokens * (per_layer * in_flight_layers + extra) + logits + gather) / GB
+        extra = tokens * per_layer_full if fraction > 0 else 0.0
+        stored = tokens * per_layer * (1.0 - offload)
+        first = stored * in_flight_layers + extra
+        last = stored * last_in_flight + max(extra, logits)
+        if pp <= 1:
+            first = last
+        return (max(first, last) + gather + dequant) / GB
 
     mode = workload.recompute
 
