@@ -13,7 +13,7 @@ from pathlib import Path
 
 from solver.catalog.load import load_catalog
 from solver.optimize.candidates import build_candidates
-from solver.physics.performance import _estimate_cached
+from solver.physics.performance import ESTIMATES
 from solver.rfq.schema import load_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -29,7 +29,7 @@ def main() -> None:
         rfq = load_rfq(path, catalog)
         times = []
         for _ in range(args.repeat):
-            _estimate_cached.cache_clear()
+            ESTIMATES.clear()
             start = time.process_time()
             build_candidates(catalog, rfq)
             times.append(time.process_time() - start)

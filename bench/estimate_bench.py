@@ -15,7 +15,7 @@ import time
 
 from solver.catalog.load import load_catalog
 from solver.physics.layout import Layout, Workload
-from solver.physics.performance import _estimate_cached, estimate
+from solver.physics.performance import ESTIMATES, estimate
 
 LAYOUTS = [Layout(m, g, "fp8", tp=t) for m in ("llama-3.1-70b", "qwen2.5-32b", "mixtral-8x7b")
            for g in ("rtx-pro-6000", "h100-sxm", "l40s") for t in (1, 2, 4, 8)]
@@ -36,7 +36,7 @@ def main() -> None:
     for name, works in CASES.items():
         times = []
         for _ in range(args.repeat):
-            _estimate_cached.cache_clear()
+            ESTIMATES.clear()
             start = time.process_time()
             for layout in LAYOUTS:
                 for work in works:

@@ -90,3 +90,22 @@ def test_many_catalogs_each_use_their_own_link_figures(catalog):
     speeds = [seen[k] for k in sorted(seen)]
     assert all(b >= a for a, b in zip(speeds, speeds[1:], strict=False))
     assert speeds[-1] > speeds[0]
+
+
+def test_physics_memo_keys_by_catalog_content(catalog):
+    """No catalog registry: the memo of estimates is keyed by content, so an equal copy
+    reuses the entry and a copy with another figure gets its own (never the stale one)."""
+    from solver.physics.performance import ESTIMATES
+
+    lay = Layout(model="llama-3.1-8b", gpu="h100-sxm", precision="bf16", tp=1, pp=1, dp=8,
+                 gpus_per_node=8, fabric="none")
+    work = Workload(kind="lora", seq_len=2048)
+    first = estimate(catalog, lay, work)
+    hits = ESTIMATES.hits
+    same = catalog.model_copy(deep=True)
+    assert estimate(same, lay, work) is first and ESTIMATES.hits == hits + 1
+    gpu = catalog.gpus["h100-sxm"]
+    slower = catalog.model_copy(update={"gpus": {**catalog.gpus, "h100-sxm": gpu.model_copy(
+        update={"dense_tflops": {k: v / 2 for k, v in gpu.dense_tflops.items()}})}})
+    halved = estimate(slower, lay, work)
+    assert halved.predicted.tokens_per_s < 0.75 * first.predicted.tokens_per_s

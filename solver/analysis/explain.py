@@ -46,7 +46,6 @@ GLOSSARY: dict[str, str] = {
 
 def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, str]:
     """Does the workload fit the guide's 8 × 96 GB node at this precision, with its reserve?"""
-
     model = catalog.model(spec.model)
     gpu = catalog.gpus.get(REFERENCE_GPU)
     if gpu is None:
@@ -79,7 +78,6 @@ def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, s
 
 
 def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
-
     return params_b * weight_bytes_per_param(factors(catalog), precision)
 
 
@@ -358,7 +356,6 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
     plan["warnings"] = warnings_for(catalog, rfq, plan) if plan.get("status") in (
         "optimal", "feasible") else []
     if table is not None and plan.get("status") in ("optimal", "feasible"):
-
         plan["buy_vs_rent"] = buy_vs_rent(table, rfq, plan)
     return plan
 
@@ -366,7 +363,6 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
 def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: CandidateTable,
                     solver: str = "cbc") -> list[dict[str, Any]]:
     """The alternatives a buyer asks about, each re-solved: cost difference and why it lost."""
-
     base_tco = (plan.get("cost") or {}).get("tco_usd")
     limits = Limits.from_rfq(rfq)
     options: list[tuple[str, list[Constraint], Limits]] = []
@@ -413,7 +409,6 @@ def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: Can
 def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
                ) -> dict[str, Any] | None:
     """The guide's default — RTX Pro 6000 boxes — when the optimum chose other GPUs."""
-
     used = {n["gpu"] for n in plan["cluster"]["nodes"]}
     vendor = catalog.vendors[rfq.constraints.vendor or "open"]
     if not used or used == {REFERENCE_GPU} or REFERENCE_GPU not in catalog.gpus \
@@ -445,7 +440,6 @@ def _without_n_plus_1(rfq: Any, catalog: Catalog, plan: dict[str, Any],
     """What ``redundancy: n+1`` costs: the same RFQ re-solved with no spare node (None when
     no workload asks for n+1). The candidates do not depend on redundancy, so the table is
     reused."""
-
     names = [w.name for w in rfq.workloads if needs_n_plus_1(w)]
     if not names:
         return None
@@ -472,7 +466,6 @@ def _with_renting(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
     """Buy or rent, asked even when the RFQ forbids renting (the default): the same RFQ
     re-solved with ``rental: allow`` against the catalog's rental offers (None when renting
     is already allowed, the catalog has no offers, or no offer can run any workload)."""
-
     if rental_mode(rfq) != "forbid" or not getattr(catalog, "rental", None):
         return None
     if (plan.get("cost") or {}).get("tco_usd") is None:

@@ -139,7 +139,6 @@ def at_load_latency(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, in
     demand / ``target_utilization`` the MIP buys capacity for (mip.planned_demand). That
     load, not the stated one, keeps the ε-walk exact: at a level L'' >= the metric, each
     replica's capacity still covers its share of the *planned* demand."""
-
     demand = planned_demand(spec)
     conc = sum(c.concurrency_capacity * n for c, n in picks)
     qps = sum(c.qps_capacity * n for c, n in picks)
@@ -360,7 +359,6 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
     for point in kept:
         plan = assemble(catalog, rfq, point.table, point.solution)
         if explain:
-
             annotate(plan, rfq, catalog, point.table)
         entry: dict[str, Any] = {cost_key: plan["cost"][cost_key],
                                  choice.metric: round(point.metric, 4), "plan": plan}

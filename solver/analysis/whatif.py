@@ -150,7 +150,6 @@ SWEEP_KINDS = {
 def parse_sweep(text: str) -> tuple[str, list[float]]:
     """``rental-price=0.5,1,1.5`` -> ("rental-price", [0.5, 1.0, 1.5]); InputError
     (exit 2) naming the problem otherwise."""
-
     kind, sep, values = text.partition("=")
     kind = kind.strip()
 
@@ -185,7 +184,6 @@ def with_growth(catalog: Catalog, rfq: Rfq, growth: float) -> Rfq:
     """The RFQ with every serving (``inference``) workload growing by ``growth`` a year
     from its month-0 demand (the first period's demand, before any growth the RFQ gave);
     jobs unchanged. InputError when the RFQ has no serving workload."""
-
     data = rfq.model_dump(mode="json", exclude_none=True)
     serving = 0
     for work, spec in zip(data["workloads"], rfq.workloads, strict=True):

@@ -63,7 +63,6 @@ class SolveOutcome:
 def default_solve(rfq: Rfq, catalog: Catalog, *, solver: str = "cbc",
                   time_limit: float | None = None) -> dict[str, Any]:
     """The real solver, without the decision-path annotation (not needed in a batch)."""
-
     return solve_rfq(rfq, catalog, solver=solver, time_limit=time_limit, explain=False)
 
 

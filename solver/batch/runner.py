@@ -354,7 +354,6 @@ def run_batch(
     Raises :class:`InputError` for usage errors (no inputs, bad or busy db, unwritable export
     path, bad catalog), always before the first solve.
     """
-
     started = time.perf_counter()
     export_path = check_export_path(export) if export is not None else None
     catalog = load_catalog(catalog_dir)

@@ -228,7 +228,6 @@ OVERRIDABLE = frozenset({"max_context", "default_precision"})
 def _expand_configs(entries: list[dict[str, Any]], origin: str) -> list[dict[str, Any]]:
     """Fill the architecture fields of entries that name a ``config`` (only ``max_context``
     and ``default_precision`` may be given beside it; the rest follow from the file)."""
-
     out = []
     for entry in entries:
         if isinstance(entry, dict) and isinstance(entry.get("config"), str | dict) \

@@ -339,7 +339,6 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
     ) -> int:
         """The guide's decision path for each workload, the plan, and the counterfactuals."""
-
         cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
         if json_out:
             print(json.dumps({"plan": plan, "counterfactuals": alternatives}, indent=2))

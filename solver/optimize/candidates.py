@@ -101,7 +101,6 @@ def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> fl
 
 def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
                         precision: str, rejected: list[str]) -> list[Candidate]:
-
     workload = physics_workload(spec)
     model_id = spec.model  # type: ignore[attr-defined]
     name = spec.name  # type: ignore[attr-defined]
@@ -182,7 +181,6 @@ def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
     Knobs the workload sets are kept. Only this layout is re-estimated (at most 9 more
     estimates), which keeps candidate generation fast; a knob is taken only when it fits
     and is faster by more than 0.1 % (ties keep the defaults)."""
-
     best = est
 
     def better(other: Estimate) -> bool:
@@ -240,7 +238,6 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
     fabric); with ``all_sizes`` every meeting size (for the Pareto frontier). Each layout
     runs the fastest training knobs that fit (:func:`fastest_training_knobs`); with
     ``rdma_only`` jobs that span nodes use RDMA fabrics only."""
-
     workload = physics_workload(spec)
     total_tokens = spec.dataset_tokens * spec.epochs  # type: ignore[attr-defined]
     deadline = spec.deadline_hours  # type: ignore[attr-defined]

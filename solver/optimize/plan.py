@@ -63,7 +63,6 @@ def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
     """The candidate evaluated at its share of the workload's concurrency (when given)."""
     est = cand.estimate
     if spec.kind == "inference" and spec.concurrency:
-
         # replicas take load in proportion to their capacity: each replica of this
         # candidate carries concurrency × its capacity / the total capacity of all replicas
         share = max(1, math.ceil(spec.concurrency * cand.concurrency_capacity
@@ -233,7 +232,6 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
 def training_entry(catalog: Catalog, spec: Any, cand: Candidate) -> dict[str, Any]:
     """A training job's knobs (recompute, ZeRO stage, batch, SP, interleave, CP), its
     expected goodput (failures, checkpoints) and the margin to its deadline."""
-
     good = goodput(catalog, cand.estimate)
     hours = cand.hours_to_complete
     deadline = spec.deadline_hours

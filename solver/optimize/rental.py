@@ -89,7 +89,6 @@ def offer_fabric(rfq: Any, offer: Any) -> str:
 def instance_node(catalog: Any, offer: Any) -> Any:
     """A cost-free node type standing for one instance (for the physics only): the offer's
     GPU, ``gpus_per_instance`` GPUs, in the smallest catalog server that takes that GPU."""
-
     gpu = catalog.gpus[offer.gpu]
     servers = sorted((s for s in catalog.servers.values()
                       if s.takes(gpu) and s.gpu_slots >= offer.gpus_per_instance),
@@ -119,7 +118,6 @@ def unit_cost_usd(offer: Any, gpus: int, hours: float) -> float:
 def rented_candidates(catalog: Any, rfq: Any, spec: Any, params: CostParams,
                       rejected: list[str]) -> list[Any]:
     """Every rented candidate of one workload (module docstring)."""
-
     out: list[Any] = []
     for offer in allowed_offers(catalog, rfq):
         node = instance_node(catalog, offer)
@@ -147,7 +145,6 @@ def _rented_jobs(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, preci
                  params: CostParams, rejected: list[str]) -> list[Any]:
     """A job on ``m`` whole instances for m = 1, 2, 4, ...: the first sizes that meet the
     deadline (larger ones are faster but rarely cheaper; ``JOB_SIZES_KEPT`` are kept)."""
-
     workload = physics_workload(spec)
     total_tokens = spec.dataset_tokens * spec.epochs
     out: list[Any] = []
@@ -181,7 +178,6 @@ def _rented_serving(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, pr
                     params: CostParams, rejected: list[str]) -> list[Any]:
     """Serving units on one offer: one instance running k/s replicas of an s-GPU layout
     (s = 1, 2, ... k), or - when none fits one instance - a replica over m instances."""
-
     workload = physics_workload(spec)
     k = offer.gpus_per_instance
     hours = hours_used(spec, None, params.horizon_years)
@@ -327,7 +323,6 @@ def _cheapest(table: Any, spec: Any, cands: list[Any]) -> tuple[float, Any, int]
     candidates: a job's cheapest candidate; serving: the cheapest candidate at the replica
     count that alone meets demand. Owned costs count whole nodes over the horizon plus
     network and job storage (switches excluded: an estimate for comparison)."""
-
     best: tuple[float, Any, int] | None = None
     demand = demand_of(spec)
     storage = table.storage.get(spec.name)

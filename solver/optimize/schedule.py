@@ -60,7 +60,6 @@ def demand_at(spec: Any, month: float) -> Any:
     """A serving workload's demand in force at ``month`` (its last period holds on), as
     capacity to buy: divided by the workload's ``target_utilization`` like the one-period
     MIP's demand (solver/optimize/mip.py planned_demand)."""
-
     periods = getattr(spec, "periods", None)
     if not periods:
         return planned_demand(spec)
@@ -113,7 +112,6 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
     Σ_{c on t} g_c x[c,p] (+ jobs in p=1) ≤ k_t N[t,p]; front-end ports ≤ R Σ_{q≤p} W[q];
     limits on the final owned estate; budget. None when a workload has no usable candidate
     or no plan is found."""
-
     periods = periods_of(rfq)
     specs = {s.name: s for s in rfq.workloads}
     cands = {name: [c for c in cs if _usable(c)] for name, cs in table.candidates.items()}
@@ -222,7 +220,6 @@ def _packing_rows(model: LinearModel, table: Any, cands: dict[str, list[Any]],
 
 def _decline(catalog: Any) -> float:
     """``costs.hardware_price_decline_per_year`` (0 when the catalog has none)."""
-
     param = getattr(catalog.costs, "hardware_price_decline_per_year", None)
     value = float(param.value) if param is not None else 0.0
     if not 0.0 <= value < 0.9:

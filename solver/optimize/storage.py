@@ -44,7 +44,6 @@ class TrainingStorage:
 
 def training_storage(catalog: Catalog, params: CostParams, spec: Any) -> TrainingStorage:
     """Storage of one training workload (module docstring)."""
-
     model = catalog.model(spec.model)
     total = model.params_b * 1e9
     if spec.kind in ("lora", "qlora"):

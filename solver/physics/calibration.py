@@ -14,6 +14,7 @@ memory. Coverage = mapped rows / rows whose GPU and model are in the catalog.
 
 from __future__ import annotations
 
+import copy
 import csv
 import re
 import statistics
@@ -23,6 +24,7 @@ from pathlib import Path
 from solver.catalog.data import Catalog, content_key
 from solver.catalog.load import load_catalog
 from solver.catalog.perf_factors import Factor, factors
+from solver.common.memo import Memo
 from solver.common.paths import PACKAGE, REPOSITORY
 from solver.physics.layout import Estimate, Layout, Workload
 from solver.physics.performance import _compute_precision, best_layout, estimate
@@ -322,13 +324,13 @@ STACK_WORDS = (("torchtune", "torchtune"), ("peft", "hf_peft"), ("transformers",
                ("trl", "hf_peft"), ("nemo", "megatron"), ("megatron", "megatron"),
                ("mlperf", "megatron"), ("mlcommons", "megatron"))
 
-_STACK_CATALOGS: dict[tuple[str, str], Catalog] = {}
+STACK_CATALOGS: Memo[Catalog] = Memo(64)
+"""Catalog variants with every training kind on one stack, keyed by content and stack."""
 
 
 def training_stack_of(catalog: Catalog, row: dict[str, str]) -> str | None:
     """The training stack a row ran on (a key of ``training.stacks``), None = the
     catalog's default for its kind."""
-
     text = " ".join(row.get(k, "") for k in ("software", "source", "notes")).lower()
     stacks = factors(catalog).training.stacks
     for word, stack in STACK_WORDS:
@@ -341,22 +343,17 @@ def with_training_stack(catalog: Catalog, stack: str | None) -> Catalog:
     """``catalog`` with every training kind on ``stack`` (cached per catalog content)."""
     if stack is None:
         return catalog
-
     train = factors(catalog).training
     if train.stack_pretrain == stack and train.stack_finetune == stack:
         return catalog
-    key = (content_key(catalog), stack)
-    found = _STACK_CATALOGS.get(key)
-    if found is None:
-        import copy
+    return STACK_CATALOGS.get((content_key(catalog), stack),
+                              lambda: _on_stack(catalog, stack))
 
-        eff = copy.deepcopy(catalog.efficiency)
-        eff["training"]["stack_pretrain"] = eff["training"]["stack_finetune"] = stack
-        found = catalog.model_copy(update={"efficiency": eff})
-        if len(_STACK_CATALOGS) > 64:
-            _STACK_CATALOGS.clear()
-        _STACK_CATALOGS[key] = found
-    return found
+
+def _on_stack(catalog: Catalog, stack: str) -> Catalog:
+    eff = copy.deepcopy(catalog.efficiency)
+    eff["training"]["stack_pretrain"] = eff["training"]["stack_finetune"] = stack
+    return catalog.model_copy(update={"efficiency": eff})
 
 
 def training_knobs_of(text: str) -> dict:
@@ -481,7 +478,6 @@ precision, never per row:
 
 def _method_lines(catalog_version: str) -> list[str]:
     """The modelling summary and the table of fitted (``cal``) factors."""
-
     lines = [METHOD]
     try:
         catalog = load_catalog()
@@ -540,7 +536,6 @@ def _training_rows(catalog: Catalog, rows: list[dict[str, str]]) -> list[dict[st
 
 def _fit_group(catalog: Catalog, row: dict[str, str]) -> tuple[str, str]:
     """The fitted factor a training row informs: (GPU family, compute precision)."""
-
     gpu = catalog.gpus[match_gpu(catalog, row["gpu_family"], row["gpu_sku"]) or ""]
     precision = _precision(row["precision"], "fp8" in gpu.dense_tflops, False)
     precision = precision if precision in ("bf16", "fp8") else "bf16"
@@ -565,7 +560,6 @@ def fit_train_efficiency(catalog: Catalog, rows: list[dict[str, str]],
     """Fit ``train_efficiency`` per (family, precision) on ``rows``: repeated multiplicative
     steps by the median measured / predicted ratio of each group's rows (median: one odd
     row does not pull the factor). Groups start from ``prior`` (default: the catalog)."""
-
     eff = factors(catalog)
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     for row in rows:
@@ -597,7 +591,6 @@ def training_fit(catalog: Catalog, csv_path: Path) -> TrainingFit:
     with that source left out (validation: each row predicted by factors fitted without
     its own source; a GPU family seen only in that source starts from the other families'
     median at its precision)."""
-
     with csv_path.open(encoding="utf-8", newline="") as handle:
         rows = _training_rows(catalog, list(csv.DictReader(handle)))
     sources = {row["id"]: row["source"] for row in rows}

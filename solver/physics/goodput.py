@@ -44,7 +44,6 @@ def checkpoint_bytes(catalog: Catalog, est: Estimate) -> float:
     """Bytes one checkpoint writes: the whole model state for full training (weights,
     fp32 master and Adam moments: ``model_state_bytes_per_param`` less the gradients), the
     adapters and their optimizer state for LoRA/QLoRA (the frozen base is not saved)."""
-
     eff = factors(catalog)
     model = catalog.model(est.layout.model)
     state = eff.training.model_state_bytes_per_param.value - 2.0  # gradients are not saved

@@ -16,13 +16,12 @@ the P2P bus bandwidth and adds ``host_staged_extra_latency_us`` per hop (efficie
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from solver.catalog.data import Catalog, Fabric, Gpu, Server
+from solver.catalog.data import Catalog, Fabric, Gpu, Server, content_key
 from solver.catalog.perf_factors import factors
 from solver.common.errors import InputError, Problem
-from solver.physics.memory import _CATALOGS, _register
+from solver.common.memo import Memo
 
 
 @dataclass(frozen=True)
@@ -40,12 +39,12 @@ def server_for(catalog: Catalog, gpu: Gpu, gpus_per_node: int) -> Server | None:
     return min(options, key=lambda s: (s.gpu_slots, s.price_usd)) if options else None
 
 
-@functools.lru_cache(maxsize=4096)
-def _link(catalog_key: str, gpu_id: str, fabric_id: str, gpus_per_node: int,
-          group: int, server_id: str | None) -> Link:
+LINKS: Memo[Link] = Memo(4096)
+"""Links kept, keyed by catalog content and the group's shape."""
 
-    catalog = _CATALOGS[catalog_key]
-    gpu = catalog.gpus[gpu_id]
+
+def _link(catalog: Catalog, gpu: Gpu, fabric_id: str, gpus_per_node: int,
+          group: int, server_id: str | None) -> Link:
     in_node_gbs, in_node_us = in_node_link(catalog, gpu)
     if group <= gpus_per_node:
         return Link(in_node_gbs, in_node_us, False)
@@ -68,7 +67,6 @@ def fabric_nccl_link(catalog: Catalog, fabric: Fabric) -> tuple[float, float]:
     their ``effective_gbs``; over plain TCP sockets NCCL reaches only
     ``fabric_behaviour.tcp_line_rate_fraction`` of it and pays the kernel stack's latency
     (efficiency.yaml; no such section = the fabric's own figures)."""
-
     behaviour = factors(catalog).fabric_behaviour
     if fabric.rdma or behaviour is None:
         return fabric.effective_gbs, fabric.latency_us
@@ -84,7 +82,6 @@ def in_node_link(catalog: Catalog, gpu: Gpu) -> tuple[float, float]:
 
     links = factors(catalog).links
     if links is None:
-
         raise InputError([Problem("efficiency.yaml", "links", None,
                                   f"GPU {gpu.id} has p2p: false, which needs the factors "
                                   "links.host_staged_bw_factor and "
@@ -97,8 +94,8 @@ def group_link(catalog: Catalog, gpu: Gpu, fabric_id: str, gpus_per_node: int,
                group: int, server_id: str | None = None) -> Link:
     """The link a collective over ``group`` consecutive GPUs runs on (cached per catalog
     content). ``server_id`` is the node type's own chassis; None = :func:`server_for`."""
-
-    return _link(_register(catalog), gpu.id, fabric_id, gpus_per_node, group, server_id)
+    return LINKS.get((content_key(catalog), gpu.id, fabric_id, gpus_per_node, group, server_id),
+                     lambda: _link(catalog, gpu, fabric_id, gpus_per_node, group, server_id))
 
 
 def all_reduce_s(link: Link, group: int, size_bytes: float) -> float:

@@ -36,11 +36,11 @@ the VRAM left beside the weights >= ``vram_reserve_fraction`` x memory; for trai
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 from solver.catalog.data import Catalog, Gpu, content_key
 from solver.catalog.perf_factors import EfficiencyFactors, TrainingStack, factors
+from solver.common.memo import Memo
 from solver.physics.geometry import Geometry, geometry
 from solver.physics.layout import SERVING_KINDS, Layout, MemoryBreakdown, Workload
 
@@ -65,18 +65,8 @@ class MemoryPlan:
     zero: int = 3  # training: the ZeRO stage the memory was sized for
 
 
-_CATALOGS: dict[str, Catalog] = {}
-
-
-def _register(catalog: Catalog) -> str:
-    """The content key of ``catalog`` (:func:`solver.catalog.data.content_key`), registered so
-    that cached physics can look the catalog up; equal content shares cache entries."""
-    key = content_key(catalog)
-    if key not in _CATALOGS:
-        if len(_CATALOGS) > 32:
-            _CATALOGS.clear()
-        _CATALOGS[key] = catalog
-    return key
+MEMORY_PLANS: Memo[MemoryPlan] = Memo(65536)
+"""Memory plans kept, keyed by catalog content, layout and workload."""
 
 
 def weight_bytes_per_param(eff: EfficiencyFactors, precision: str) -> float:
@@ -384,9 +374,7 @@ def microbatches(catalog: Catalog, layout: Layout, workload: Workload) -> int:
     return _microbatches(factors(catalog), layout, workload)
 
 
-@functools.lru_cache(maxsize=65536)
-def _plan_cached(key: str, version: str, layout: Layout, workload: Workload) -> MemoryPlan:
-    catalog = _CATALOGS[key]
+def _plan(catalog: Catalog, layout: Layout, workload: Workload) -> MemoryPlan:
     eff = factors(catalog)
     gpu = catalog.gpus[layout.gpu]
     geo = geometry(catalog.model(layout.model))
@@ -403,7 +391,8 @@ def memory_plan(catalog: Catalog, layout: Layout, workload: Workload) -> MemoryP
     """
     if workload.ttft_ms is not None or workload.tpot_ms is not None:
         workload = replace(workload, ttft_ms=None, tpot_ms=None)
-    return _plan_cached(_register(catalog), catalog.version, layout, workload)
+    return MEMORY_PLANS.get((content_key(catalog), layout, workload),
+                            lambda: _plan(catalog, layout, workload))
 
 
 def memory_breakdown(catalog: Catalog, layout: Layout, workload: Workload) -> MemoryBreakdown:

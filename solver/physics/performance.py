@@ -22,12 +22,12 @@ against the dense peak of the training precision.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 
-from solver.catalog.data import Catalog, Gpu
+from solver.catalog.data import Catalog, Gpu, content_key
 from solver.catalog.perf_factors import EfficiencyFactors, factors
 from solver.common.errors import InputError, Problem, nearest
+from solver.common.memo import Memo
 from solver.physics.geometry import geometry
 from solver.physics.layout import (
     SERVING_KINDS,
@@ -39,9 +39,7 @@ from solver.physics.layout import (
 )
 from solver.physics.links import all_reduce_s, group_link, p2p_s
 from solver.physics.memory import (
-    _CATALOGS,
     MemoryPlan,
-    _register,
     context_parallel,
     memory_plan,
     microbatches,
@@ -291,10 +289,10 @@ RFQ the schema allows several times over, so repeated solves (sensitivity, Paret
 workers) stay warm. An entry is a few hundred bytes of frozen dataclasses."""
 
 
-@functools.lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
-def _estimate_cached(key: str, version: str, layout: Layout, workload: Workload) -> Estimate:
+ESTIMATES: Memo[Estimate] = Memo(ESTIMATE_CACHE_SIZE)
 
-    catalog = _CATALOGS[key]
+
+def _estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
     reason = unsupported_reason(catalog, layout, workload)
     if reason:
         return Estimate(layout, workload, False, False, ZERO_MEMORY, ZERO_PREDICTION, reason)
@@ -335,7 +333,6 @@ def estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
     Never raises for known ids: an impossible layout comes back with ``fits=False`` and a
     ``reason``. Unknown model/GPU/fabric ids raise :class:`InputError`.
     """
-    key = _register(catalog)
     if (layout.gpu not in catalog.gpus or layout.fabric not in catalog.fabrics
             or layout.model not in catalog.models):
         if layout.model in catalog.model_ids() and layout.gpu in catalog.gpus \
@@ -343,7 +340,8 @@ def estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
             layout = replace(layout, model=catalog.model(layout.model).id)
         else:
             check_ids(catalog, layout.model, layout.gpu, layout.fabric)
-    return _estimate_cached(key, catalog.version, layout, workload)
+    return ESTIMATES.get((content_key(catalog), layout, workload),
+                         lambda: _estimate(catalog, layout, workload))
 
 
 def _divisors(n: int) -> list[int]:

@@ -73,7 +73,6 @@ class Report:
 
 def default_csv() -> Path:
     """The bundled measurement file (bench/data, next to calibration.csv)."""
-
     return calibration_csv().parent / "serving_latency.csv"
 
 
@@ -286,7 +285,6 @@ def mlperf_server(catalog: Catalog, csv_path: Path | None = None) -> list[Server
     up to its TPOT limit - a policy, not physics; our open loop alone would run smaller
     batches). Means compared with our medians, p99 with
     p99. Rows whose model or GPU is not in the catalog are left out."""
-
     out: list[ServerRow] = []
     with (csv_path or calibration_csv()).open(newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
