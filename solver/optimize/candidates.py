@@ -37,7 +37,7 @@ from solver.physics.goodput import hours_at_goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.memory import microbatches, weight_bytes_per_param
 from solver.physics.performance import best_layout, estimate
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import Rfq, ServingWorkload, TrainingWorkload
 
 MAX_SPANNED_NODES = 64
 SPAN_WEIGHTS_SHARE = 0.25  # weights above this share of a node's memory: also price spanning
@@ -70,7 +70,7 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
     gpus, servers, _ = allowed_entries(catalog, rfq)
     types: dict[str, NodeType] = {}
     for gpu in gpus:
-        options = []
+        options: list[tuple[Server, int]] = []
         for server in servers:
             if not server.takes(gpu):
                 continue
@@ -99,11 +99,11 @@ def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> fl
     return nodes * coupled_node_network_usd(catalog.servers[node.server], fabric)
 
 
-def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
+def _serving_candidates(catalog: Catalog, spec: ServingWorkload, node: NodeType, fabrics: list[Fabric],
                         precision: str, rejected: list[str]) -> list[Candidate]:
     workload = physics_workload(spec)
-    model_id = spec.model  # type: ignore[attr-defined]
-    name = spec.name  # type: ignore[attr-defined]
+    model_id = spec.model
+    name = spec.name
     out: list[Candidate] = []
     fitted_in_node = False
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
@@ -147,10 +147,10 @@ def _serving_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics:
     return out
 
 
-def _serving_candidate(name: str, spec: object, node: NodeType, est: Estimate, size: int,
+def _serving_candidate(name: str, spec: ServingWorkload, node: NodeType, est: Estimate, size: int,
                        nodes: int, fabric: str, network_usd: float) -> Candidate:
     return Candidate(
-        workload=name, kind=spec.kind, node_type=node.key,  # type: ignore[attr-defined]
+        workload=name, kind=spec.kind, node_type=node.key,
         layout=est.layout, estimate=est, gpus=size, nodes_spanned=nodes, fabric=fabric,
         network_usd=network_usd,
         concurrency_capacity=float(est.predicted.max_concurrency or 0),
@@ -230,7 +230,7 @@ def coupled_training_rdma_only(catalog: Catalog, rfq: Rfq) -> bool:
     return wanted == "rdma"
 
 
-def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics: list[Fabric],
+def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeType, fabrics: list[Fabric],
                          precision: str, rejected: list[str], all_sizes: bool,
                          max_nodes: int, rdma_only: bool = False) -> list[Candidate]:
     """Jobs on this node type: for each fabric, the smallest GPU count that fits and meets
@@ -239,8 +239,8 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
     runs the fastest training knobs that fit (:func:`fastest_training_knobs`); with
     ``rdma_only`` jobs that span nodes use RDMA fabrics only."""
     workload = physics_workload(spec)
-    total_tokens = spec.dataset_tokens * spec.epochs  # type: ignore[attr-defined]
-    deadline = spec.deadline_hours  # type: ignore[attr-defined]
+    total_tokens = spec.dataset_tokens * spec.epochs
+    deadline = spec.deadline_hours
     out: list[Candidate] = []
     options: list[tuple[int, Fabric | None]] = [(n, None) for n in POWERS_OF_TWO
                                                  if n <= node.gpus]
@@ -254,13 +254,13 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
     done: set[str | None] = set()
     best_hours: float | None = None
     last_reason = "does not fit"
-    for size, fabric in options:
-        fabric_id = fabric.id if fabric else "none"
+    for size, over in options:
+        fabric_id = over.id if over else "none"
         if fabric_id in done and not all_sizes:
             continue
         if "in-node" in done and not all_sizes:
             continue  # a spanning job costs more than an in-node one on the same node type
-        est = best_layout(catalog, spec.model, node.gpu, size, workload,  # type: ignore[attr-defined]
+        est = best_layout(catalog, spec.model, node.gpu, size, workload,
                           precision=precision, gpus_per_node=node.gpus, fabric=fabric_id,
                           server=node.server)
         if not est.fits or est.predicted.tokens_per_s <= 0:
@@ -271,16 +271,16 @@ def _training_candidates(catalog: Catalog, spec: object, node: NodeType, fabrics
         best_hours = hours if best_hours is None else min(best_hours, hours)
         if hours > deadline:
             continue
-        nodes = max(1, size // node.gpus) if fabric else 1
-        network = _network(node, catalog, fabric, nodes) if fabric else 0.0
+        nodes = max(1, size // node.gpus) if over else 1
+        network = _network(node, catalog, over, nodes) if over else 0.0
         out.append(Candidate(
-            workload=spec.name, kind=spec.kind, node_type=node.key,  # type: ignore[attr-defined]
+            workload=spec.name, kind=spec.kind, node_type=node.key,
             layout=est.layout, estimate=est, gpus=size, nodes_spanned=nodes, fabric=fabric_id,
             network_usd=network, hours_to_complete=hours,
-            name=f"{spec.name}|{node.key}|{precision}|tp{est.layout.tp}pp{est.layout.pp}"  # type: ignore[attr-defined]
+            name=f"{spec.name}|{node.key}|{precision}|tp{est.layout.tp}pp{est.layout.pp}"
                  f"dp{est.layout.dp}|{nodes}n|{fabric_id}"))
-        done.add(fabric_id if fabric else "in-node")
-        if fabric is None:
+        done.add(fabric_id if over else "in-node")
+        if over is None:
             done.add("in-node")
     if not out and best_hours is None:
         rejected.append(f"{node.key} {precision}: no layout fits memory ({last_reason})")
@@ -309,7 +309,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
         for node in (types.values() if owned_allowed(rfq) else ()):
             gpu = catalog.gpus[node.gpu]
             for precision in precisions_for(spec, gpu):
-                if spec.kind in TRAINING_KINDS:
+                if isinstance(spec, TrainingWorkload):
                     found += _training_candidates(catalog, spec, node, fabrics, precision, why,
                                                   all_sizes, max_nodes, rdma_only)
                 else:

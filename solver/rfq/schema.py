@@ -302,6 +302,7 @@ class TrainingWorkload(_WorkloadBase):
         return self
 
 
+ServingWorkload = InferenceWorkload | BatchInferenceWorkload
 AnyWorkload = InferenceWorkload | BatchInferenceWorkload | TrainingWorkload
 """One RFQ workload, narrowed by its ``kind`` (a tagged union: ``spec.kind == "inference"``
 tells a type checker which fields it has)."""
