@@ -100,6 +100,7 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
             _print_workload(w, specs.get(w["name"]), con)
         con.print()
         _print_rental(plan, con)
+        _print_buy_or_rent(plan, con)
         _print_bom(plan, con)
         _print_cost(plan, horizon, con)
     for warning in plan.get("warnings", []):
@@ -149,6 +150,19 @@ def _print_workload(w: dict[str, Any], spec: Any | None, con: Any) -> None:
             checks.add_row(row["metric"], row["predicted"], row["target"],
                            row["verdict"])
         con.print(checks)
+
+
+def _print_buy_or_rent(plan: dict[str, Any], con: Any) -> None:
+    """Owning against renting, each workload alone, with the break-evens (when the catalog
+    rents the GPUs the workload could use)."""
+    rows = plan.get("buy_vs_rent") or []
+    if not any(row.get("rented_usd") is not None for row in rows):
+        return
+    from solver.optimize.rental import buy_vs_rent_lines
+
+    con.print("[bold]Buy or rent (each workload alone)[/]")
+    for line in buy_vs_rent_lines(rows):
+        con.print(f"  {line}", markup=False)
 
 
 def _print_cost(plan: dict[str, Any], horizon: float | None, con: Any) -> None:
@@ -272,12 +286,6 @@ def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
         if step.get("reference"):
             out.print(f"      (for comparison, {step['reference']})", markup=False)
     print_plan(plan, assumptions, rfq)
-    if any(row.get("rented_usd") is not None for row in plan.get("buy_vs_rent") or []):
-        from solver.optimize.rental import buy_vs_rent_lines
-
-        out.print("[bold]Buy or rent (each workload alone)[/]")
-        for line in buy_vs_rent_lines(plan["buy_vs_rent"]):
-            out.print(f"  {line}", markup=False)
     if alternatives:
         out.print("[bold]Counterfactuals (each re-solved)[/]")
         for alt in alternatives:
