@@ -265,3 +265,15 @@ def test_explain_asks_buy_or_rent_even_when_renting_is_forbidden(catalog):
     plan = solve_rfq(allowed, catalog, table=table)
     assert not any("renting allowed" in a["alternative"]
                    for a in counterfactuals(allowed, catalog, plan, table, "highs"))
+
+
+def test_solve_prints_buy_or_rent_with_break_evens():
+    """`procure solve` (not only explain) shows the buy/rent choice of a one-off job and
+    where owning would start to win."""
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "rent-oneoff-jobs.yaml"
+    result = subprocess.run([sys.executable, "-m", "solver.cli", "solve", str(scenario)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    block = result.stdout.split("Buy or rent (each workload alone)")[1]
+    assert "chosen rented" in block and "break-even" in block
+    assert "break-even horizon" in block and "months of 24/7 use" in block
