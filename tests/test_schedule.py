@@ -90,3 +90,25 @@ def test_bad_demand_over_time_is_a_clean_error(catalog, chat, words):
     with pytest.raises(InputError) as info:
         _rfq(catalog, chat)
     assert words in str(info.value)
+
+
+def test_each_period_lists_what_it_buys_and_the_lines_add_up(catalog):
+    """The schedule is a bill of materials per period: node types at that period's
+    (declined) price, front-end cables and switches; the lines add up to the period's
+    capex, and later periods pay less per node of the same type."""
+    plan = solve_rfq(_rfq(catalog, {"concurrency": 256, "qps": 20, "growth_per_year": 1.0}),
+                     catalog)
+    schedule = plan["schedule"]
+    assert len(schedule) >= 2
+    unit: dict[str, list[float]] = {}
+    for period in schedule:
+        total = sum(line["total_usd"] for line in period["lines"])
+        assert total == pytest.approx(period["capex_usd"], abs=0.05 * max(1, len(period["lines"])))
+        for line in period["lines"]:
+            assert line["total_usd"] == pytest.approx(line["qty"] * line["unit_usd"], abs=0.05)
+            if line["item"] in period["node_types_bought"]:
+                assert line["qty"] == period["node_types_bought"][line["item"]]
+                unit.setdefault(line["item"], []).append(line["unit_usd"])
+    assert any(len(prices) > 1 for prices in unit.values()) or len(unit) > 1
+    for prices in unit.values():
+        assert prices == sorted(prices, reverse=True)

@@ -280,9 +280,11 @@ def _periods_out(table: Any, cands: dict[str, list[Any]], once: set[str],
     params = table.params
     for p, period in enumerate(periods):
         nodes = {key: round(values.get(f"B[{key},{p}]", 0.0)) for key in table.node_types}
+        switches = round(values.get(f"W[{p}]", 0.0))
+        lines = _period_lines(table, nodes, switches, factor(p))
         capex = sum(n * (table.node_types[k].cost.capex_usd * factor(p) + fe_cable)
                     for k, n in nodes.items())
-        capex += round(values.get(f"W[{p}]", 0.0)) * params.frontend_switch_usd * factor(p)
+        capex += switches * params.frontend_switch_usd * factor(p)
         rental = 0.0
         runs: dict[str, dict[str, Any]] = {}
         for name, cs in cands.items():
@@ -307,8 +309,34 @@ def _periods_out(table: Any, cands: dict[str, list[Any]], once: set[str],
                     "gpus_bought": sum(n * table.node_types[k].gpus for k, n in nodes.items()),
                     "node_types_bought": {k: n for k, n in nodes.items() if n},
                     "capex_usd": round(capex, 2), "rental_usd": round(rental, 2),
-                    "runs": runs})
+                    "lines": lines, "runs": runs})
     return out
+
+
+def _period_lines(table: Any, nodes: dict[str, int], switches: int,
+                  factor: float) -> list[dict[str, Any]]:
+    """What one period buys, line by line: each node type (server with its GPUs) at the
+    period's declined price, their front-end cables, and the front-end switches."""
+    params = table.params
+    lines = []
+    for key, count in nodes.items():
+        if not count:
+            continue
+        cost = table.node_types[key].cost
+        lines.append({"item": key, "description": f"node {key} (server + GPUs)",
+                      "qty": count, "unit_usd": round(cost.capex_usd * factor, 2),
+                      "total_usd": round(count * cost.capex_usd * factor, 2)})
+    cables = sum(nodes.values()) * params.frontend_ports_per_node
+    if cables and params.frontend_cable_usd:
+        lines.append({"item": "frontend-cable", "description": "front-end Ethernet cable",
+                      "qty": cables, "unit_usd": params.frontend_cable_usd,
+                      "total_usd": round(cables * params.frontend_cable_usd, 2)})
+    if switches:
+        unit = params.frontend_switch_usd * factor
+        lines.append({"item": "frontend-switch", "description": "front-end Ethernet switch (ToR)",
+                      "qty": switches, "unit_usd": round(unit, 2),
+                      "total_usd": round(switches * unit, 2)})
+    return lines
 
 
 def schedule_lines(plan: dict[str, Any]) -> list[str]:
