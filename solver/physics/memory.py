@@ -200,17 +200,65 @@ def _serving(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
 
 def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
               layout: Layout, workload: Workload) -> MemoryPlan:
-    tp, pp, dp = layout.tp, layout.pp, layout.dp
-    train = eff.training
+    """Memory of a training layout: model states (sharded by the ZeRO stage; LoRA/QLoRA:
+    the frozen base and the adapters), activations on the fullest pipeline stage with the
+    recompute that fits, the runtime reserve."""
+    dp = layout.dp
     stage = zero_stage(eff, workload)
     usable = gpu.memory_gb * catalog.costs.usable_memory_fraction.value
-    stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
-    state_bytes = train.model_state_bytes_per_param.value
     kind = workload.kind
     stack = training_stack(eff, kind)
     # QLoRA on a stack that keeps its non-quantised weights in fp32: the residual stream
     # (layer inputs, norms) and the LM head's logits are fp32 too
     upcast = stack.qlora_upcast_bytes.value if stack is not None and kind == "qlora" else 2.0
+    weights, grads, optimizer, base = _training_states(eff, geo, layout, kind, stage, upcast)
+    acts = _Activations.of(gpu, eff, geo, layout, workload, stack, upcast)
+    reserve = eff.serving.runtime_reserve_gb.value + (
+        eff.serving.nccl_buffer_gb.value if layout.gpus > 1 else 0.0)
+    gather_layers = 2.0 * 2.0 * geo.layer_params / geo.layers / layout.tp  # FSDP prefetch
+    mode = workload.recompute
+    base_sharded = stage >= 3 and dp > 1  # states (LoRA: the frozen base) sharded over DP
+    if kind in ("pretrain", "full_finetune"):
+        act, total, recompute = acts.fit(mode, (weights + grads + optimizer) / GB + reserve,
+                                         gather_layers if base_sharded else 0.0, usable)
+    else:
+        replicated_state = (weights + grads + optimizer) / GB + reserve
+        if base_sharded:
+            weights = base / dp + (weights - base)
+        act, total, recompute = acts.fit(mode, (weights + grads + optimizer) / GB + reserve,
+                                         gather_layers if base_sharded else 0.0, usable)
+        if base_sharded:
+            # the footprint reported is the sharded minimum; the step runs with the base
+            # replicated (no per-step all-gathers of frozen weights, as NeMo/PEFT LoRA do)
+            # whenever that fits the GPU
+            _, total_rep, recompute_rep = acts.fit(mode, replicated_state, 0.0, usable)
+            if total_rep <= usable:
+                base_sharded, recompute = False, recompute_rep
+    weights, grads, optimizer = weights / GB, grads / GB, optimizer / GB
+    cap = gpu.memory_gb
+    fits = total <= usable + 1e-9
+    reason = "" if fits else (
+        f"{kind} needs {total:.1f} GB per GPU (weights {weights:.1f}, grads {grads:.1f}, "
+        f"optimizer {optimizer:.1f}, activations {act:.1f}) > usable {usable:.1f} GB")
+    breakdown = MemoryBreakdown(
+        weights_gb=weights, kv_cache_gb=0.0, activations_gb=act, optimizer_gb=optimizer,
+        total_gb=total, capacity_gb=cap, weights_fraction=weights / cap,
+        utilization=total / cap, gradients_gb=grads, reserve_gb=reserve,
+        activation_recompute=recompute > 0)
+    return MemoryPlan(breakdown, fits, fits, usable, 0, 0.0, recompute > 0, reason,
+                      recompute_fraction=recompute, base_sharded=base_sharded,
+                      recompute=_resolved_recompute(mode, recompute), zero=stage)
+
+
+def _training_states(eff: EfficiencyFactors, geo: Geometry, layout: Layout, kind: str,
+                     stage: int, upcast: float) -> tuple[float, float, float, float]:
+    """Bytes per GPU of (weights, gradients, optimizer state, frozen base) before any
+    sharding of a LoRA base: full training shards by the ZeRO stage; LoRA/QLoRA hold the
+    frozen base (NF4 for QLoRA) plus adapters with their gradients and optimizer state."""
+    tp, pp, dp = layout.tp, layout.pp, layout.dp
+    train = eff.training
+    stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
+    state_bytes = train.model_state_bytes_per_param.value
     if kind in ("pretrain", "full_finetune"):
         weight_b, grad_b = 2.0, 2.0
         opt_b = max(state_bytes - weight_b - grad_b, 0.0)
@@ -236,116 +284,105 @@ def _training(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
         grads = adapters * 2.0
         optimizer = adapters * max(state_bytes - 4.0, 0.0)
         weights = base + adapters * 2.0
-    cp = context_parallel(layout, workload)
-    tokens = workload.micro_batch * workload.seq_len / cp  # this GPU's share of a micro-batch
-    h = geo.hidden
-    in_flight_layers = geo.stage_layers(pp) * min(pp, _microbatches(eff, layout, workload))
-    residual = upcast / 2.0  # residual-stream tensors at fp32 where the stack upcasts
-    replicated = train.act_bytes_replicated.value * residual
-    per_layer_rc = h * train.act_bytes_recompute.value * residual
-    if sequence_parallel(gpu, layout, workload):  # SP shards the norm/dropout activations
-        replicated /= tp  # and the layer inputs a full recompute keeps (sequence-sharded)
-        per_layer_rc /= tp
-    # no recompute at all: the attention core keeps its score-sized tensors (softmax, dropout
-    # mask and output: Korthikanti's 5 a s / h term per hidden unit), heads split over TP
-    per_layer_scores = (train.attention_score_bytes.value * geo.heads * workload.seq_len / tp)
-    # eager attention (no flash/SDPA kernel) keeps them in every layer whose activations are
-    # stored, including the one being recomputed
-    scores_kept = stack.attention_scores_kept.value if stack is not None else 0.0
-    per_layer_full = (h * (replicated + train.act_bytes_tp_split.value / tp)
-                      + scores_kept * per_layer_scores)
-    # LM head + cross-entropy: the stack's peak bytes per logit (bf16 logits, fp32 upcast,
-    # log-softmax / gradient; chunked or fused losses hold less), on the last pipeline
-    # stage; an fp32 LM head (QLoRA upcast) emits fp32 logits
-    if stack is not None:
-        ce_bytes = stack.cross_entropy_bytes.value + (upcast - 2.0)
-    else:
-        ce_bytes = train.logits_bytes.value if train.logits_bytes is not None else 2.0
-    logits = tokens * geo.vocab * ce_bytes / tp
-    offload = stack.activation_offload.value if stack is not None else 0.0
-    # QLoRA dequantises each NF4 matrix to 16 bit for its matmul (forward and backward)
-    dequant = 0.0
-    if kind == "qlora" and train.qlora_dequant_matrices is not None:
-        dequant = (train.qlora_dequant_matrices.value * largest_matrix_params(geo) * 2.0
-                   / tp)
-    reserve = eff.serving.runtime_reserve_gb.value + (
-        eff.serving.nccl_buffer_gb.value if layout.gpus > 1 else 0.0)
-    gather_layers = 2.0 * 2.0 * geo.layer_params / geo.layers / tp  # FSDP prefetch, 16 bit
-    last_in_flight = geo.stage_layers(pp)  # the last stage holds one micro-batch
+    return weights, grads, optimizer, base
 
-    def activations(fraction: float, gather: float) -> float:
+
+@dataclass(frozen=True)
+class _Activations:
+    """Activation memory of one training layout (bytes per token and layer, the loss peak,
+    buffers), on the fullest pipeline stage."""
+
+    tokens: float  # this GPU's share of a micro-batch (context parallel splits it)
+    per_layer_full: float  # bytes per token of a layer that stores its activations
+    per_layer_rc: float  # bytes per token of a recomputed layer (its input only)
+    per_layer_scores: float  # attention score tensors per token (kept without recompute)
+    in_flight_layers: int  # layers with activations alive on the first stage
+    last_in_flight: int  # the last stage holds one micro-batch
+    logits: float  # the loss peak (LM head + cross-entropy), last stage
+    offload: float  # share of stored activations in host memory
+    dequant: float  # QLoRA dequantisation buffers
+    pp: int
+
+    @classmethod
+    def of(cls, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry, layout: Layout,
+           workload: Workload, stack: TrainingStack | None, upcast: float) -> _Activations:
+        tp, pp = layout.tp, layout.pp
+        train = eff.training
+        kind = workload.kind
+        cp = context_parallel(layout, workload)
+        tokens = workload.micro_batch * workload.seq_len / cp  # this GPU's share of a micro-batch
+        h = geo.hidden
+        in_flight_layers = geo.stage_layers(pp) * min(pp, _microbatches(eff, layout, workload))
+        residual = upcast / 2.0  # residual-stream tensors at fp32 where the stack upcasts
+        replicated = train.act_bytes_replicated.value * residual
+        per_layer_rc = h * train.act_bytes_recompute.value * residual
+        if sequence_parallel(gpu, layout, workload):  # SP shards the norm/dropout activations
+            replicated /= tp  # and the layer inputs a full recompute keeps (sequence-sharded)
+            per_layer_rc /= tp
+        # no recompute at all: the attention core keeps its score-sized tensors (softmax, dropout
+        # mask and output: Korthikanti's 5 a s / h term per hidden unit), heads split over TP
+        per_layer_scores = (train.attention_score_bytes.value * geo.heads * workload.seq_len / tp)
+        # eager attention (no flash/SDPA kernel) keeps them in every layer whose activations are
+        # stored, including the one being recomputed
+        scores_kept = stack.attention_scores_kept.value if stack is not None else 0.0
+        per_layer_full = (h * (replicated + train.act_bytes_tp_split.value / tp)
+                          + scores_kept * per_layer_scores)
+        # LM head + cross-entropy: the stack's peak bytes per logit (bf16 logits, fp32 upcast,
+        # log-softmax / gradient; chunked or fused losses hold less), on the last pipeline
+        # stage; an fp32 LM head (QLoRA upcast) emits fp32 logits
+        if stack is not None:
+            ce_bytes = stack.cross_entropy_bytes.value + (upcast - 2.0)
+        else:
+            ce_bytes = train.logits_bytes.value if train.logits_bytes is not None else 2.0
+        logits = tokens * geo.vocab * ce_bytes / tp
+        offload = stack.activation_offload.value if stack is not None else 0.0
+        # QLoRA dequantises each NF4 matrix to 16 bit for its matmul (forward and backward)
+        dequant = 0.0
+        if kind == "qlora" and train.qlora_dequant_matrices is not None:
+            dequant = (train.qlora_dequant_matrices.value * largest_matrix_params(geo) * 2.0
+                       / tp)
+        return cls(tokens, per_layer_full, per_layer_rc, per_layer_scores, in_flight_layers,
+                   geo.stage_layers(pp), logits, offload, dequant, pp)
+
+    def activations(self, fraction: float, gather: float) -> float:
         """Activation GB with ``fraction`` of the in-flight layers recomputed (those keep
         their input only; one recomputed layer is live at a time) on the fullest stage. The
         loss peak (end of forward, start of backward) and a recomputed layer are not live
         together; offloaded stored activations sit in host memory."""
-        per_layer = per_layer_full * (1.0 - fraction) + per_layer_rc * fraction
-        extra = tokens * per_layer_full if fraction > 0 else 0.0
-        stored = tokens * per_layer * (1.0 - offload)
-        first = stored * in_flight_layers + extra
-        last = stored * last_in_flight + max(extra, logits)
-        if pp <= 1:
+        per_layer = self.per_layer_full * (1.0 - fraction) + self.per_layer_rc * fraction
+        extra = self.tokens * self.per_layer_full if fraction > 0 else 0.0
+        stored = self.tokens * per_layer * (1.0 - self.offload)
+        first = stored * self.in_flight_layers + extra
+        last = stored * self.last_in_flight + max(extra, self.logits)
+        if self.pp <= 1:
             first = last
-        return (max(first, last) + gather + dequant) / GB
+        return (max(first, last) + gather + self.dequant) / GB
 
-    mode = workload.recompute
-
-    def fit(state_gb: float, gather: float) -> tuple[float, float, float]:
+    def fit(self, mode: str, state_gb: float, gather: float,
+            usable: float) -> tuple[float, float, float]:
         """(activations, total, recompute fraction). ``auto``: no block recompute when it
         fits; else the reported footprint is the full-recompute one (the minimum the job
         needs, as torchtune/FSDP checkpointing reports it) while the step time assumes block
         recompute of just enough layers to fit the GPU (Megatron recompute_num_layers).
         An explicit mode is taken as given (fits or not)."""
         if mode == "none":
-            act = (activations(0.0, gather)
-                   + tokens * per_layer_scores * in_flight_layers / GB)
+            act = (self.activations(0.0, gather)
+                   + self.tokens * self.per_layer_scores * self.in_flight_layers / GB)
             return act, state_gb + act, 0.0
         if mode in ("selective", "full"):
             fraction = 1.0 if mode == "full" else 0.0
-            act = activations(fraction, gather)
+            act = self.activations(fraction, gather)
             return act, state_gb + act, fraction
-        act = activations(0.0, gather)
+        act = self.activations(0.0, gather)
         if state_gb + act <= usable:
             return act, state_gb + act, 0.0
-        act_rc = activations(1.0, gather)
+        act_rc = self.activations(1.0, gather)
         if state_gb + act_rc <= usable:
             fraction = min(1.0, (state_gb + act - usable) / max(act - act_rc, 1e-12) + 1e-6)
             return act_rc, state_gb + act_rc, fraction
         if act_rc < act:
             return act_rc, state_gb + act_rc, 1.0
         return act, state_gb + act, 0.0
-
-    if kind in ("pretrain", "full_finetune"):  # model states sharded by the ZeRO stage
-        base_sharded = stage >= 3 and dp > 1
-        act, total, recompute = fit((weights + grads + optimizer) / GB + reserve,
-                                    gather_layers if base_sharded else 0.0)
-    else:  # LoRA/QLoRA: the frozen base sharded over DP by ZeRO-3 / FSDP
-        base_sharded = stage >= 3 and dp > 1
-        replicated_state = (weights + grads + optimizer) / GB + reserve
-        if base_sharded:
-            weights = base / dp + (weights - base)
-        act, total, recompute = fit((weights + grads + optimizer) / GB + reserve,
-                                    gather_layers if base_sharded else 0.0)
-        if base_sharded:
-            # the footprint reported is the sharded minimum; the step runs with the base
-            # replicated (no per-step all-gathers of frozen weights, as NeMo/PEFT LoRA do)
-            # whenever that fits the GPU
-            _, total_rep, recompute_rep = fit(replicated_state, 0.0)
-            if total_rep <= usable:
-                base_sharded, recompute = False, recompute_rep
-    weights, grads, optimizer = weights / GB, grads / GB, optimizer / GB
-    cap = gpu.memory_gb
-    fits = total <= usable + 1e-9
-    reason = "" if fits else (
-        f"{kind} needs {total:.1f} GB per GPU (weights {weights:.1f}, grads {grads:.1f}, "
-        f"optimizer {optimizer:.1f}, activations {act:.1f}) > usable {usable:.1f} GB")
-    breakdown = MemoryBreakdown(
-        weights_gb=weights, kv_cache_gb=0.0, activations_gb=act, optimizer_gb=optimizer,
-        total_gb=total, capacity_gb=cap, weights_fraction=weights / cap,
-        utilization=total / cap, gradients_gb=grads, reserve_gb=reserve,
-        activation_recompute=recompute > 0)
-    return MemoryPlan(breakdown, fits, fits, usable, 0, 0.0, recompute > 0, reason,
-                      recompute_fraction=recompute, base_sharded=base_sharded,
-                      recompute=_resolved_recompute(mode, recompute), zero=stage)
 
 
 def _resolved_recompute(mode: str, fraction: float) -> str:
