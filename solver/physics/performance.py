@@ -22,13 +22,13 @@ against the dense peak of the training precision.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from solver.catalog.data import Catalog, Gpu, content_key
-from solver.catalog.perf_factors import EfficiencyFactors, factors
+from solver.catalog.perf_factors import EfficiencyFactors, TrainingFactors, factors
 from solver.common.errors import InputError, Problem, nearest
 from solver.common.memo import Memo
-from solver.physics.geometry import geometry
+from solver.physics.geometry import Geometry, geometry
 from solver.physics.layout import (
     SERVING_KINDS,
     Estimate,
@@ -37,7 +37,7 @@ from solver.physics.layout import (
     Prediction,
     Workload,
 )
-from solver.physics.links import all_reduce_s, group_link, p2p_s
+from solver.physics.links import Link, all_reduce_s, group_link, p2p_s
 from solver.physics.memory import (
     MemoryPlan,
     context_parallel,
@@ -112,14 +112,72 @@ def gemm_size_factor(eff: EfficiencyFactors, hidden: int) -> float:
 def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
                     plan: MemoryPlan) -> dict[str, float]:
     """Step-time terms of one training layout (seconds per optimizer step per replica)."""
+    step = _Step.of(catalog, layout, w, plan)
+    t_ideal, model_flops, peak = _ideal_compute_s(step)
+    tp, pp = layout.tp, layout.pp
+    # TP on an NVLink domain inside one node: Megatron-style stacks overlap its collectives
+    nvlink = sequence_parallel(step.gpu, layout)
+    # sequence parallelism splits the norms/dropout the TP ranks otherwise repeat; NVLink
+    # stacks fuse those elementwise kernels, so there they are a negligible share even
+    # without SP; elsewhere (PCIe stacks without SP) they are the Amdahl part
+    replicated = 0.0
+    if tp > 1:
+        replicated = (step.train.tp_replicated_fraction_sp.value
+                      if nvlink or sequence_parallel(step.gpu, layout, w)
+                      else step.train.tp_replicated_fraction.value)
+    t_compute = t_ideal * ((1.0 - replicated) + replicated * tp)
+    # interleaved 1F1B: v model chunks per GPU divide the bubble by v
+    v = virtual_stages(catalog, layout, w)
+    bubble = t_compute * (pp - 1) / (step.m * v)
+    t_a2a, ep = _moe_all_to_all_s(step)
+    t_cp = _context_parallel_s(catalog, layout, w, step.m, step.mb_tokens)
+    return {"ideal": t_ideal, "compute": t_compute, "bubble": bubble,
+            "tp": _tensor_parallel_s(step, nvlink), "a2a": t_a2a,
+            "pp": _pipeline_hops_s(step, v), "dp": _data_parallel_s(step, ep, t_compute),
+            "cp": t_cp, "peak": peak, "model_flops": model_flops,
+            "tokens": step.replica_tokens * layout.dp / step.cp}
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What every term of a training step needs: the catalog's figures for this layout and
+    the micro-batching."""
+
+    catalog: Catalog
+    layout: Layout
+    w: Workload
+    plan: MemoryPlan
+    train: TrainingFactors
+    gpu: Gpu
+    geo: Geometry
+    m: int  # micro-batches per step per replica
+    cp: int
+    mb_tokens: float  # this GPU's share of a micro-batch
+    replica_tokens: float  # per replica (a CP group of cp GPUs)
+
+    @classmethod
+    def of(cls, catalog: Catalog, layout: Layout, w: Workload, plan: MemoryPlan) -> _Step:
+        cp = context_parallel(layout, w)
+        m = microbatches(catalog, layout, w)
+        return cls(catalog, layout, w, plan, factors(catalog).training,
+                   catalog.gpus[layout.gpu], geometry(catalog.model(layout.model)), m, cp,
+                   w.micro_batch * w.seq_len / cp, m * w.micro_batch * w.seq_len)
+
+    def link(self, group: int) -> Link:
+        """The link a collective over ``group`` consecutive GPUs of this layout runs on."""
+        lay = self.layout
+        return group_link(self.catalog, self.gpu, lay.fabric, lay.gpus_per_node, group,
+                          lay.server)
+
+
+def _ideal_compute_s(step: _Step) -> tuple[float, float, float]:
+    """(seconds of matmul + attention work at the achieved FLOP rate, model FLOPs per
+    token, peak FLOP/s): recomputed forwards, QLoRA dequantisation, MoE expert GEMMs."""
+    catalog, layout, w, plan = step.catalog, step.layout, step.w, step.plan
     eff = factors(catalog)
-    train = eff.training
-    gpu = catalog.gpus[layout.gpu]
-    geo = geometry(catalog.model(layout.model))
+    train, gpu, geo = step.train, step.gpu, step.geo
     fam = eff.family(gpu.family)
-    tp, pp, dp = layout.tp, layout.pp, layout.dp
     recompute = plan.recompute_fraction  # share of layers whose forward is recomputed
-    cp = context_parallel(layout, w)
     lora = w.kind in ("lora", "qlora")
     compute_prec = _compute_precision(eff, gpu, layout.precision, w.kind)
     am = geo.matmul_active_params
@@ -136,88 +194,81 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
     hw_flops = matmul_flops + attn_passes * attn_fwd
     peak = gpu.dense_tflops[compute_prec] * 1e12
     achieved = peak * fam.train(compute_prec) * gemm_size_factor(eff, geo.hidden)
-    m = microbatches(catalog, layout, w)
-    mb_tokens = w.micro_batch * w.seq_len / cp  # this GPU's share of a micro-batch
-    replica_tokens = m * w.micro_batch * w.seq_len  # per replica (a CP group of cp GPUs)
     if geo.experts:
         # expert GEMMs: load imbalance and per-expert GEMMs of tokens x k / E rows
         expert_flops = 6.0 * geo.expert_params * geo.experts_per_token / geo.experts
         share = min(expert_flops / matmul_flops, 1.0) if matmul_flops else 0.0
         moe = train.moe_expert_gemm_efficiency.value
         achieved /= (1.0 - share) + share / moe
-    t_ideal = replica_tokens * hw_flops / (tp * pp * cp) / achieved
-    tp_link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp,
-                                 layout.server)
-    # TP on an NVLink domain inside one node: Megatron-style stacks overlap its collectives
-    nvlink = sequence_parallel(gpu, layout)
-    # sequence parallelism splits the norms/dropout the TP ranks otherwise repeat; NVLink
-    # stacks fuse those elementwise kernels, so there they are a negligible share even
-    # without SP; elsewhere (PCIe stacks without SP) they are the Amdahl part
-    replicated = 0.0
-    if tp > 1:
-        replicated = (train.tp_replicated_fraction_sp.value
-                      if nvlink or sequence_parallel(gpu, layout, w)
-                      else train.tp_replicated_fraction.value)
-    t_compute = t_ideal * ((1.0 - replicated) + replicated * tp)
-    # interleaved 1F1B: v model chunks per GPU divide the bubble by v
-    v = virtual_stages(catalog, layout, w)
-    bubble = t_compute * (pp - 1) / (m * v)
-    # tensor parallel all-reduces (reduce-scatter + all-gather with SP: the same bytes)
-    t_tp = 0.0
-    if tp > 1:
-        n_ar = 4.0 + 2.0 * recompute
-        per_ar = all_reduce_s(tp_link, tp, mb_tokens * geo.hidden * 2.0)
-        overlap = (train.tp_comm_overlap_nvlink.value if nvlink
-                   else train.tp_comm_overlap.value)
-        t_tp = m * geo.stage_layers(pp) * n_ar * per_ar * (1.0 - overlap)
-    # MoE expert-parallel all-to-all (dispatch + combine, forward and backward) over the
-    # DP group the experts are spread on
-    t_a2a = 0.0
-    ep = 1
-    if geo.experts and dp > 1:
-        ep = min(dp, geo.experts)
-        # Megatron rank order tp-cp-ep-dp-pp: an EP group is ep consecutive TP groups
-        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * ep,
-                          layout.server)
-        moe_layers = geo.stage_layers(pp)
-        a2a_bytes = mb_tokens / tp * geo.experts_per_token * geo.hidden * 2.0 * (ep - 1) / ep
-        t_a2a = (m * moe_layers * 4.0 * p2p_s(link, a2a_bytes)
-                 * (1.0 - train.moe_a2a_overlap.value))
-    # pipeline hops (forward activations + backward gradients per micro-batch and chunk)
-    t_pp = 0.0
-    if pp > 1:
-        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp,
-                          layout.server)
-        t_pp = 2.0 * m * v * p2p_s(link, mb_tokens * geo.hidden * 2.0 / tp)
-    # data parallel gradient (and FSDP parameter) collectives, overlapped with backward
-    t_dp = 0.0
-    if dp > 1:
-        stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
-        if geo.experts:  # expert weights are sharded over EP, not replicated over DP
-            expert = geo.expert_params * geo.stage_layers(pp) / geo.layers / tp
-            stage_params -= expert * (1.0 - 1.0 / ep)
-        if lora:
-            trainable = (train.lora_rank.value * geo.lora_params_per_layer
-                         * geo.stage_layers(pp) / tp)
-            grad_bytes = trainable * 2.0
-        else:
-            grad_bytes = stage_params * 2.0
-        gather_bytes = stage_params * 2.0 * 2.0 if plan.base_sharded else 0.0
-        link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.gpus,
-                          layout.server)
-        # a reduce-scatter or all-gather moves half an all-reduce
-        t_dp = all_reduce_s(link, dp, grad_bytes) + all_reduce_s(link, dp, gather_bytes) / 2.0
-        if link.crosses_nodes:
-            local = max(1, min(layout.gpus_per_node, tp * pp))
-            t_dp *= local  # the node's NICs carry every model shard's DP traffic
-        # gradient reduce-scatters hide behind backward (2/3 of the step); with sharded
-        # weights the prefetched all-gathers hide behind forward as well
-        window = t_compute if plan.base_sharded else t_compute * 2.0 / 3.0
-        t_dp = max(0.0, t_dp - train.dp_comm_overlap.value * window)
-    t_cp = _context_parallel_s(catalog, layout, w, m, mb_tokens)
-    return {"ideal": t_ideal, "compute": t_compute, "bubble": bubble, "tp": t_tp,
-            "a2a": t_a2a, "pp": t_pp, "dp": t_dp, "cp": t_cp, "peak": peak,
-            "model_flops": model_flops, "tokens": replica_tokens * dp / cp}
+    t_ideal = (step.replica_tokens * hw_flops / (layout.tp * layout.pp * step.cp)
+               / achieved)
+    return t_ideal, model_flops, peak
+
+
+def _tensor_parallel_s(step: _Step, nvlink: bool) -> float:
+    """Tensor-parallel all-reduces (reduce-scatter + all-gather with SP: the same bytes)
+    not hidden behind compute."""
+    tp, pp = step.layout.tp, step.layout.pp
+    if tp <= 1:
+        return 0.0
+    n_ar = 4.0 + 2.0 * step.plan.recompute_fraction
+    per_ar = all_reduce_s(step.link(tp), tp, step.mb_tokens * step.geo.hidden * 2.0)
+    overlap = (step.train.tp_comm_overlap_nvlink.value if nvlink
+               else step.train.tp_comm_overlap.value)
+    return step.m * step.geo.stage_layers(pp) * n_ar * per_ar * (1.0 - overlap)
+
+
+def _moe_all_to_all_s(step: _Step) -> tuple[float, int]:
+    """MoE expert-parallel all-to-all (dispatch + combine, forward and backward) over the
+    DP group the experts are spread on: (seconds, the expert-parallel degree)."""
+    geo, tp, pp, dp = step.geo, step.layout.tp, step.layout.pp, step.layout.dp
+    if not geo.experts or dp <= 1:
+        return 0.0, 1
+    ep = min(dp, geo.experts)
+    # Megatron rank order tp-cp-ep-dp-pp: an EP group is ep consecutive TP groups
+    link = step.link(tp * ep)
+    a2a_bytes = step.mb_tokens / tp * geo.experts_per_token * geo.hidden * 2.0 * (ep - 1) / ep
+    return (step.m * geo.stage_layers(pp) * 4.0 * p2p_s(link, a2a_bytes)
+            * (1.0 - step.train.moe_a2a_overlap.value)), ep
+
+
+def _pipeline_hops_s(step: _Step, v: int) -> float:
+    """Pipeline hops: forward activations + backward gradients per micro-batch and chunk."""
+    tp, pp = step.layout.tp, step.layout.pp
+    if pp <= 1:
+        return 0.0
+    return 2.0 * step.m * v * p2p_s(step.link(tp * pp),
+                                    step.mb_tokens * step.geo.hidden * 2.0 / tp)
+
+
+def _data_parallel_s(step: _Step, ep: int, t_compute: float) -> float:
+    """Data-parallel gradient (and FSDP parameter) collectives not hidden behind backward
+    (and, with sharded weights, forward)."""
+    layout, geo, train, plan = step.layout, step.geo, step.train, step.plan
+    tp, pp, dp = layout.tp, layout.pp, layout.dp
+    if dp <= 1:
+        return 0.0
+    stage_params = (geo.stage_layer_params(pp) + geo.stage_embedding_params(pp)) / tp
+    if geo.experts:  # expert weights are sharded over EP, not replicated over DP
+        expert = geo.expert_params * geo.stage_layers(pp) / geo.layers / tp
+        stage_params -= expert * (1.0 - 1.0 / ep)
+    if step.w.kind in ("lora", "qlora"):
+        trainable = (train.lora_rank.value * geo.lora_params_per_layer
+                     * geo.stage_layers(pp) / tp)
+        grad_bytes = trainable * 2.0
+    else:
+        grad_bytes = stage_params * 2.0
+    gather_bytes = stage_params * 2.0 * 2.0 if plan.base_sharded else 0.0
+    link = step.link(layout.gpus)
+    # a reduce-scatter or all-gather moves half an all-reduce
+    t_dp = all_reduce_s(link, dp, grad_bytes) + all_reduce_s(link, dp, gather_bytes) / 2.0
+    if link.crosses_nodes:
+        local = max(1, min(layout.gpus_per_node, tp * pp))
+        t_dp *= local  # the node's NICs carry every model shard's DP traffic
+    # gradient reduce-scatters hide behind backward (2/3 of the step); with sharded
+    # weights the prefetched all-gathers hide behind forward as well
+    window = t_compute if plan.base_sharded else t_compute * 2.0 / 3.0
+    return max(0.0, t_dp - train.dp_comm_overlap.value * window)
 
 
 def virtual_stages(catalog: Catalog, layout: Layout, w: Workload) -> int:
