@@ -225,69 +225,97 @@ def _estimate_row(catalog: Catalog, row: dict[str, str], kind: str, category: st
                   model_id: str, gpu_id: str, precision: str, total: int, gpn: int,
                   fabric: str, tp: int | None, pp: int | None,
                   text: str) -> tuple[Estimate, float]:
+    """The estimate of one calibration row and the predicted value in the row's unit."""
+    if kind.startswith("inference"):
+        return _inference_row(catalog, row, kind, model_id, gpu_id, precision, total, gpn,
+                              fabric, tp, pp, text)
+    if kind == "memory":
+        return _memory_row(catalog, row, model_id, gpu_id, total, gpn, fabric, text)
+    return _training_row(catalog, row, model_id, gpu_id, precision, total, gpn, fabric, tp,
+                         pp, text)
+
+
+def _inference_row(catalog: Catalog, row: dict[str, str], kind: str, model_id: str,
+                   gpu_id: str, precision: str, total: int, gpn: int, fabric: str,
+                   tp: int | None, pp: int | None, text: str) -> tuple[Estimate, float]:
+    """Serving rows: prompt/output lengths, batch and instances read from the row's text;
+    latency, prefill rate or throughput (per GPU when the row says so)."""
     unit = row["unit"].lower()
     bench = row["benchmark_or_task"].lower()
-    if kind.startswith("inference"):
-        isl = _int(r"ISL/OSL=(\d+)", text) or _int(r"ISL (\d+)", text) or _int(
-            r"input length (\d+)", text)
-        osl = _int(r"ISL/OSL=\d+/(\d+)", text) or _int(r"OSL (\d+)", text)
-        if kind == "inference-decode":
-            isl, osl = 1, _int(r"tg (\d+)", text) or 128
-        if kind == "inference-prefill":
-            isl, osl = _int(r"pp (\d+)", text) or 512, 1
-        samples = re.search(r"samples/s=([\d.]+)", text)
-        if osl is None and samples and "token" in unit:
-            osl = max(1, round(float(row["value"]) / float(samples.group(1))))
-        dataset = next((v for k, v in DATASET_TOKENS.items() if k in bench), None)
-        if dataset is not None:
-            isl = isl or dataset[0]
-            osl = osl or dataset[1]
-        if kind == "inference-latency":
-            osl = osl or 1
-        if isl is None or osl is None:
-            raise ValueError("prompt/output lengths not stated")
-        batch = _int(r"batch (\d+)", text)
-        if kind in ("inference-latency", "inference-decode", "inference-prefill"):
-            batch = 1
-        instances = _int(r"x ?(\d+) instances", text)
-        if kind == "inference-server":
-            ttft, tpot = MLPERF_SERVER_SLO_MS
-            found = re.search(r"TTFT<=(\d+)ms TPOT<=(\d+)ms", text)
-            if found:
-                ttft, tpot = float(found.group(1)), float(found.group(2))
-            workload = Workload("inference", input_tokens=isl, output_tokens=osl,
-                                ttft_ms=ttft, tpot_ms=tpot, engine=serving_engine(row))
-        else:
-            concurrency = None
-            if batch is not None:
-                concurrency = batch
-            workload = Workload("batch_inference", input_tokens=isl, output_tokens=osl,
-                                concurrency=concurrency, engine=serving_engine(row))
-        if tp and instances:
-            total_layout = tp * (pp or 1) * instances
-            if total_layout != total:
-                total = total_layout
-        est = best_layout(catalog, model_id, gpu_id, total, workload, precision=precision,
-                          gpus_per_node=gpn, fabric=fabric, tp=tp, pp=pp)
-        p = est.predicted
-        if kind in ("inference-latency",):
-            return est, p.ttft_ms or 0.0
-        if kind == "inference-prefill":
-            return est, isl / (p.ttft_ms or 1e9) * 1e3
-        if "/gpu" in unit or _per_gpu_source(row):
-            return est, p.tokens_per_s_per_gpu
-        return est, p.tokens_per_s
-    if kind == "memory":
-        train_kind = _train_kind(row)
-        seq = _int(r"seq len (\d+)", text) or 2048
-        mb = _int(r"batch size (\d+)", text) or 1
-        workload = Workload(train_kind, seq_len=seq, micro_batch=mb,
-                            **training_knobs_of(text))
-        layout = Layout(model=model_id, gpu=gpu_id, precision="bf16", tp=1, pp=1, dp=total,
-                        gpus_per_node=gpn, fabric=fabric)
-        est = estimate(catalog, layout, workload)
-        peak = est.memory.total_gb - est.memory.reserve_gb  # torch peak excludes context
-        return est, peak * 1e9 / GIB if "gib" in unit else peak
+    isl = _int(r"ISL/OSL=(\d+)", text) or _int(r"ISL (\d+)", text) or _int(
+        r"input length (\d+)", text)
+    osl = _int(r"ISL/OSL=\d+/(\d+)", text) or _int(r"OSL (\d+)", text)
+    if kind == "inference-decode":
+        isl, osl = 1, _int(r"tg (\d+)", text) or 128
+    if kind == "inference-prefill":
+        isl, osl = _int(r"pp (\d+)", text) or 512, 1
+    samples = re.search(r"samples/s=([\d.]+)", text)
+    if osl is None and samples and "token" in unit:
+        osl = max(1, round(float(row["value"]) / float(samples.group(1))))
+    dataset = next((v for k, v in DATASET_TOKENS.items() if k in bench), None)
+    if dataset is not None:
+        isl = isl or dataset[0]
+        osl = osl or dataset[1]
+    if kind == "inference-latency":
+        osl = osl or 1
+    if isl is None or osl is None:
+        raise ValueError("prompt/output lengths not stated")
+    batch = _int(r"batch (\d+)", text)
+    if kind in ("inference-latency", "inference-decode", "inference-prefill"):
+        batch = 1
+    instances = _int(r"x ?(\d+) instances", text)
+    if kind == "inference-server":
+        ttft, tpot = MLPERF_SERVER_SLO_MS
+        found = re.search(r"TTFT<=(\d+)ms TPOT<=(\d+)ms", text)
+        if found:
+            ttft, tpot = float(found.group(1)), float(found.group(2))
+        workload = Workload("inference", input_tokens=isl, output_tokens=osl,
+                            ttft_ms=ttft, tpot_ms=tpot, engine=serving_engine(row))
+    else:
+        concurrency = None
+        if batch is not None:
+            concurrency = batch
+        workload = Workload("batch_inference", input_tokens=isl, output_tokens=osl,
+                            concurrency=concurrency, engine=serving_engine(row))
+    if tp and instances:
+        total_layout = tp * (pp or 1) * instances
+        if total_layout != total:
+            total = total_layout
+    est = best_layout(catalog, model_id, gpu_id, total, workload, precision=precision,
+                      gpus_per_node=gpn, fabric=fabric, tp=tp, pp=pp)
+    p = est.predicted
+    if kind in ("inference-latency",):
+        return est, p.ttft_ms or 0.0
+    if kind == "inference-prefill":
+        return est, isl / (p.ttft_ms or 1e9) * 1e3
+    if "/gpu" in unit or _per_gpu_source(row):
+        return est, p.tokens_per_s_per_gpu
+    return est, p.tokens_per_s
+
+
+def _memory_row(catalog: Catalog, row: dict[str, str], model_id: str, gpu_id: str,
+                total: int, gpn: int, fabric: str, text: str) -> tuple[Estimate, float]:
+    """Memory rows: the training peak per GPU, without the runtime reserve (a torch peak
+    excludes the CUDA context), in GB or GiB as the row states."""
+    unit = row["unit"].lower()
+    train_kind = _train_kind(row)
+    seq = _int(r"seq len (\d+)", text) or 2048
+    mb = _int(r"batch size (\d+)", text) or 1
+    workload = Workload(train_kind, seq_len=seq, micro_batch=mb,
+                        **training_knobs_of(text))
+    layout = Layout(model=model_id, gpu=gpu_id, precision="bf16", tp=1, pp=1, dp=total,
+                    gpus_per_node=gpn, fabric=fabric)
+    est = estimate(catalog, layout, workload)
+    peak = est.memory.total_gb - est.memory.reserve_gb  # torch peak excludes context
+    return est, peak * 1e9 / GIB if "gib" in unit else peak
+
+
+def _training_row(catalog: Catalog, row: dict[str, str], model_id: str, gpu_id: str,
+                  precision: str, total: int, gpn: int, fabric: str, tp: int | None,
+                  pp: int | None, text: str) -> tuple[Estimate, float]:
+    """Training rows: sequence, micro- and global batch and knobs read from the text;
+    MFU, tokens/s (per GPU) or samples/s."""
+    unit = row["unit"].lower()
     train_kind = _train_kind(row)
     seq = (_int(r"seq(?:uence)? len(?:gth)? (\d+)", text) or _int(r"\bseq (\d+)", text)
            or _int(r"packed (?:seq len |to )?(\d+)", text) or _int(r"(\d+)-token", text)
