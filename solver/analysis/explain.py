@@ -361,7 +361,7 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
 
 
 def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: CandidateTable,
-                    solver: str = "cbc") -> list[dict[str, Any]]:
+                    solver: str = DEFAULT_SOLVER) -> list[dict[str, Any]]:
     """The alternatives a buyer asks about, each re-solved: cost difference and why it lost."""
     base_tco = (plan.get("cost") or {}).get("tco_usd")
     limits = Limits.from_rfq(rfq)

@@ -49,7 +49,7 @@ from solver.analysis.explain import annotate
 from solver.analysis.whatif import rebuild_workload, with_candidates
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
-from solver.optimize.backends import get_backend
+from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.candidates import Candidate, CandidateTable, build_candidates
 from solver.optimize.linear import Constraint, Solution
 from solver.optimize.mip import Limits, build_model, cand_var, demand_of, node_var, planned_demand
@@ -337,7 +337,7 @@ def spread(points: list[Point], count: int | None) -> list[Point]:
 
 
 def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
-             points: int | None = None, solver: str = "cbc", explain: bool = True
+             points: int | None = None, solver: str = DEFAULT_SOLVER, explain: bool = True
              ) -> dict[str, Any]:
     """The Pareto frontier as the JSON of contract.md (points sorted by cost)."""
     start = time.perf_counter()

@@ -25,6 +25,7 @@ from typing import Any
 from solver.analysis.whatif import Outcome, describe, gpu_counts, outcome, rebuild_workload, reprice
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
+from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import CandidateTable, build_candidates
 from solver.optimize.solve import run_mip
 from solver.physics.layout import TRAINING_KINDS
@@ -61,7 +62,7 @@ class Parameter:
 class Evaluator:
     """Solve scenarios quickly: reprice the base table, or rebuild only what changed."""
 
-    def __init__(self, catalog: Catalog, rfq: Rfq, solver: str = "cbc"):
+    def __init__(self, catalog: Catalog, rfq: Rfq, solver: str = DEFAULT_SOLVER):
         self.catalog = catalog
         self.rfq = rfq
         self.solver = solver
@@ -272,7 +273,7 @@ def _swing(values: list[float | None]) -> float | None:
 
 
 def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
-           range_text: str | None = None, solver: str = "cbc",
+           range_text: str | None = None, solver: str = DEFAULT_SOLVER,
            samples: int = SAMPLES) -> dict[str, Any]:
     """The sensitivity report (all major parameters, or the one given), tornado-sorted."""
     start = time.perf_counter()

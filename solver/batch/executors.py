@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem, short
+from solver.optimize.backends import DEFAULT_SOLVER
 from solver.rfq.schema import Rfq
 
 SolveFn = Callable[..., dict[str, Any]]
@@ -60,7 +61,7 @@ class SolveOutcome:
     solve_seconds: float
 
 
-def default_solve(rfq: Rfq, catalog: Catalog, *, solver: str = "cbc",
+def default_solve(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
                   time_limit: float | None = None) -> dict[str, Any]:
     """The real solver, without the decision-path annotation (not needed in a batch)."""
     return solve_rfq(rfq, catalog, solver=solver, time_limit=time_limit, explain=False)

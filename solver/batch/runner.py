@@ -29,6 +29,7 @@ from solver.batch.store import ResultRow, ResultStore
 from solver.catalog.data import Catalog
 from solver.catalog.load import load_catalog
 from solver.common.errors import InputError, Problem, short
+from solver.optimize.backends import DEFAULT_SOLVER
 from solver.rfq.schema import Rfq, iter_csv_rfqs, load_rfq, parse_text
 
 RFQ_SUFFIXES = (".yaml", ".yml", ".json")
@@ -336,7 +337,7 @@ def run_batch(
     workers: int | None = None,
     executor: str = "local",
     scheduler: str | None = None,
-    solver: str = "cbc",
+    solver: str = DEFAULT_SOLVER,
     time_limit: float | None = None,
     solve_fn: SolveFn = default_solve,
     observer: BatchObserver | None = None,
