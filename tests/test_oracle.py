@@ -414,6 +414,10 @@ class Oracle:
 
 
 def oracle(cat, rfq, node_budget: int = 3_000_000, spans=SPANS) -> Oracle:
+    """The cheapest plan for ``rfq`` by exhaustive branch and bound over every workload's
+    units (minimal replica multisets, one job each). Pruning is exact: cost and every
+    limited resource are monotone in the units chosen, and bounded below by each unit's
+    own share plus a fractional floor for the demand still open."""
     objective = rfq.objective
     kinds = node_kinds(cat, rfq)
     fabrics = fabrics_of(cat, rfq)
@@ -436,7 +440,6 @@ def oracle(cat, rfq, node_budget: int = 3_000_000, spans=SPANS) -> Oracle:
     total_units = sum(len(w[1]) for w in work)
     if any(not w[1] for w in work):
         return Oracle(None, [], None, total_units, 0)
-
 
     c = rfq.constraints
     caps = [rfq.budget_usd if rfq.budget_usd is not None else math.inf,
