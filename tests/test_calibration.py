@@ -1,4 +1,9 @@
-"""Calibration against published measurements (issue 3 targets)."""
+"""Calibration against published measurements (issue 3 targets).
+
+The medians over calibration.csv are fit checks: the ``source: cal`` factors of
+catalog/efficiency.yaml were fitted on these same rows. Validation - rows predicted by
+factors fitted without them - is the leave-one-source-out test below (and, for serving
+latency, tests/test_serving_load.py::test_held_out_serving_errors)."""
 
 from __future__ import annotations
 
@@ -26,13 +31,51 @@ def test_coverage(summary):
     assert summary.coverage >= 0.80
 
 
-def test_memory_median(summary):
+def test_fit_check_memory_median(summary):
+    """Fit check: the training stacks' loss and offload factors are sourced, but torchtune's
+    ``activation_offload`` was inferred from TTUNE-02 (docs/training.md), two of the three
+    mapped memory rows are torchtune's, so the median is near a fitted row's error."""
+    assert summary.counts["memory"] == 3
     assert summary.medians["memory"] <= 0.10
 
 
 @pytest.mark.parametrize("category", ["inference throughput", "training throughput"])
-def test_throughput_medians(summary, category):
-    assert summary.medians[category] <= 0.20
+def test_fit_check_throughput_medians(summary, category):
+    """Fit check: the families' ``gemm_efficiency`` / ``mem_bw_efficiency`` (inference) and
+    ``train_efficiency`` (training, ``procure calibrate`` training fit) were fitted on these
+    rows. The limits sit near the achieved medians (inference ~9.5 %, training ~6.0 %)."""
+    assert summary.medians[category] <= {"inference throughput": 0.12,
+                                         "training throughput": 0.07}[category]
+
+
+def test_validation_training_throughput_leave_one_source_out(catalog):
+    """Validation: every training row predicted by ``train_efficiency`` refitted without
+    its own source (solver.physics.calibration.training_fit). Achieved: median |error| ~6.7 %,
+    worst ~54 % (MLT40-03, the only ada-pcie training row); limits just above."""
+    import statistics
+
+    from solver.physics.calibration import training_fit
+
+    fit = training_fit(catalog, default_csv())
+    errors = [abs(e) for e in fit.held_out.values()]
+    assert len(errors) >= 20
+    assert statistics.median(errors) <= 0.09
+    assert max(errors) <= 0.60
+    # out of sample is no better than in sample (else the fit check would be the wrong test)
+    assert statistics.median(errors) >= statistics.median(abs(e)
+                                                          for e in fit.fit_check.values())
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "TTUNE-01 (torchtune full fine-tune of 8B on one RTX 4090, 18.9 GiB) is predicted at "
+    "~122 GB: the single-device low-memory optimizer recipe is not modelled (16 B/param "
+    "Adam state), nor its optimizer step fused into the backward pass."))
+def test_validation_memory_rows_no_factor_was_fitted_to(catalog):
+    results = [r for r in run(catalog, default_csv())
+               if r.category == "memory" and r.status == "ok"
+               and r.id not in ("TTUNE-02", "TTUNE-03")]
+    assert results
+    assert all(abs(r.error) <= 0.25 for r in results), [(r.id, r.error) for r in results]
 
 
 def test_minibs_is_the_per_replica_batch_not_the_micro_batch(catalog, monkeypatch):
