@@ -67,3 +67,31 @@ def test_knobs_the_workload_sets_are_kept(catalog):
     assert best.training["interleave"] == 2
     assert best.training["sequence_parallel"] is False
     assert best.training["zero"] == 3
+
+
+def test_spanning_jobs_take_the_fewest_nodes_not_the_next_power_of_two(catalog):
+    """The doubling 2, 4, 8 ... plus bisection finds the same node count as trying every
+    count in turn (pretrain-70b-open: 7 B200 nodes, not 8), for every node type and fabric."""
+    from pathlib import Path
+
+    from solver.optimize.candidates import _JobProbe, build_candidates, node_types
+    from solver.optimize.costs import CostParams
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(Path(__file__).resolve().parent.parent / "scenarios"
+                   / "pretrain-70b-open.yaml", catalog)
+    spec = rfq.workloads[0]
+    table = build_candidates(catalog, rfq)
+    chosen = {(c.node_type, c.fabric, c.layout.precision): c.nodes_spanned
+              for c in table.candidates[spec.name] if not c.rented}
+    assert ("hgx-8gpu/b200-sxmx8", "100gbe", "fp8") in chosen
+    assert chosen[("hgx-8gpu/b200-sxmx8", "100gbe", "fp8")] == 7
+    types = node_types(catalog, rfq, CostParams.from_catalog(catalog))
+    for (key, fabric_id, precision), nodes in list(chosen.items())[:6]:
+        if fabric_id == "none":
+            continue
+        probe = _JobProbe(catalog, spec, types[key], precision)
+        fabric = catalog.fabrics[fabric_id]
+        every = [m for m in range(2, nodes + 1)
+                 if probe.candidate(types[key].gpus * m, fabric) is not None]
+        assert every and every[0] == nodes, (key, fabric_id, every, nodes)

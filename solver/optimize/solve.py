@@ -263,19 +263,24 @@ def _relax_training(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]
                f"{ceil_significant(best):,} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
                "nodes/faster GPUs")
     elif rfq.constraints.max_nodes is not None:
-        # nothing fits within max_nodes: say how many nodes the model needs
-        lifted = _alone(rfq, relaxed).model_copy(update={
-            "constraints": rfq.constraints.model_copy(update={"max_nodes": None})})
-        wider = build_candidates(catalog, lifted)
-        cands = wider.candidates[spec.name]
+        # nothing fits within max_nodes: say how many nodes the job needs - to meet its
+        # deadline when more nodes can, else only to fit memory
+        unlimited = rfq.constraints.model_copy(update={"max_nodes": None})
+        for asked in (spec, relaxed):
+            wider = build_candidates(catalog, _alone(rfq, asked).model_copy(
+                update={"constraints": unlimited}))
+            cands = wider.candidates[spec.name]
+            if cands:
+                break
         if cands:
             least = min(cands, key=lambda c: (c.nodes_spanned, c.gpus))
             found["max_nodes"] = least.nodes_spanned
+            why = ("smallest layout that meets the deadline" if asked is spec
+                   else "smallest layout that fits memory, slower than the deadline")
             fix = (f"constraints.max_nodes = {rfq.constraints.max_nodes:g}: {spec.kind} of "
-                   f"{spec.model} needs at least {least.nodes_spanned} nodes (smallest "
-                   f"layout that fits: {least.gpus} x {least.layout.gpu} over "
-                   f"{least.fabric}); raise max_nodes to {least.nodes_spanned}, or choose "
-                   "LoRA/QLoRA or a smaller model")
+                   f"{spec.model} needs at least {least.nodes_spanned} nodes ({why}: "
+                   f"{least.gpus} x {least.layout.gpu} over {least.fabric}); raise max_nodes "
+                   f"to {least.nodes_spanned}, or choose LoRA/QLoRA or a smaller model")
     return fix
 
 

@@ -422,11 +422,22 @@ def best_layout(catalog: Catalog, model_id: str, gpu_id: str, gpus: int, workloa
     Best = fits, then comfortable, then throughput (QPS capacity under SLOs for serving
     with SLOs, tokens/s otherwise), then fewer pipeline stages and smaller TP.
     """
+    return ranked_layouts(catalog, model_id, gpu_id, gpus, workload, precision=precision,
+                          gpus_per_node=gpus_per_node, fabric=fabric, tp=tp, pp=pp, dp=dp,
+                          server=server)[0]
+
+
+def ranked_layouts(catalog: Catalog, model_id: str, gpu_id: str, gpus: int,
+                   workload: Workload, *, precision: str, gpus_per_node: int = 8,
+                   fabric: str = "none", tp: int | None = None, pp: int | None = None,
+                   dp: int | None = None, server: str | None = None) -> list[Estimate]:
+    """Every TP x PP x DP split of ``gpus`` GPUs, best first (:func:`best_layout`'s order;
+    equal scores keep the enumeration order)."""
     check_ids(catalog, model_id, gpu_id, fabric)
     if gpus < 1:
         raise InputError([Problem("command line", "gpus", gpus, "must be >= 1")])
     model = catalog.model(model_id).id
-    best: Estimate | None = None
+    found: list[Estimate] = []
     for t in ([tp] if tp else _divisors(gpus)):
         for p in ([pp] if pp else _divisors(gpus // t if gpus % t == 0 else 0)):
             if gpus % (t * p) or (dp is not None and t * p * dp != gpus):
@@ -434,10 +445,10 @@ def best_layout(catalog: Catalog, model_id: str, gpu_id: str, gpus: int, workloa
             layout = Layout(model=model, gpu=gpu_id, precision=precision, tp=t, pp=p,
                             dp=gpus // (t * p), gpus_per_node=gpus_per_node, fabric=fabric,
                             server=server)
-            est = estimate(catalog, layout, workload)
-            if best is None or _score(est) > _score(best):
-                best = est
-    if best is None:
+            found.append(estimate(catalog, layout, workload))
+    if not found:
         raise InputError([Problem("command line", "gpus", gpus,
                                   f"not divisible into tp={tp} x pp={pp}")])
-    return best
+    ranked = sorted(enumerate(found), key=lambda item: (_score(item[1]), -item[0]),
+                    reverse=True)
+    return [est for _, est in ranked]
