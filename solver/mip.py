@@ -302,8 +302,10 @@ def _switched_networks(model: LinearModel, table: CandidateTable) -> None:
 
 
 def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
-                objective: str | None = None, extra: list | None = None) -> LinearModel:
-    """Build the MIP of this module's docstring from a candidate table."""
+                objective: str | None = None, extra: list | None = None, *,
+                reference: bool = False) -> LinearModel:
+    """Build the MIP of this module's docstring from a candidate table. ``reference``:
+    the former, weaker n+1 rows (per-candidate big-M binaries; tests compare optima)."""
     limits = limits or Limits.from_rfq(rfq)
     objective = objective or rfq.objective
     model = LinearModel(name=f"procure-{rfq.id}")
@@ -334,7 +336,7 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
     for name, cands in table.candidates.items():
         spec = specs[name]
         if spec.kind in ("inference", "batch_inference"):
-            _serving_demand(model, table, name, cands, spec)
+            _serving_demand(model, table, name, cands, spec, reference)
         else:
             model.add(f"one_job[{name}]", {cand_var(c): 1.0 for c in cands}, "==", 1.0)
 
@@ -392,14 +394,21 @@ def used_var(cand: Candidate) -> str:
     return f"a[{cand.name}]"
 
 
+def loss_var(label: str, workload: str, level: int) -> str:
+    """Binary "the largest one-node loss of ``workload`` is at least its level-th value"."""
+    return f"b_{label}[{workload}#{level}]"
+
+
 def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
-                    cands: list[Candidate], spec: object) -> None:
+                    cands: list[Candidate], spec: object, reference: bool = False) -> None:
     """Demand rows of one serving workload (capacity bought >= demand / utilisation); with
-    ``redundancy: n+1`` also one row per candidate c: the capacity left after losing the
-    most of c one node can hold, when c is used (module docstring)."""
+    ``redundancy: n+1`` the capacity left after losing the most one node can carry of the
+    candidates used must still meet it (module docstring: the loss levels).
+    ``reference`` builds the former per-candidate big-M rows instead (same optimum; kept
+    for tests/test_mip_scale.py, which compares the two)."""
     demand = planned_demand(spec)
     spare = needs_n_plus_1(spec)
-    if spare:
+    if spare and reference:
         for cand in cands:
             model.var(used_var(cand), 0, 1)
             bound = model.variables[cand_var(cand)].high or 1
@@ -413,11 +422,46 @@ def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
         model.add(f"demand_{label}[{name}]", coeffs, ">=", need)
         if not spare:
             continue
-        for cand in cands:
-            per_node = units_lost(table, cand)
-            model.add(f"n_plus_1_{label}[{cand.name}]",
-                      {**coeffs, used_var(cand): -per_node * getattr(cand, capacity)},
-                      ">=", need)
+        if reference:
+            for cand in cands:
+                per_node = units_lost(table, cand)
+                model.add(f"n_plus_1_{label}[{cand.name}]",
+                          {**coeffs, used_var(cand): -per_node * getattr(cand, capacity)},
+                          ">=", need)
+            continue
+        _loss_levels(model, table, name, label, cands, capacity, coeffs, need)
+
+
+def _loss_levels(model: LinearModel, table: CandidateTable, name: str, label: str,
+                 cands: list[Candidate], capacity: str, coeffs: dict[str, float],
+                 need: float) -> None:
+    """The n+1 row of one metric: Σ m x - Σ_k (ℓ_k - ℓ_{k-1}) b_k ≥ D, with the distinct
+    one-node losses ℓ_1 < ... < ℓ_K of the candidates, b_1 ≥ ... ≥ b_K binary and
+    x[c] ≤ x̄_c b_{k(c)}: using c switches on every level up to its loss, so the row
+    subtracts exactly max_{c used} ℓ_c (module docstring)."""
+    losses = {c.name: units_lost(table, c) * getattr(c, capacity) for c in cands}
+    levels = sorted({loss for loss in losses.values() if loss > 0})
+    if not levels:
+        return
+    # a positive demand needs some candidate of positive capacity, whose loss is ≥ ℓ_1:
+    # the first level is always on (fixed, so no binary)
+    level_of = {loss: k for k, loss in enumerate(levels)}
+    row = dict(coeffs)
+    for k in range(1, len(levels)):
+        model.var(loss_var(label, name, k), 0, 1)
+        row[loss_var(label, name, k)] = -(levels[k] - levels[k - 1])
+        if k > 1:
+            model.add(f"loss_order_{label}[{name}#{k}]",
+                      {loss_var(label, name, k - 1): 1.0, loss_var(label, name, k): -1.0},
+                      ">=", 0.0)
+    model.add(f"n_plus_1_{label}[{name}]", row, ">=", need + levels[0])
+    for cand in cands:
+        k = level_of.get(losses[cand.name])
+        if not k:  # no capacity of this metric, or the first (always on) level
+            continue
+        bound = model.variables[cand_var(cand)].high or 1
+        model.add(f"loss_level_{label}[{cand.name}]",
+                  {cand_var(cand): 1.0, loss_var(label, name, k): -float(bound)}, "<=", 0.0)
 
 
 def stack_var(stack: str) -> str:

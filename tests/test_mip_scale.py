@@ -1,0 +1,187 @@
+"""The MIP at scale (issue 18 part 2): the tightened formulation has exactly the optimum of
+the former one.
+
+``build_model(..., reference=True)`` builds the former n+1 rows (one "used" binary and one
+big-M row per candidate); the default builds the loss levels (one binary per distinct
+one-node loss, ordered). Both must give the same optimal objective on random instances,
+on the shipped scenarios and on seeded portfolios with n+1 workloads; every plan of the
+new formulation survives losing any one node (tests/test_slo_planning.py checks that on
+solved RFQs; here the level rows are checked against the definition directly).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_mip import random_instance
+
+from solver.backends import BACKENDS, installed_backends
+from solver.candidates import build_candidates
+from solver.mip import (
+    build_model,
+    cand_var,
+    needs_n_plus_1,
+    planned_demand,
+    units_lost,
+)
+from solver.portfolio import portfolio_rfq
+from solver.rfq import load_rfq, validate_rfq
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted(p for p in (ROOT / "scenarios").iterdir()
+                   if p.suffix in (".yaml", ".yml", ".json"))
+INSTALLED = installed_backends()
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-7, abs_tol=1e-4)
+
+
+def _n_plus_1_instances(count: int, seed: int):
+    """Random instances of tests/test_mip.py with ``redundancy: n+1`` on every online
+    workload (and a random target utilisation)."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        table, rfq = random_instance(rng)
+        online = [s for s in rfq.workloads if s.kind == "inference"]
+        if not online:
+            continue
+        for s in online:
+            s.redundancy = "n+1"
+            s.target_utilization = rng.choice([None, 0.8, 0.5])
+        out.append((table, rfq))
+    return out
+
+
+INSTANCES = _n_plus_1_instances(60, seed=18)
+
+
+def _solve(model, backend="highs"):
+    return BACKENDS[backend].solve(model, 120)
+
+
+@pytest.mark.parametrize("backend", [b for b in ("highs", "cpsat") if b in INSTALLED])
+def test_loss_levels_have_the_reference_optimum_on_random_instances(backend):
+    mismatches = []
+    for index, (table, rfq) in enumerate(INSTANCES):
+        new = _solve(build_model(table, rfq), backend)
+        old = _solve(build_model(table, rfq, reference=True), backend)
+        if new.status != old.status or not _same(new.objective, old.objective):
+            mismatches.append((index, new.status, new.objective, old.status, old.objective))
+    assert not mismatches
+
+
+def test_loss_level_plans_survive_any_one_node_down():
+    """On every solved random instance: capacity bought minus the largest one-node loss of
+    the candidates used (the definition of the module docstring) still meets the demand."""
+    checked = 0
+    for table, rfq in INSTANCES:
+        solution = _solve(build_model(table, rfq))
+        if solution.status != "optimal":
+            continue
+        for spec in rfq.workloads:
+            if not needs_n_plus_1(spec):
+                continue
+            demand = planned_demand(spec)
+            used = [c for c in table.candidates[spec.name]
+                    if solution.values[cand_var(c)] > 0.5]
+            for need, capacity in ((demand.concurrency, "concurrency_capacity"),
+                                   (demand.qps, "qps_capacity")):
+                if not need:
+                    continue
+                bought = sum(getattr(c, capacity) * solution.values[cand_var(c)] for c in used)
+                loss = max(units_lost(table, c) * getattr(c, capacity) for c in used)
+                assert bought - loss >= need - 1e-6 * max(1.0, need)
+                checked += 1
+    assert checked > 20
+
+
+def test_one_binary_per_distinct_loss_level():
+    """The level binaries: one per distinct positive one-node loss but the smallest (always
+    on), instead of one per candidate."""
+    for table, rfq in INSTANCES[:20]:
+        model = build_model(table, rfq)
+        for spec in rfq.workloads:
+            if not needs_n_plus_1(spec):
+                continue
+            demand = planned_demand(spec)
+            cands = table.candidates[spec.name]
+            for label, need, capacity in (("concurrency", demand.concurrency,
+                                           "concurrency_capacity"),
+                                          ("qps", demand.qps, "qps_capacity")):
+                levels = {units_lost(table, c) * getattr(c, capacity) for c in cands} - {0.0}
+                binaries = [n for n in model.variables if n.startswith(f"b_{label}[{spec.name}#")]
+                assert len(binaries) == (max(0, len(levels) - 1) if need else 0)
+        assert not [n for n in model.variables if n.startswith("a[")]
+
+
+def _scenario_pairs(catalog):
+    for path in SCENARIOS:
+        rfq = load_rfq(path, catalog)
+        yield path, rfq, build_candidates(catalog, rfq)
+
+
+def test_loss_levels_have_the_reference_optimum_on_the_scenarios(catalog):
+    checked = 0
+    for path, rfq, table in _scenario_pairs(catalog):
+        if not any(needs_n_plus_1(s) for s in rfq.workloads):
+            continue
+        new = _solve(build_model(table, rfq))
+        old = _solve(build_model(table, rfq, reference=True))
+        assert new.status == old.status, path.name
+        assert _same(new.objective, old.objective), path.name
+        checked += 1
+    assert checked >= 1
+
+
+def _n_plus_1_portfolio(catalog, size: int, seed: int):
+    """A seeded portfolio (solver/portfolio.py) with n+1 on every online workload."""
+    data = portfolio_rfq(size, seed, limits=False)
+    for work in data["workloads"]:
+        if work.get("kind", "inference") == "inference":
+            work["redundancy"] = "n+1"
+    rfq = validate_rfq(data, catalog)
+    fits = build_candidates(catalog, rfq).candidates
+    data["workloads"] = [w for w in data["workloads"] if fits[w["name"]]]
+    rfq = validate_rfq(data, catalog)
+    return rfq, build_candidates(catalog, rfq)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_loss_levels_have_the_reference_optimum_on_small_portfolios(catalog, seed):
+    rfq, table = _n_plus_1_portfolio(catalog, 3, seed)
+    new = _solve(build_model(table, rfq))
+    old = _solve(build_model(table, rfq, reference=True))
+    assert new.status == old.status == "optimal"
+    assert _same(new.objective, old.objective)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_backends_agree_on_n_plus_1_portfolios(catalog, seed):
+    """6-workload portfolios with n+1 on every online workload: the reference formulation
+    (HiGHS) and the level formulation on every installed backend reach one optimum."""
+    rfq, table = _n_plus_1_portfolio(catalog, 6, seed)
+    old = _solve(build_model(table, rfq, reference=True))
+    assert old.status == "optimal"
+    for backend in INSTALLED:
+        new = BACKENDS[backend].solve(build_model(table, rfq), 600)
+        assert new.status == "optimal", backend
+        assert _same(new.objective, old.objective), backend
+
+
+def test_reference_flag_changes_only_the_n_plus_1_rows():
+    table, rfq = INSTANCES[0]
+    plain = SimpleNamespace(**{**vars(rfq), "workloads": [
+        SimpleNamespace(**{**vars(s), "redundancy": "none"}) for s in rfq.workloads]})
+    a = build_model(table, plain)
+    b = build_model(table, plain, reference=True)
+    assert set(a.variables) == set(b.variables)
+    assert [c.name for c in a.constraints] == [c.name for c in b.constraints]
