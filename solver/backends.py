@@ -59,6 +59,12 @@ class LinearModel:
     constraints: list[Constraint] = field(default_factory=list)
     objective: dict[str, float] = field(default_factory=dict)
     objective_constant: float = 0.0
+    #: optional cases: variable fixings such that every feasible point has a feasible point
+    #: of the same objective in one of them (e.g. one vendor stack each, solver/mip.py).
+    #: :meth:`Backend.solve` then solves the cases one by one, each with the best objective
+    #: so far as a cutoff, and returns the best: the same optimum, found on smaller models
+    #: whose relaxations are tighter.
+    cases: list[dict[str, float]] = field(default_factory=list)
 
     def var(self, name: str, low: float = 0.0, high: float | None = None,
             integer: bool = True) -> str:
@@ -164,11 +170,87 @@ class Backend:
         return _module_found(self.module)
 
     def solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
-        """Solve and re-check the point against the model (:func:`verified`)."""
+        """Solve and re-check the point against the model (:func:`verified`); a model with
+        ``cases`` is solved case by case (:meth:`_solve_cases`)."""
+        if len(model.cases) > 1:
+            return verified(model, self._solve_cases(model, time_limit))
         return verified(model, self._solve(model, time_limit))
 
-    def _solve(self, model: LinearModel, time_limit: float | None) -> Solution:
+    def _solve(self, model: LinearModel, time_limit: float | None,
+               cutoff: float | None = None) -> Solution:
+        """Solve ``model``; with ``cutoff``, only points of objective below it are of use
+        (a run may then say ``infeasible`` when there is none)."""
         raise NotImplementedError
+
+    def _solve_cases(self, model: LinearModel, time_limit: float | None) -> Solution:
+        """The best over ``model.cases`` (in their order), each case with the best objective
+        found so far as its cutoff. Optimal when every case is proven (optimal, or no point
+        below the cutoff); ``feasible`` with the gap to the weakest case bound otherwise;
+        ``infeasible`` only when every case is infeasible without a cutoff."""
+        start = time.perf_counter()
+        best: Solution | None = None
+        bounds: list[float] = []  # lower bounds of the cases not proven
+        unproven = False
+        for fixing in model.cases:
+            case = _fixed(model, fixing)
+            if case is None:
+                continue
+            remaining = None
+            if time_limit is not None:
+                remaining = time_limit - (time.perf_counter() - start)
+                if remaining <= 0:
+                    unproven = True
+                    bounds.append(-math.inf)
+                    break
+            cutoff = best.objective if best is not None else None
+            solution = self._solve(case, remaining, cutoff)
+            if solution.status == "error":
+                return Solution("error", {}, None, 0.0, time.perf_counter() - start, self.name,
+                                solution.message)
+            if solution.status in FOUND and solution.objective is not None and (
+                    best is None or solution.objective < best.objective):
+                best = solution
+            if solution.status == "feasible":
+                unproven = True
+                bounds.append(solution.objective - solution.gap * abs(solution.objective))
+            elif solution.status == "timeout":
+                unproven = True
+                bounds.append(-math.inf)
+        seconds = time.perf_counter() - start
+        if best is None:
+            status: Status = "timeout" if unproven else "infeasible"
+            return Solution(status, {}, None, 0.0, seconds, self.name)
+        if not unproven:
+            return Solution("optimal", best.values, best.objective, 0.0, seconds, self.name)
+        bound = min(bounds)
+        gap = 1.0 if not math.isfinite(bound) else _gap(best.objective, bound)
+        return Solution("feasible", best.values, best.objective, gap, seconds, self.name)
+
+
+def _fixed(model: LinearModel, fixing: dict[str, float]) -> LinearModel | None:
+    """A copy of ``model`` with the variables of ``fixing`` fixed (None: out of bounds)."""
+    variables = dict(model.variables)
+    for name, value in fixing.items():
+        var = variables[name]
+        if value < var.low - INTEGRALITY_TOL or (
+                var.high is not None and value > var.high + INTEGRALITY_TOL):
+            return None
+        variables[name] = Var(name, value, value, var.integer)
+    return LinearModel(model.name, variables, model.constraints, model.objective,
+                       model.objective_constant)
+
+
+def _with_cutoff(model: LinearModel, cutoff: float | None) -> LinearModel:
+    """``model`` plus the row objective ≤ cutoff (loosened by 1e-7 relative, so that a
+    backend's own rounding never cuts a better point) for backends without a cutoff
+    option."""
+    if cutoff is None:
+        return model
+    rhs = cutoff - model.objective_constant + 1e-7 * max(1.0, abs(cutoff))
+    return LinearModel(model.name, model.variables,
+                       model.constraints + [Constraint("cutoff", dict(model.objective), "<=",
+                                                       rhs)],
+                       model.objective, model.objective_constant)
 
 
 def _module_found(module: str) -> bool:
@@ -214,9 +296,11 @@ class PulpBackend(Backend):
 
         return pulp.PULP_CBC_CMD(msg=False).available()
 
-    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+    def _solve(self, model: LinearModel, time_limit: float | None = None,
+               cutoff: float | None = None) -> Solution:
         import pulp
 
+        model = _with_cutoff(model, cutoff)
         from solver.childproc import tie_pulp_children
 
         tie_pulp_children()  # a killed procure leaves no CBC behind
@@ -295,7 +379,8 @@ class HighsBackend(Backend):
         "kUnbounded": "error",
     }
 
-    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+    def _solve(self, model: LinearModel, time_limit: float | None = None,
+               cutoff: float | None = None) -> Solution:
         import highspy
         import numpy as np
 
@@ -333,11 +418,15 @@ class HighsBackend(Backend):
             solver.setOptionValue("mip_abs_gap", 0.0)
             if time_limit is not None:
                 solver.setOptionValue("time_limit", float(time_limit))
+            if cutoff is not None:  # prunes every node that cannot beat it
+                solver.setOptionValue("objective_bound", float(cutoff))
             solver.passModel(lp)
             solver.run()
         seconds = time.perf_counter() - start
         code = solver.getModelStatus().name
         info = solver.getInfo()
+        if cutoff is not None and code in ("kObjectiveBound", "kInfeasible"):
+            code = "kInfeasible"  # no point below the cutoff
         has_point = info.primal_solution_status == 2  # kSolutionStatusFeasible
         status = map_status(self.name, self.STATUS_MAP, code, has_point,
                             time_limit is not None)
@@ -368,9 +457,11 @@ class CpSatBackend(Backend):
         "MODEL_INVALID": "error",
     }
 
-    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+    def _solve(self, model: LinearModel, time_limit: float | None = None,
+               cutoff: float | None = None) -> Solution:
         from ortools.sat.python import cp_model
 
+        model = _with_cutoff(model, cutoff)
         start = time.perf_counter()
         cp = cp_model.CpModel()
         for v in model.variables.values():

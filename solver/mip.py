@@ -387,7 +387,24 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         model.constraints.append(constraint)
     # --- bounds: every integer variable gets a finite upper bound (solver/bounds.py) ----
     tighten_bounds(model)
+    model.cases = _stack_cases(model, table, extra or [])
     return model
+
+
+def _stack_cases(model: LinearModel, table: CandidateTable, extra: list) -> list[dict]:
+    """One case per accelerator stack when the model has the one-stack rows: v[s] = 1 and
+    the other stacks 0 (backends.Backend.solve takes the best case). Exact: v has no cost
+    and appears only in the one-stack rows, so a point with every v = 0 (no owned node) is
+    also a point of any case. Smaller stacks (fewer candidates) first: their cases solve
+    fast and give the later ones a cutoff. None when ``extra`` rows mention v."""
+    stacks = [n[2:-1] for n in model.variables if n.startswith("v[")]
+    if len(stacks) < 2 or any(stack_var(s) in c.coeffs for c in extra for s in stacks):
+        return []
+    size = {s: sum(1 for cands in table.candidates.values() for c in cands
+                   if c.rental is None and table.node_types[c.node_type].stack == s)
+            for s in stacks}
+    return [{stack_var(o): float(o == s) for o in stacks}
+            for s in sorted(stacks, key=lambda s: (size[s], s))]
 
 
 def used_var(cand: Candidate) -> str:
