@@ -11,6 +11,7 @@ solved RFQs; here the level rows are checked against the definition directly).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -19,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 from test_mip import random_instance
 
-from solver.backends import BACKENDS, installed_backends
+from solver.backends import BACKENDS, LinearModel, installed_backends
 from solver.candidates import build_candidates
 from solver.mip import (
     build_model,
@@ -185,3 +186,83 @@ def test_reference_flag_changes_only_the_n_plus_1_rows():
     b = build_model(table, plain, reference=True)
     assert set(a.variables) == set(b.variables)
     assert [c.name for c in a.constraints] == [c.name for c in b.constraints]
+
+
+# --- vendor-stack cases (solver/backends.py Backend._solve_cases) ---------------------------
+def _two_stack_instances(count: int, seed: int):
+    """Random instances whose node types are spread over CUDA and ROCm (one stack per
+    cluster: build_model sets one case per stack)."""
+    rng = random.Random(seed)
+    out = []
+    for table, rfq in _n_plus_1_instances(count * 3, seed):
+        types = {k: dataclasses.replace(t, stack=rng.choice(["cuda", "rocm"]))
+                 for k, t in table.node_types.items()}
+        if len({t.stack for t in types.values()}) < 2:
+            continue
+        out.append((dataclasses.replace(table, node_types=types), rfq))
+        if len(out) == count:
+            break
+    return out
+
+
+TWO_STACKS = _two_stack_instances(30, seed=1818)
+
+
+@pytest.mark.parametrize("backend", INSTALLED)
+def test_stack_cases_have_the_optimum_of_the_whole_model(backend):
+    """Solving case by case (each stack fixed, a cutoff from the best so far) gives the
+    optimum of the whole model solved at once (HiGHS), on every installed backend."""
+    assert len(TWO_STACKS) >= 20
+    mismatches = []
+    for index, (table, rfq) in enumerate(TWO_STACKS):
+        model = build_model(table, rfq)
+        assert len(model.cases) == 2
+        whole = build_model(table, rfq)
+        whole.cases = []
+        by_cases = BACKENDS[backend].solve(model, 120)
+        at_once = BACKENDS["highs"].solve(whole, 120)
+        if by_cases.status != at_once.status or not _same(by_cases.objective,
+                                                          at_once.objective):
+            mismatches.append((index, by_cases.status, by_cases.objective, at_once.status,
+                               at_once.objective))
+    assert not mismatches
+
+
+def _toy(cases):
+    """min x + y, x + y ≥ 3, x ≤ 2 s, y ≤ 2 (1 - s) + 3 t; cases fix s (and t)."""
+    model = LinearModel()
+    for name, high in (("x", 5), ("y", 5), ("s", 1), ("t", 1)):
+        model.var(name, 0, high)
+    model.objective = {"x": 1.0, "y": 2.0, "t": 10.0}
+    model.add("demand", {"x": 1.0, "y": 1.0}, ">=", 3.0)
+    model.add("x_on_s", {"x": 1.0, "s": -2.0}, "<=", 0.0)
+    model.add("y_off_s", {"y": 1.0, "s": 2.0, "t": -3.0}, "<=", 2.0)
+    model.cases = cases
+    return model
+
+
+@pytest.mark.parametrize("backend", INSTALLED)
+def test_case_statuses(backend):
+    solver = BACKENDS[backend]
+    # s = 1: x ≤ 2, y ≤ 3t → x = 2, y = 1, t = 1: 14; s = 0: y ≤ 2 + 3t → y = 3, t = 1: 16
+    # (or x = 0, y = 2 fails the demand) -> optimum 14 whatever the order
+    for cases in ([{"s": 1.0}, {"s": 0.0}], [{"s": 0.0}, {"s": 1.0}]):
+        solution = solver.solve(_toy(cases))
+        assert solution.status == "optimal" and _same(solution.objective, 14.0)
+        whole = solver.solve(_toy([]))
+        assert _same(whole.objective, 14.0)
+    # every case infeasible (t fixed 0 and s fixed): infeasible, never a timeout
+    solution = solver.solve(_toy([{"s": 1.0, "t": 0.0}, {"s": 0.0, "t": 0.0}]))
+    assert solution.status == "infeasible"
+    # a fixing outside a variable's bounds is an empty case
+    solution = solver.solve(_toy([{"s": 2.0}, {"s": 1.0}]))
+    assert solution.status == "optimal" and _same(solution.objective, 14.0)
+
+
+@pytest.mark.parametrize("backend", INSTALLED)
+def test_a_cutoff_below_the_optimum_finds_no_better_point(backend):
+    solution = BACKENDS[backend]._solve(_toy([]), 60, cutoff=13.0)
+    assert solution.status != "error"
+    assert solution.status == "infeasible" or solution.objective >= 14.0 - 1e-6
+    solution = BACKENDS[backend]._solve(_toy([]), 60, cutoff=20.0)
+    assert solution.status == "optimal" and _same(solution.objective, 14.0)
