@@ -326,7 +326,8 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
                 objective: str | None = None, extra: list | None = None, *,
                 reference: bool = False) -> LinearModel:
     """Build the MIP of this module's docstring from a candidate table. ``reference``:
-    the former, weaker n+1 rows (per-candidate big-M binaries; tests compare optima)."""
+    the former model of issue 18 (per-candidate big-M n+1 rows, no rounded rows, no stack
+    cases); the same optimum, tests/test_mip_scale.py compares them."""
     limits = limits or Limits.from_rfq(rfq)
     objective = objective or rfq.objective
     model = LinearModel(name=f"procure-{rfq.id}")
@@ -408,7 +409,8 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         model.constraints.append(constraint)
     # --- bounds: every integer variable gets a finite upper bound (solver/bounds.py) ----
     tighten_bounds(model)
-    model.cases = _stack_cases(model, table, extra or [])
+    if not reference:
+        model.cases = _stack_cases(model, table, extra or [])
     return model
 
 
@@ -458,8 +460,9 @@ def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
             continue
         coeffs = {cand_var(c): getattr(c, capacity) for c in cands}
         model.add(f"demand_{label}[{name}]", coeffs, ">=", need)
-        divisor = _cheapest_capacity(model, table, cands, capacity)
-        _rounded_row(model, f"demand_{label}_rounded[{name}]", coeffs, need, divisor)
+        if not reference:
+            divisor = _cheapest_capacity(model, table, cands, capacity)
+            _rounded_row(model, f"demand_{label}_rounded[{name}]", coeffs, need, divisor)
         if not spare:
             continue
         if reference:
