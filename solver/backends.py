@@ -184,20 +184,18 @@ class Backend:
 
     def _solve_cases(self, model: LinearModel, time_limit: float | None) -> Solution:
         """The best over ``model.cases`` (in their order), each case with the best objective
-        found so far as its cutoff. Optimal when every case is proven (optimal, or no point
+        found so far as its cutoff and an equal share of the time left. Optimal when every case is proven (optimal, or no point
         below the cutoff); ``feasible`` with the gap to the weakest case bound otherwise;
         ``infeasible`` only when every case is infeasible without a cutoff."""
         start = time.perf_counter()
         best: Solution | None = None
         bounds: list[float] = []  # lower bounds of the cases not proven
         unproven = False
-        for fixing in model.cases:
-            case = _fixed(model, fixing)
-            if case is None:
-                continue
+        cases = [case for case in (_fixed(model, f) for f in model.cases) if case is not None]
+        for index, case in enumerate(cases):
             remaining = None
-            if time_limit is not None:
-                remaining = time_limit - (time.perf_counter() - start)
+            if time_limit is not None:  # an equal share of the time left, the last case all
+                remaining = (time_limit - (time.perf_counter() - start)) / (len(cases) - index)
                 if remaining <= 0:
                     unproven = True
                     bounds.append(-math.inf)
