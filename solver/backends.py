@@ -459,7 +459,6 @@ class CpSatBackend(Backend):
                cutoff: float | None = None) -> Solution:
         from ortools.sat.python import cp_model
 
-        model = _with_cutoff(model, cutoff)
         start = time.perf_counter()
         cp = cp_model.CpModel()
         for v in model.variables.values():
@@ -493,7 +492,13 @@ class CpSatBackend(Backend):
             else:
                 expr = sum(round(c) * variables[n] for n, c in coeffs.items())
                 cp.Add(expr == round(rhs))
-        cp.Minimize(sum(round(c * self.SCALE) * variables[n] for n, c in model.objective.items()))
+        objective = sum(round(c * self.SCALE) * variables[n] for n, c in model.objective.items())
+        if cutoff is not None:  # on the scaled objective, loosened by its rounding at most
+            margin = sum(0.5 * (model.variables[n].high or 0.0) for n in model.objective)
+            margin += 1e-7 * max(1.0, abs(cutoff)) * self.SCALE
+            cp.Add(objective <= math.floor((cutoff - model.objective_constant) * self.SCALE
+                                           + margin))
+        cp.Minimize(objective)
         solver = cp_model.CpSolver()
         solver.parameters.num_search_workers = 2
         if time_limit is not None:
