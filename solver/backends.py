@@ -192,6 +192,8 @@ class Backend:
         bounds: list[float] = []  # lower bounds of the cases not proven
         unproven = False
         cases = [case for case in (_fixed(model, f) for f in model.cases) if case is not None]
+        if not cases:  # every fixing outside the bounds: the cases say nothing
+            return self._solve(model, time_limit)
         for index, case in enumerate(cases):
             remaining = None
             if time_limit is not None:  # an equal share of the time left, the last case all

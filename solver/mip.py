@@ -419,8 +419,10 @@ def _stack_cases(model: LinearModel, table: CandidateTable, extra: list) -> list
     the other stacks 0 (backends.Backend.solve takes the best case). Exact: v has no cost
     and appears only in the one-stack rows, so a point with every v = 0 (no owned node) is
     also a point of any case. Smaller stacks (fewer candidates) first: their cases solve
-    fast and give the later ones a cutoff. None when ``extra`` rows mention v."""
-    stacks = [n[2:-1] for n in model.variables if n.startswith("v[")]
+    fast and give the later ones a cutoff. None when ``extra`` rows mention v, or when the
+    bounds leave fewer than two stacks (v[s] ≤ 0: no node of s is of use)."""
+    stacks = [n[2:-1] for n in model.variables if n.startswith("v[")
+              and (model.variables[n].high or 0.0) >= 1.0]  # bounds may leave a stack out
     if len(stacks) < 2 or any(stack_var(s) in c.coeffs for c in extra for s in stacks):
         return []
     size = {s: sum(1 for cands in table.candidates.values() for c in cands

@@ -168,10 +168,11 @@ def test_loss_levels_have_the_reference_optimum_on_small_portfolios(catalog, see
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [3, 4, 5])
 def test_backends_agree_on_n_plus_1_portfolios(catalog, seed):
-    """6-workload portfolios with n+1 on every online workload: the reference formulation
-    (HiGHS) and the level formulation on every installed backend reach one optimum."""
-    rfq, table = _n_plus_1_portfolio(catalog, 6, seed)
-    old = _solve(build_model(table, rfq, reference=True))
+    """4-workload portfolios with n+1 on every online workload: the reference formulation
+    (HiGHS) and the level formulation on every installed backend reach one optimum (6
+    workloads: the reference model does not prove optimality in minutes)."""
+    rfq, table = _n_plus_1_portfolio(catalog, 4, seed)
+    old = BACKENDS["highs"].solve(build_model(table, rfq, reference=True), 600)
     assert old.status == "optimal"
     for backend in INSTALLED:
         new = BACKENDS[backend].solve(build_model(table, rfq), 600)
@@ -216,10 +217,11 @@ def test_stack_cases_have_the_optimum_of_the_whole_model(backend):
     """Solving case by case (each stack fixed, a cutoff from the best so far) gives the
     optimum of the whole model solved at once (HiGHS), on every installed backend."""
     assert len(TWO_STACKS) >= 20
-    mismatches = []
+    mismatches, split = [], 0
     for index, (table, rfq) in enumerate(TWO_STACKS):
         model = build_model(table, rfq)
-        assert len(model.cases) == 2
+        assert len(model.cases) in (0, 2)  # none when the bounds leave one stack of use
+        split += len(model.cases) == 2
         whole = build_model(table, rfq)
         whole.cases = []
         by_cases = BACKENDS[backend].solve(model, 120)
@@ -229,6 +231,7 @@ def test_stack_cases_have_the_optimum_of_the_whole_model(backend):
             mismatches.append((index, by_cases.status, by_cases.objective, at_once.status,
                                at_once.objective))
     assert not mismatches
+    assert split >= 10
 
 
 def _toy(cases):
@@ -259,6 +262,9 @@ def test_case_statuses(backend):
     assert solution.status == "infeasible"
     # a fixing outside a variable's bounds is an empty case
     solution = solver.solve(_toy([{"s": 2.0}, {"s": 1.0}]))
+    assert solution.status == "optimal" and _same(solution.objective, 14.0)
+    # every fixing outside the bounds: the whole model is solved
+    solution = solver.solve(_toy([{"s": 2.0}, {"s": 3.0}]))
     assert solution.status == "optimal" and _same(solution.objective, 14.0)
 
 
