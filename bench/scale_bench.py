@@ -5,14 +5,18 @@ Run once, by hand (not in CI): ``python bench/scale_bench.py [--sizes 1,10,50,10
 is drawn from the shipped scenarios' workloads (:func:`solver.rfq.portfolio.portfolio_rfq`, no
 limits, seeded); candidates are built once (cold, then warm), and each backend solves the
 same MIP in-process (median of ``--repeats``; one run for sizes ≥ 50). ``--limit`` caps one
-MIP solve (seconds); a run that hits it reports its status and gap. It also times whole
-``procure solve`` processes on a single-workload scenario against ``procure --version``.
+MIP solve (seconds); a run that hits it reports its status and gap. ``--reference`` also
+solves the former model with HiGHS (``build_model(reference=True)``: per-candidate n+1
+big-M rows, no rounded rows, no vendor-stack cases), the "before" of issue 18 part 2. The load average is printed before and after (the
+development machine is shared). It also times whole ``procure solve`` processes on a
+single-workload scenario against ``procure --version`` (``--no-process`` skips that).
 Prints Markdown tables (the figures in docs/performance.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -48,14 +52,18 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=120.0)
     parser.add_argument("--backends", default=",".join(installed_backends() + ["highs-pulp"]))
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--reference", action="store_true")
+    parser.add_argument("--no-process", action="store_true")
     args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
     catalog = load_catalog()
     backends = {**BACKENDS, **EXTRA_BACKENDS}
     names = [b for b in args.backends.split(",") if b in backends and backends[b].available()]
+    columns = [f"{b} MIP s" for b in names] + (["highs former model s"] if args.reference else [])
 
     print("| workloads | variables | rows | candidates s (cold) | candidates s (warm) | "
-          + " | ".join(f"{b} MIP s" for b in names) + " | agree |")
-    print("|---" * (6 + len(names)) + "|")
+          + " | ".join(columns) + " | agree |")
+    print("|---" * (6 + len(columns)) + "|")
     for size in (int(s) for s in args.sizes.split(",")):
         data = portfolio_rfq(size, args.seed + size, limits=False)
         rfq = validate_rfq(data, catalog)
@@ -71,10 +79,13 @@ def main() -> None:
         model = build_model(table, rfq)
         cells, objectives = [], set()
         repeats = args.repeats if size < 50 else 1
-        for name in names:
+        runs = [(name, backends[name], False) for name in names]
+        if args.reference:
+            runs.append(("highs", backends["highs"], True))
+        for _name, backend, reference in runs:
             times, last = [], None
             for _ in range(repeats):
-                last = backends[name].solve(build_model(table, rfq), args.limit)
+                last = backend.solve(build_model(table, rfq, reference=reference), args.limit)
                 times.append(last.seconds)
             cell = f"{statistics.median(times):.2f}"
             if last.status != "optimal":
@@ -85,6 +96,9 @@ def main() -> None:
         print(f"| {len(rfq.workloads)} | {len(model.variables)} | {len(model.constraints)} | {cold:.2f} | "
               f"{warm:.2f} | " + " | ".join(cells) + f" | {len(objectives) <= 1} |", flush=True)
 
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.no_process:
+        return
     print()
     version = process_seconds(["--version"], 5)
     print("| process | median s (5 runs) | × --version |")

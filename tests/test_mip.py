@@ -12,11 +12,11 @@ import pytest
 
 from solver.catalog.data import Fabric
 from solver.optimize.backends import installed_backends
-from solver.optimize.candidates import Candidate, CandidateTable, NodeType
 from solver.optimize.costs import CostParams, NodeCost
 from solver.optimize.mip import Limits, build_model, replica_bound
 from solver.optimize.network import switch_counts
 from solver.optimize.plan import chosen, cost_breakdown
+from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.solve import run_mip
 from solver.physics.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
 

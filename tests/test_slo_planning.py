@@ -19,11 +19,12 @@ import yaml
 from bom_checks import assert_valid_placement
 
 from solver.analysis.explain import solve_rfq
-from solver.optimize.candidates import Candidate, CandidateTable, NodeType, build_candidates
+from solver.optimize.candidates import build_candidates
 from solver.optimize.costs import CostParams, NodeCost
 from solver.optimize.mip import planned_demand
 from solver.optimize.placement import place
 from solver.optimize.plan import chosen, cost_breakdown
+from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.solve import run_mip
 from solver.physics.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
 from solver.rfq.schema import validate_rfq

@@ -17,10 +17,11 @@ from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
 from solver.common.wording import money_delta, plural
 from solver.optimize.backends import DEFAULT_SOLVER
-from solver.optimize.candidates import CandidateTable, build_candidates, physics_workload
+from solver.optimize.candidates import build_candidates, physics_workload
 from solver.optimize.linear import Constraint
 from solver.optimize.mip import Limits, fabric_var, needs_n_plus_1, node_var
 from solver.optimize.plan import assemble
+from solver.optimize.records import CandidateTable
 from solver.optimize.rental import buy_vs_rent, rental_mode
 from solver.optimize.solve import run_mip, solve_table
 from solver.physics.layout import TRAINING_KINDS, Layout

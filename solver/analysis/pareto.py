@@ -50,10 +50,11 @@ from solver.analysis.whatif import rebuild_workload, with_candidates
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
-from solver.optimize.candidates import Candidate, CandidateTable, build_candidates
+from solver.optimize.candidates import build_candidates
 from solver.optimize.linear import Constraint, Solution
 from solver.optimize.mip import Limits, build_model, cand_var, demand_of, node_var, planned_demand
 from solver.optimize.plan import assemble, chosen, cost_breakdown
+from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.solve import run_mip
 from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import estimate

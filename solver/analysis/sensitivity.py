@@ -26,7 +26,8 @@ from solver.analysis.whatif import Outcome, describe, gpu_counts, outcome, rebui
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER
-from solver.optimize.candidates import CandidateTable, build_candidates
+from solver.optimize.candidates import build_candidates
+from solver.optimize.records import CandidateTable
 from solver.optimize.solve import run_mip
 from solver.physics.layout import TRAINING_KINDS
 from solver.rfq.overrides import apply_pairs, valid_paths

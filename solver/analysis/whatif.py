@@ -14,11 +14,12 @@ from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER
-from solver.optimize.candidates import Candidate, CandidateTable, NodeType, build_candidates
+from solver.optimize.candidates import build_candidates
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.linear import Solution
 from solver.optimize.mip import fabric_var, node_var
 from solver.optimize.plan import cost_breakdown
+from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.rental import reprice_rented
 from solver.optimize.storage import training_storage
 from solver.rfq.schema import Rfq, validate_rfq

@@ -26,6 +26,8 @@ from solver.common.childproc import tie_pulp_children
 from solver.optimize.bounds import tighten_bounds
 from solver.optimize.linear import (
     FOUND,
+    INTEGRALITY_TOL,
+    Constraint,
     LinearModel,
     Solution,
     Status,
@@ -60,11 +62,87 @@ class Backend:
         return _module_found(self.module)
 
     def solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
-        """Solve and re-check the point against the model (:func:`verified`)."""
+        """Solve and re-check the point against the model (:func:`verified`); a model with
+        ``cases`` is solved case by case (:meth:`_solve_cases`)."""
+        if len(model.cases) > 1:
+            return verified(model, self._solve_cases(model, time_limit))
         return verified(model, self._solve(model, time_limit))
 
-    def _solve(self, model: LinearModel, time_limit: float | None) -> Solution:
+    def _solve(self, model: LinearModel, time_limit: float | None,
+               cutoff: float | None = None) -> Solution:
+        """Solve ``model``; with ``cutoff``, only points of objective below it are of use
+        (a run may then say ``infeasible`` when there is none)."""
         raise NotImplementedError
+
+    def _solve_cases(self, model: LinearModel, time_limit: float | None) -> Solution:
+        """The best over ``model.cases`` (in their order), each case with the best objective
+        found so far as its cutoff and an equal share of the time left. Optimal when every case is proven (optimal, or no point
+        below the cutoff); ``feasible`` with the gap to the weakest case bound otherwise;
+        ``infeasible`` only when every case is infeasible without a cutoff."""
+        start = time.perf_counter()
+        best: Solution | None = None
+        bounds: list[float] = []  # lower bounds of the cases not proven
+        unproven = False
+        cases = [case for case in (_fixed(model, f) for f in model.cases) if case is not None]
+        if not cases:  # every fixing outside the bounds: the cases say nothing
+            return self._solve(model, time_limit)
+        for index, case in enumerate(cases):
+            remaining = None
+            if time_limit is not None:  # an equal share of the time left, the last case all
+                remaining = (time_limit - (time.perf_counter() - start)) / (len(cases) - index)
+                if remaining <= 0:
+                    unproven = True
+                    bounds.append(-math.inf)
+                    break
+            cutoff = best.objective if best is not None else None
+            solution = self._solve(case, remaining, cutoff)
+            if solution.status == "error":
+                return Solution("error", {}, None, 0.0, time.perf_counter() - start, self.name,
+                                solution.message)
+            if solution.status in FOUND and solution.objective is not None and (
+                    best is None or solution.objective < best.objective):
+                best = solution
+            if solution.status == "feasible":
+                unproven = True
+                bounds.append(solution.objective - solution.gap * abs(solution.objective))
+            elif solution.status == "timeout":
+                unproven = True
+                bounds.append(-math.inf)
+        seconds = time.perf_counter() - start
+        if best is None:
+            status: Status = "timeout" if unproven else "infeasible"
+            return Solution(status, {}, None, 0.0, seconds, self.name)
+        if not unproven:
+            return Solution("optimal", best.values, best.objective, 0.0, seconds, self.name)
+        bound = min(bounds)
+        gap = 1.0 if not math.isfinite(bound) else _gap(best.objective, bound)
+        return Solution("feasible", best.values, best.objective, gap, seconds, self.name)
+
+
+def _fixed(model: LinearModel, fixing: dict[str, float]) -> LinearModel | None:
+    """A copy of ``model`` with the variables of ``fixing`` fixed (None: out of bounds)."""
+    variables = dict(model.variables)
+    for name, value in fixing.items():
+        var = variables[name]
+        if value < var.low - INTEGRALITY_TOL or (
+                var.high is not None and value > var.high + INTEGRALITY_TOL):
+            return None
+        variables[name] = Var(name, value, value, var.integer)
+    return LinearModel(model.name, variables, model.constraints, model.objective,
+                       model.objective_constant)
+
+
+def _with_cutoff(model: LinearModel, cutoff: float | None) -> LinearModel:
+    """``model`` plus the row objective ≤ cutoff (loosened by 1e-7 relative, so that a
+    backend's own rounding never cuts a better point) for backends without a cutoff
+    option."""
+    if cutoff is None:
+        return model
+    rhs = cutoff - model.objective_constant + 1e-7 * max(1.0, abs(cutoff))
+    return LinearModel(model.name, model.variables,
+                       model.constraints + [Constraint("cutoff", dict(model.objective), "<=",
+                                                       rhs)],
+                       model.objective, model.objective_constant)
 
 
 def _module_found(module: str) -> bool:
@@ -110,9 +188,11 @@ class PulpBackend(Backend):
 
         return pulp.PULP_CBC_CMD(msg=False).available()
 
-    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+    def _solve(self, model: LinearModel, time_limit: float | None = None,
+               cutoff: float | None = None) -> Solution:
         import pulp
 
+        model = _with_cutoff(model, cutoff)
 
         tie_pulp_children()  # a killed procure leaves no CBC behind
         start = time.perf_counter()
@@ -190,7 +270,8 @@ class HighsBackend(Backend):
         "kUnbounded": "error",
     }
 
-    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+    def _solve(self, model: LinearModel, time_limit: float | None = None,
+               cutoff: float | None = None) -> Solution:
         import highspy
         import numpy as np
 
@@ -228,11 +309,15 @@ class HighsBackend(Backend):
             solver.setOptionValue("mip_abs_gap", 0.0)
             if time_limit is not None:
                 solver.setOptionValue("time_limit", float(time_limit))
+            if cutoff is not None:  # prunes every node that cannot beat it
+                solver.setOptionValue("objective_bound", float(cutoff))
             solver.passModel(lp)
             solver.run()
         seconds = time.perf_counter() - start
         code = solver.getModelStatus().name
         info = solver.getInfo()
+        if cutoff is not None and code in ("kObjectiveBound", "kInfeasible"):
+            code = "kInfeasible"  # no point below the cutoff
         has_point = info.primal_solution_status == 2  # kSolutionStatusFeasible
         status = map_status(self.name, self.STATUS_MAP, code, has_point,
                             time_limit is not None)
@@ -263,7 +348,8 @@ class CpSatBackend(Backend):
         "MODEL_INVALID": "error",
     }
 
-    def _solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+    def _solve(self, model: LinearModel, time_limit: float | None = None,
+               cutoff: float | None = None) -> Solution:
         from ortools.sat.python import cp_model
 
         start = time.perf_counter()
@@ -297,7 +383,13 @@ class CpSatBackend(Backend):
             else:
                 expr = sum(round(c) * variables[n] for n, c in coeffs.items())
                 cp.Add(expr == round(rhs))
-        cp.Minimize(sum(round(c * self.SCALE) * variables[n] for n, c in model.objective.items()))
+        objective = sum(round(c * self.SCALE) * variables[n] for n, c in model.objective.items())
+        if cutoff is not None:  # on the scaled objective, loosened by its rounding at most
+            margin = sum(0.5 * (model.variables[n].high or 0.0) for n in model.objective)
+            margin += 1e-7 * max(1.0, abs(cutoff)) * self.SCALE
+            cp.Add(objective <= math.floor((cutoff - model.objective_constant) * self.SCALE
+                                           + margin))
+        cp.Minimize(objective)
         solver = cp_model.CpSolver()
         solver.parameters.num_search_workers = 2
         if time_limit is not None:

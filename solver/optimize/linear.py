@@ -49,6 +49,12 @@ class LinearModel:
     constraints: list[Constraint] = field(default_factory=list)
     objective: dict[str, float] = field(default_factory=dict)
     objective_constant: float = 0.0
+    #: optional cases: variable fixings such that every feasible point has a feasible point
+    #: of the same objective in one of them (e.g. one vendor stack each, solver/optimize/mip.py).
+    #: :meth:`Backend.solve` then solves the cases one by one, each with the best objective
+    #: so far as a cutoff, and returns the best: the same optimum, found on smaller models
+    #: whose relaxations are tighter.
+    cases: list[dict[str, float]] = field(default_factory=list)
 
     def var(self, name: str, low: float = 0.0, high: float | None = None,
             integer: bool = True) -> str:

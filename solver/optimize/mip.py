@@ -37,7 +37,7 @@ Variables
     z[f] ∈ {0,1}          fabric f bought (Σ_f z[f] ≤ 1; "coupled" = Σ_f z[f])
     x[c] ∈ Z≥0            replicas of serving candidate c;  x[c] ∈ {0,1} for a job candidate
     K ∈ Z≥0               coupled nodes (nodes of jobs or replicas that span nodes)
-    a[c] ∈ {0,1}          (only for ``redundancy: n+1``) candidate c is used
+    b_k ∈ {0,1}           (only for ``redundancy: n+1``) loss levels, below
     L[e], S[e], U[e] ∈ Z≥0, y[e] ∈ {0,1}   leaf and spine switches, leaf-to-spine links and
                           "two tiers" of network e (solver/optimize/network.py), driven by its ports
                           P_fe = fe Σ_t N[t],  P_f = Σ_{c spanning on f} e_t(c) n_c x[c]
@@ -54,11 +54,21 @@ Objective
 
 Constraints (one block each in :func:`build_model`)
     demand      Σ_{c∈C_w} m_c x[c] ≥ D^conc_w,  Σ_{c∈C_w} q_c x[c] ≥ D^qps_w     (w ∈ W_s)
-    n+1         for w with ``redundancy: n+1``, besides the demand rows, for every c ∈ C_w
-                Σ_{c'∈C_w} m_c' x[c'] - r_c m_c a[c] ≥ D^conc_w  (and the same for QPS),
-                x[c] ≤ x̄_c a[c]
-                i.e. Σ m x - max_{c used} r_c m_c ≥ D: the demand is still met with any one
-                node down. Why max_{c used} r_c m_c bounds the loss of any node of the
+    n+1         for w with ``redundancy: n+1``, besides the demand rows, the capacity left
+                after the largest one-node loss of the candidates used still meets it:
+                Σ_{c'∈C_w} m_c' x[c'] - max_{c used} r_c m_c ≥ D^conc_w (and the same for
+                QPS). Written with loss levels (issue 18): ℓ_1 < ... < ℓ_K the distinct
+                values r_c m_c > 0 of C_w, b_k ∈ {0,1} "the loss is at least ℓ_k",
+                    Σ m x - Σ_{k≥2} (ℓ_k - ℓ_{k-1}) b_k ≥ D^conc_w + ℓ_1,
+                    b_{k-1} ≥ b_k,   x[c] ≤ x̄_c b_{k(c)}
+                (ℓ_1 is always lost: a positive demand uses some candidate). Using c
+                switches on every level up to its own, so the row subtracts exactly the
+                largest loss used: the same integer points as the former per-candidate
+                big-M rows Σ m x - r_c m_c a[c] ≥ D, x[c] ≤ x̄_c a[c] (kept behind
+                ``build_model(reference=True)``; tests/test_mip_scale.py compares optima),
+                one binary per distinct loss instead of per candidate, and a relaxation
+                at least as tight (b_k ≥ x[c]/x̄_c for every c at level ≥ k).
+                Why max_{c used} r_c m_c bounds the loss of any node of the
                 placement below: a spanning replica has its nodes to itself (it loses
                 r_c m_c = m_c); an in-node node of type t holds replicas of w's candidates
                 with Σ g_c (replicas) ≤ k_t, so it carries at most
@@ -67,6 +77,10 @@ Constraints (one block each in :func:`build_model`)
                 (Conservative when a workload fills only part of a node: the solver then
                 keeps a node's worth of the densest layout spare.) No continuous variable,
                 so CP-SAT takes it too.
+    rounded     one Chvátal-Gomory cut per demand (and n+1) row, divided by the capacity d
+                of the workload's cheapest candidate per unit of capacity:
+                Σ ⌈a_c / d⌉ x[c] ≥ ⌈rhs / d⌉ — valid for every integer point, it cuts the
+                relaxation's fractional replicas (e.g. 0.3 of a replica for a small demand)
     one job     Σ_{c∈C_w} x[c] = 1                                                (w ∈ W_j)
     packing     Σ_{c: t(c)=t} g_c x[c] ≤ k_t N[t]                                 (t ∈ T)
     fabric      x[c] ≤ M_c z[f(c)] for spanning c;  Σ_f z[f] ≤ 1
@@ -85,6 +99,13 @@ Constraints (one block each in :func:`build_model`)
                 above (solver/optimize/bounds.py): x[c] ≤ replicas that alone meet demand (plus,
                 for n+1, the largest one-node loss max_c' r_c' m_c' / m_c),
                 N[t] ≤ ⌈Σ_c g_c x̄_c / k_t⌉ and the limits, K ≤ Σ n_c x̄_c
+
+Solved by cases: with the one-stack rows, :func:`build_model` sets ``model.cases`` to one
+fixing per stack (v[s] = 1, the others 0; a plan without owned nodes fits any case).
+The backends (solver/optimize/backends.py) solve the cases in turn, each with the best objective
+so far as a cutoff, and return the best: the same optimum, but each case's relaxation no
+longer spreads nodes over both stacks (with v fractional, the relaxation of a 50-workload
+portfolio mixed 11.5 CUDA and 10.5 ROCm nodes; the plan buys only ROCm).
 
 Why the packing constraint is exact (not a relaxation): every node size k_t and every
 in-node group size g_c is a power of two with g_c ≤ k_t, and a spanning group uses
@@ -301,8 +322,11 @@ def _switched_networks(model: LinearModel, table: CandidateTable) -> None:
 
 
 def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
-                objective: str | None = None, extra: list | None = None) -> LinearModel:
-    """Build the MIP of this module's docstring from a candidate table."""
+                objective: str | None = None, extra: list | None = None, *,
+                reference: bool = False) -> LinearModel:
+    """Build the MIP of this module's docstring from a candidate table. ``reference``:
+    the former model of issue 18 (per-candidate big-M n+1 rows, no rounded rows, no stack
+    cases); the same optimum, tests/test_mip_scale.py compares them."""
     limits = limits or Limits.from_rfq(rfq)
     objective = objective or rfq.objective
     model = LinearModel(name=f"procure-{rfq.id}")
@@ -333,7 +357,7 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
     for name, cands in table.candidates.items():
         spec = specs[name]
         if spec.kind in ("inference", "batch_inference"):
-            _serving_demand(model, table, name, cands, spec)
+            _serving_demand(model, table, name, cands, spec, reference)
         else:
             model.add(f"one_job[{name}]", {cand_var(c): 1.0 for c in cands}, "==", 1.0)
 
@@ -384,21 +408,48 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         model.constraints.append(constraint)
     # --- bounds: every integer variable gets a finite upper bound (solver/optimize/bounds.py) ----
     tighten_bounds(model)
+    if not reference:
+        model.cases = _stack_cases(model, table, extra or [])
     return model
+
+
+def _stack_cases(model: LinearModel, table: CandidateTable, extra: list) -> list[dict]:
+    """One case per accelerator stack when the model has the one-stack rows: v[s] = 1 and
+    the other stacks 0 (backends.Backend.solve takes the best case). Exact: v has no cost
+    and appears only in the one-stack rows, so a point with every v = 0 (no owned node) is
+    also a point of any case. Smaller stacks (fewer candidates) first: their cases solve
+    fast and give the later ones a cutoff. None when ``extra`` rows mention v, or when the
+    bounds leave fewer than two stacks (v[s] ≤ 0: no node of s is of use)."""
+    stacks = [n[2:-1] for n in model.variables if n.startswith("v[")
+              and (model.variables[n].high or 0.0) >= 1.0]  # bounds may leave a stack out
+    if len(stacks) < 2 or any(stack_var(s) in c.coeffs for c in extra for s in stacks):
+        return []
+    size = {s: sum(1 for cands in table.candidates.values() for c in cands
+                   if c.rental is None and table.node_types[c.node_type].stack == s)
+            for s in stacks}
+    return [{stack_var(o): float(o == s) for o in stacks}
+            for s in sorted(stacks, key=lambda s: (size[s], s))]
 
 
 def used_var(cand: Candidate) -> str:
     return f"a[{cand.name}]"
 
 
+def loss_var(label: str, workload: str, level: int) -> str:
+    """Binary "the largest one-node loss of ``workload`` is at least its level-th value"."""
+    return f"b_{label}[{workload}#{level}]"
+
+
 def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
-                    cands: list[Candidate], spec: object) -> None:
+                    cands: list[Candidate], spec: object, reference: bool = False) -> None:
     """Demand rows of one serving workload (capacity bought >= demand / utilisation); with
-    ``redundancy: n+1`` also one row per candidate c: the capacity left after losing the
-    most of c one node can hold, when c is used (module docstring)."""
+    ``redundancy: n+1`` the capacity left after losing the most one node can carry of the
+    candidates used must still meet it (module docstring: the loss levels).
+    ``reference`` builds the former per-candidate big-M rows instead (same optimum; kept
+    for tests/test_mip_scale.py, which compares the two)."""
     demand = planned_demand(spec)
     spare = needs_n_plus_1(spec)
-    if spare:
+    if spare and reference:
         for cand in cands:
             model.var(used_var(cand), 0, 1)
             bound = model.variables[cand_var(cand)].high or 1
@@ -410,13 +461,85 @@ def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
             continue
         coeffs = {cand_var(c): getattr(c, capacity) for c in cands}
         model.add(f"demand_{label}[{name}]", coeffs, ">=", need)
+        if not reference:
+            divisor = _cheapest_capacity(model, table, cands, capacity)
+            _rounded_row(model, f"demand_{label}_rounded[{name}]", coeffs, need, divisor)
         if not spare:
             continue
-        for cand in cands:
-            per_node = units_lost(table, cand)
-            model.add(f"n_plus_1_{label}[{cand.name}]",
-                      {**coeffs, used_var(cand): -per_node * getattr(cand, capacity)},
-                      ">=", need)
+        if reference:
+            for cand in cands:
+                per_node = units_lost(table, cand)
+                model.add(f"n_plus_1_{label}[{cand.name}]",
+                          {**coeffs, used_var(cand): -per_node * getattr(cand, capacity)},
+                          ">=", need)
+            continue
+        _loss_levels(model, table, name, label, cands, capacity, coeffs, need)
+
+
+def _loss_levels(model: LinearModel, table: CandidateTable, name: str, label: str,
+                 cands: list[Candidate], capacity: str, coeffs: dict[str, float],
+                 need: float) -> None:
+    """The n+1 row of one metric: Σ m x - Σ_k (ℓ_k - ℓ_{k-1}) b_k ≥ D, with the distinct
+    one-node losses ℓ_1 < ... < ℓ_K of the candidates, b_1 ≥ ... ≥ b_K binary and
+    x[c] ≤ x̄_c b_{k(c)}: using c switches on every level up to its loss, so the row
+    subtracts exactly max_{c used} ℓ_c (module docstring)."""
+    losses = {c.name: units_lost(table, c) * getattr(c, capacity) for c in cands}
+    levels = sorted({loss for loss in losses.values() if loss > 0})
+    if not levels:
+        return
+    # a positive demand needs some candidate of positive capacity, whose loss is ≥ ℓ_1:
+    # the first level is always on (fixed, so no binary)
+    level_of = {loss: k for k, loss in enumerate(levels)}
+    row = dict(coeffs)
+    for k in range(1, len(levels)):
+        model.var(loss_var(label, name, k), 0, 1)
+        row[loss_var(label, name, k)] = -(levels[k] - levels[k - 1])
+        if k > 1:
+            model.add(f"loss_order_{label}[{name}#{k}]",
+                      {loss_var(label, name, k - 1): 1.0, loss_var(label, name, k): -1.0},
+                      ">=", 0.0)
+    model.add(f"n_plus_1_{label}[{name}]", row, ">=", need + levels[0])
+    _rounded_row(model, f"n_plus_1_{label}_rounded[{name}]", row, need + levels[0],
+                 _cheapest_capacity(model, table, cands, capacity))
+    for cand in cands:
+        k = level_of.get(losses[cand.name])
+        if not k:  # no capacity of this metric, or the first (always on) level
+            continue
+        bound = model.variables[cand_var(cand)].high or 1
+        model.add(f"loss_level_{label}[{cand.name}]",
+                  {cand_var(cand): 1.0, loss_var(label, name, k): -float(bound)}, "<=", 0.0)
+
+
+def _cheapest_capacity(model: LinearModel, table: CandidateTable, cands: list[Candidate],
+                       capacity: str) -> float:
+    """Capacity of one replica of the candidate with the lowest cost per unit of capacity
+    (its node share, g_c / k_t of a node, plus its own cost coefficient): the divisor of
+    the rounded demand row, where the relaxation's replicas are most likely fractional."""
+    def unit_cost(cand: Candidate) -> float:
+        cost = model.objective.get(cand_var(cand), 0.0)
+        if cand.rental is None:
+            node = table.node_types[cand.node_type]
+            cost += model.objective.get(node_var(cand.node_type), 0.0) * cand.gpus / node.gpus
+        return cost / getattr(cand, capacity)
+
+    useful = [c for c in cands if getattr(c, capacity) > 0]
+    return getattr(min(useful, key=unit_cost), capacity) if useful else 0.0
+
+
+def _rounded_row(model: LinearModel, name: str, row: dict[str, float], rhs: float,
+                 divisor: float) -> None:
+    """A Chvátal-Gomory cut of the row Σ a_i y_i ≥ rhs over integers y ≥ 0: divided by
+    ``divisor``, coefficients rounded up, the right-hand side rounded up:
+    Σ ⌈a_i / d⌉ y_i ≥ ⌈rhs / d⌉ (every integer point of the row satisfies it; the
+    relaxation's fractional replicas do not). Coefficients round up exactly (larger is
+    always valid), the right-hand side with a 1e-6 tolerance (smaller is always valid)."""
+    if divisor <= 0:
+        return
+    bound = math.ceil(rhs / divisor - 1e-6)
+    if bound < 1:
+        return
+    model.add(name, {v: float(math.ceil(a / divisor)) for v, a in row.items()}, ">=",
+              float(bound))
 
 
 def stack_var(stack: str) -> str:

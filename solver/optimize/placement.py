@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from solver.optimize.candidates import Candidate, CandidateTable
+from solver.optimize.records import Candidate, CandidateTable
 
 
 class PlacementError(RuntimeError):

@@ -8,7 +8,6 @@ from typing import Any
 
 from solver.catalog.data import Catalog
 from solver.optimize.bom import bill_of_materials
-from solver.optimize.candidates import Candidate, CandidateTable
 from solver.optimize.linear import Solution
 from solver.optimize.mip import (
     cand_var,
@@ -20,6 +19,7 @@ from solver.optimize.mip import (
     target_utilization,
 )
 from solver.optimize.placement import place
+from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.rental import add_sourcing
 from solver.optimize.schedule import schedule_for
 from solver.physics.goodput import goodput

@@ -21,10 +21,11 @@ from typing import Any
 
 from solver.catalog.data import Catalog
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
-from solver.optimize.candidates import CandidateTable, build_candidates, request_seconds
+from solver.optimize.candidates import build_candidates, request_seconds
 from solver.optimize.linear import Solution, TimeLimitReached
 from solver.optimize.mip import Limits, build_model
 from solver.optimize.plan import assemble
+from solver.optimize.records import CandidateTable
 from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import estimate as estimate_layout
 from solver.rfq.schema import Rfq
