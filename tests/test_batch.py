@@ -231,7 +231,7 @@ def test_rerun_skips_unchanged_and_recomputes_changed(tmp_path: Path) -> None:
     second = run_batch([tmp_path / "rfqs"], db, workers=2, solve_fn=fake_solve)
     assert (second.computed, second.skipped) == (1, 5)
     assert second.total == 6 and len(rows(db)) == 6
-    third = run_batch([tmp_path / "rfqs"], db, workers=1, solve_fn=fake_solve, solver="highs")
+    third = run_batch([tmp_path / "rfqs"], db, workers=1, solve_fn=fake_solve, solver="cbc")
     assert third.computed == 6  # other solver options: recomputed
 
 
@@ -424,3 +424,25 @@ def test_folder_search_leaves_model_configs_out() -> None:
     assert rfqs <= {p.name for p in found}
     configs = [p for p in root.rglob("*.json") if p.name.endswith("config.json")]
     assert configs, "the scenarios folder is expected to ship a model config"
+
+
+def test_workers_forked_after_an_in_process_highs_solve_do_not_hang(tmp_path: Path) -> None:
+    """HiGHS keeps a thread pool; a worker forked from a process that already solved with
+    HiGHS inherits the pool's state without its threads. The driver stops the pool before
+    forking (executors._stop_solver_threads); run in a child so a regression fails, not hangs."""
+    write_rfqs(tmp_path / "rfqs", 4, gpus=("l40s",))
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from solver.analysis.explain import solve_rfq\n"
+        "from solver.catalog.load import load_catalog\n"
+        "from solver.rfq.schema import load_rfq\n"
+        "from solver.batch.runner import run_batch\n"
+        "root = Path(sys.argv[1]); cat = load_catalog()\n"
+        "first = sorted((root / 'rfqs').glob('*.yaml'))[0]\n"
+        "assert solve_rfq(load_rfq(first, cat), cat, solver='highs')['status'] == 'optimal'\n"
+        "summary = run_batch([root / 'rfqs'], root / 'b.db', workers=2, solver='highs')\n"
+        "print(summary.by_status)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'optimal': 4" in done.stdout
