@@ -254,18 +254,18 @@ def test_case_statuses(backend):
     # s = 1: x ≤ 2, y ≤ 3t → x = 2, y = 1, t = 1: 14; s = 0: y ≤ 2 + 3t → y = 3, t = 1: 16
     # (or x = 0, y = 2 fails the demand) -> optimum 14 whatever the order
     for cases in ([{"s": 1.0}, {"s": 0.0}], [{"s": 0.0}, {"s": 1.0}]):
-        solution = solver.optimize.solve(_toy(cases))
+        solution = solver.solve(_toy(cases))
         assert solution.status == "optimal" and _same(solution.objective, 14.0)
-        whole = solver.optimize.solve(_toy([]))
+        whole = solver.solve(_toy([]))
         assert _same(whole.objective, 14.0)
     # every case infeasible (t fixed 0 and s fixed): infeasible, never a timeout
-    solution = solver.optimize.solve(_toy([{"s": 1.0, "t": 0.0}, {"s": 0.0, "t": 0.0}]))
+    solution = solver.solve(_toy([{"s": 1.0, "t": 0.0}, {"s": 0.0, "t": 0.0}]))
     assert solution.status == "infeasible"
     # a fixing outside a variable's bounds is an empty case
-    solution = solver.optimize.solve(_toy([{"s": 2.0}, {"s": 1.0}]))
+    solution = solver.solve(_toy([{"s": 2.0}, {"s": 1.0}]))
     assert solution.status == "optimal" and _same(solution.objective, 14.0)
     # every fixing outside the bounds: the whole model is solved
-    solution = solver.optimize.solve(_toy([{"s": 2.0}, {"s": 3.0}]))
+    solution = solver.solve(_toy([{"s": 2.0}, {"s": 3.0}]))
     assert solution.status == "optimal" and _same(solution.objective, 14.0)
 
 
