@@ -157,7 +157,7 @@ def _n_plus_1_portfolio(catalog, size: int, seed: int):
     return rfq, build_candidates(catalog, rfq)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_loss_levels_have_the_reference_optimum_on_small_portfolios(catalog, seed):
     rfq, table = _n_plus_1_portfolio(catalog, 3, seed)
     new = _solve(build_model(table, rfq))
