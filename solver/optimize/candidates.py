@@ -240,8 +240,8 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
     """Jobs on this node type: in one node, else for each fabric the fewest nodes that fit
     and meet the deadline at expected goodput (more nodes cost more for the same node type
     and fabric): spans of 2, 4, 8 ... nodes first, then a bisection of the counts between
-    the smallest that meets it and half of it (a job may span 7 nodes; time to finish
-    falls as nodes are added); with ``all_sizes`` every meeting
+    the smallest that meets it and half of it, at the TP degree that span used (a job may
+    span 7 nodes; time to finish falls as nodes are added); with ``all_sizes`` every meeting
     size (for the Pareto frontier). Each layout runs the fastest training knobs that fit
     (:func:`fastest_training_knobs`); with ``rdma_only`` jobs that span nodes use RDMA
     fabrics only."""
@@ -275,7 +275,8 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
             low, high = tried, m  # low misses the deadline (or is 1: in-node), high meets it
             while high - low > 1:  # bisect the counts the doubling skipped
                 mid = (low + high) // 2
-                smaller = job.candidate(node.gpus * mid, fabric)
+                keep = found.layout.tp if (node.gpus * mid) % found.layout.tp == 0 else None
+                smaller = job.candidate(node.gpus * mid, fabric, tp=keep)
                 if smaller is None:
                     low = mid
                 else:
@@ -303,12 +304,15 @@ class _JobProbe:
         self.best_hours: float | None = None
         self.last_reason = "does not fit"
 
-    def candidate(self, size: int, over: Fabric | None) -> Candidate | None:
+    def candidate(self, size: int, over: Fabric | None,
+                  tp: int | None = None) -> Candidate | None:
+        """``tp``: only splits of that tensor-parallel degree (the bisection keeps the TP of
+        the larger span that met the deadline: TP stays inside a node)."""
         catalog, spec, node = self.catalog, self.spec, self.node
         fabric_id = over.id if over else "none"
         ranked = ranked_layouts(catalog, spec.model, node.gpu, size, self.workload,
                                 precision=self.precision, gpus_per_node=node.gpus,
-                                fabric=fabric_id, server=node.server)
+                                fabric=fabric_id, server=node.server, tp=tp)
         est = ranked[0]
         if not est.fits or est.predicted.tokens_per_s <= 0:
             self.last_reason = est.reason or "does not fit"

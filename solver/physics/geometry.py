@@ -15,7 +15,6 @@ keep the summary figures of ``models.yaml``.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -164,9 +163,23 @@ def _from_architecture(model: Model) -> Geometry:
         checkpoint_experts_only=arch.checkpoint_experts_only)
 
 
-@functools.lru_cache(maxsize=256)
+_GEOMETRIES: dict[int, tuple[Model, Geometry]] = {}
+
+
 def geometry(model: Model) -> Geometry:
-    """The :class:`Geometry` of a catalog model (cached)."""
+    """The :class:`Geometry` of a catalog model, memoised per model object (hashing a
+    pydantic model hashes every field: the physics asks for a geometry on every estimate)."""
+    known = _GEOMETRIES.get(id(model))
+    if known is not None and known[0] is model:
+        return known[1]
+    geo = _geometry(model)
+    if len(_GEOMETRIES) > 256:
+        _GEOMETRIES.clear()
+    _GEOMETRIES[id(model)] = (model, geo)  # the entry holds the model: its id stays unique
+    return geo
+
+
+def _geometry(model: Model) -> Geometry:
     if model.architecture is not None:
         return _from_architecture(model)
     params = model.params_b * 1e9
