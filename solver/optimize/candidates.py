@@ -241,10 +241,10 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
     and meet the deadline at expected goodput (more nodes cost more for the same node type
     and fabric): spans of 2, 4, 8 ... nodes first, then a bisection of the counts between
     the smallest that meets it and half of it, at the TP degree that span used (a job may
-    span 7 nodes; time to finish falls as nodes are added); with ``all_sizes`` every meeting
-    size (for the Pareto frontier). Each layout runs the fastest training knobs that fit
-    (:func:`fastest_training_knobs`); with ``rdma_only`` jobs that span nodes use RDMA
-    fabrics only."""
+    span 7 nodes; time to finish falls as nodes are added); with ``all_sizes`` also every
+    larger power of two that meets it (for the Pareto frontier). Each layout runs the
+    fastest training knobs that fit (:func:`fastest_training_knobs`); with ``rdma_only``
+    jobs that span nodes use RDMA fabrics only."""
     job = _JobProbe(catalog, spec, node, precision)
     out: list[Candidate] = []
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
@@ -259,19 +259,18 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
             rejected.append(f"{node.key} {precision} over {fabric.id}: coupled training "
                             "runs on an RDMA fabric (InfiniBand/RoCE) by engineering policy")
             continue
-        if all_sizes:
-            out += [c for m in range(2, cap + 1)
-                    if (c := job.candidate(node.gpus * m, fabric)) is not None]
-            continue
         doubling = [n for n in POWERS_OF_TWO if 2 <= n <= cap]
         if cap >= 2 and cap not in doubling:
             doubling.append(cap)  # a node limit between two powers of two
         tried = 1
-        for m in doubling:
+        for index, m in enumerate(doubling):
             found = job.candidate(node.gpus * m, fabric)
             if found is None:
                 tried = m
                 continue
+            if all_sizes:  # the larger spans too: faster and dearer points for the frontier
+                out += [c for n in doubling[index + 1:]
+                        if (c := job.candidate(node.gpus * n, fabric)) is not None]
             low, high = tried, m  # low misses the deadline (or is 1: in-node), high meets it
             while high - low > 1:  # bisect the counts the doubling skipped
                 mid = (low + high) // 2
