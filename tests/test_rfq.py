@@ -54,7 +54,14 @@ def _set(data: dict, path: str, value: Any) -> None:
         target[last] = value
 
 
-_DELETE = object()
+class _Delete:
+    """Marker: remove the field (a stable repr keeps test ids equal across xdist workers)."""
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+_DELETE = _Delete()
 
 # (path to change, new value, expected field path in the error, fragment of the reason)
 INVALID = [
