@@ -522,12 +522,12 @@ def _loss_levels(model: LinearModel, table: CandidateTable, name: str, label: st
     _rounded_row(model, f"n_plus_1_{label}_rounded[{name}]", row, need + levels[0],
                  _cheapest_capacity(model, table, cands, capacity))
     for cand in cands:
-        k = level_of.get(losses[cand.name])
-        if not k:  # no capacity of this metric, or the first (always on) level
+        level = level_of.get(losses[cand.name])
+        if not level:  # no capacity of this metric, or the first (always on) level
             continue
         bound = model.variables[cand_var(cand)].high or 1
         model.add(f"loss_level_{label}[{cand.name}]",
-                  {cand_var(cand): 1.0, loss_var(label, name, k): -float(bound)}, "<=", 0.0)
+                  {cand_var(cand): 1.0, loss_var(label, name, level): -float(bound)}, "<=", 0.0)
 
 
 def _cheapest_capacity(model: LinearModel, table: CandidateTable, cands: list[Candidate],
