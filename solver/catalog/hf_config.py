@@ -240,25 +240,40 @@ def _checkpoint(data: dict[str, Any], source: str, prefix: str) -> dict[str, Any
 def _quantization(data: dict[str, Any], source: str, prefix: str) -> tuple[str | None, str]:
     """(default precision, description) of the checkpoint's quantisation."""
     q = data.get("quantization_config")
-    field = prefix + "quantization_config"
     if q is None and isinstance(data.get("hf_quant_config"), dict):
-        q = data["hf_quant_config"].get("quantization", data["hf_quant_config"])
-        field = prefix + "hf_quant_config"
-        algo = str(q.get("quant_algo") or "").upper()
-        table = {"FP8": "fp8", "FP8_BLOCK_SCALES": "fp8", "NVFP4": "fp4", "MXFP4": "fp4",
-                 "W4A16_AWQ": "int4", "W4A8_AWQ": "int4", "INT8": "int8", "W8A16": "int8"}
-        if algo not in table:
-            raise InputError([Problem(source, field + ".quant_algo", algo or None,
-                                      "unknown quantisation; known: " + ", ".join(table))])
-        return table[algo], f"{algo} (hf_quant_config)"
+        return _hf_quant_config(data["hf_quant_config"], source, prefix + "hf_quant_config")
     if q is None:
         return None, ""
+    field = prefix + "quantization_config"
     if not isinstance(q, dict):
         raise InputError([Problem(source, field, type(q).__name__, "must be a mapping")])
-    method = str(q.get("quant_method") or "").lower()
+    return _quant_method(q, source, field)
+
+
+def _hf_quant_config(config: dict[str, Any], source: str, field: str) -> tuple[str, str]:
+    """(precision, description) from TensorRT-LLM / ModelOpt's ``hf_quant_config``."""
+    q = config.get("quantization", config)
+    algo = str(q.get("quant_algo") or "").upper()
+    table = {"FP8": "fp8", "FP8_BLOCK_SCALES": "fp8", "NVFP4": "fp4", "MXFP4": "fp4",
+             "W4A16_AWQ": "int4", "W4A8_AWQ": "int4", "INT8": "int8", "W8A16": "int8"}
+    if algo not in table:
+        raise InputError([Problem(source, field + ".quant_algo", algo or None,
+                                  "unknown quantisation; known: " + ", ".join(table))])
+    return table[algo], f"{algo} (hf_quant_config)"
+
+
+def _kept_in_16_bit(q: dict[str, Any]) -> str:
+    """'; kept in 16 bit: a, b ...' for the modules a checkpoint leaves unquantised (''
+    when none, or when the list is too long to be worth saying)."""
     skipped = q.get("modules_to_not_convert") or q.get("ignore") or []
-    skip = (f"; kept in 16 bit: {', '.join(map(str, skipped[:4]))}"
+    return (f"; kept in 16 bit: {', '.join(map(str, skipped[:4]))}"
             + (" ..." if len(skipped) > 4 else "")) if skipped and len(skipped) < 50 else ""
+
+
+def _quant_method(q: dict[str, Any], source: str, field: str) -> tuple[str, str]:
+    """(precision, description) of a ``quantization_config`` by its ``quant_method``."""
+    method = str(q.get("quant_method") or "").lower()
+    skip = _kept_in_16_bit(q)
     if method == "fp8":
         block = q.get("weight_block_size")
         return "fp8", f"FP8 weights{f' (blocks {block})' if block else ''}{skip}"
@@ -284,25 +299,32 @@ def _quantization(data: dict[str, Any], source: str, prefix: str) -> tuple[str |
                                       "unknown ModelOpt algorithm; known: FP8, NVFP4, MXFP4")])
         return precision, f"ModelOpt {algo}{skip}"
     if method == "compressed-tensors":
-        groups = q.get("config_groups") or {}
-        weights = [g.get("weights") or {} for g in groups.values() if isinstance(g, dict)]
-        if not weights:
-            raise InputError([Problem(source, field + ".config_groups", None,
-                                      "compressed-tensors config without weight groups")])
-        w = weights[0]
-        bits, kind = w.get("num_bits"), str(w.get("type") or "int")
-        table = {(4, "int"): "int4", (8, "int"): "int8", (8, "float"): "fp8",
-                 (4, "float"): "fp4"}
-        precision = table.get((bits, kind))
-        if precision is None:
-            raise InputError([Problem(source, field + ".config_groups.weights.num_bits", bits,
-                                      f"unsupported {kind} width; expected 4 or 8")])
-        group = w.get("group_size")
-        return precision, (f"compressed-tensors {kind}{bits} weights"
-                           f"{f' (group {group})' if group else ''}{skip}")
+        return _compressed_tensors(q, source, field, skip)
     raise InputError([Problem(source, field + ".quant_method", method or None,
                               "unknown quantisation method; known: fp8, mxfp4, awq, gptq, "
                               "bitsandbytes, modelopt, compressed-tensors")])
+
+
+def _compressed_tensors(q: dict[str, Any], source: str, field: str,
+                        skip: str) -> tuple[str, str]:
+    """(precision, description) of a compressed-tensors checkpoint: its first weight
+    group's width and type."""
+    groups = q.get("config_groups") or {}
+    weights = [g.get("weights") or {} for g in groups.values() if isinstance(g, dict)]
+    if not weights:
+        raise InputError([Problem(source, field + ".config_groups", None,
+                                  "compressed-tensors config without weight groups")])
+    w = weights[0]
+    bits, kind = w.get("num_bits"), str(w.get("type") or "int")
+    table: dict[tuple[object, str], str] = {(4, "int"): "int4", (8, "int"): "int8",
+                                            (8, "float"): "fp8", (4, "float"): "fp4"}
+    precision = table.get((bits, kind))
+    if precision is None:
+        raise InputError([Problem(source, field + ".config_groups.weights.num_bits", bits,
+                                  f"unsupported {kind} width; expected 4 or 8")])
+    group = w.get("group_size")
+    return precision, (f"compressed-tensors {kind}{bits} weights"
+                       f"{f' (group {group})' if group else ''}{skip}")
 
 
 def _vision_params(data: dict[str, Any]) -> float:

@@ -118,92 +118,110 @@ def _prepare(rfq: Path, catalog: str | None, set_: list[str] | None,
     return load(rfq, catalog, set_, overrides)
 
 
+def pareto(
+    rfq: RfqArg,
+    json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    points: Annotated[int | None, typer.Option(
+        "--points", min=1, help="At most N plans (the cheapest and N-1 spread out).")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write the points as CSV.")
+                       ] = None,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Write a chart: out.html (plotly) or out.png (matplotlib).")] = None,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", help="WORKLOAD:METRIC — tpot_ms, ttft_ms, hours_to_complete, "
+                         "headroom or failure_domains (default: first workload's).")] = None,
+    sweep: Annotated[list[str] | None, typer.Option(
+        "--sweep", help="What-if instead of the frontier: KIND=V1,V2,... with KIND "
+                        "rental-price (offer $/GPU-h multiplier) or growth (serving "
+                        "demand growth per year); repeatable. Cost and buy/rent "
+                        "choice at each value (docs/rental.md).")] = None,
+    solver: SolverOpt = DEFAULT_SOLVER,
+    catalog: CatalogOpt = None,
+    set_: SetOpt = None,
+    overrides: OverridesOpt = None,
+) -> int:
+    """Non-dominated plans: cost against latency or time-to-finish (or, with --sweep,
+    the cost and the buy/rent choice across rental prices or demand growth)."""
+    if sweep:
+        return _sweeps(rfq, sweep, solver, catalog, set_, overrides, json_out, csv_out)
+    cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
+    return _frontier(cat, parsed, metric, points, solver, json_out, csv_out, plot)
+
+
+def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,
+            set_: list[str] | None, overrides: Path | None, json_out: bool,
+            csv_out: Path | None) -> int:
+    """``pareto --sweep``: the cost and buy/rent choice at each value of each sweep (the
+    sweeps are checked before anything is loaded)."""
+    from solver.analysis.whatif import parse_sweep
+    from solver.analysis.whatif import sweep as run_sweep
+
+    asked = [parse_sweep(text) for text in sweep]
+    cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, None)
+    results = [run_sweep(cat, parsed, kind, values, solver) for kind, values in asked]
+    if csv_out is not None:
+        _sweep_csv(results, csv_out)
+    if json_out:
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+    else:
+        for result in results:
+            _print_sweep(result)
+    feasible = any(p["choice"] is not None for r in results for p in r["points"])
+    return 0 if feasible else EXIT_INFEASIBLE
+
+
+def _frontier(cat: Any, parsed: Any, metric: str | None, points: int | None, solver: str,
+              json_out: bool, csv_out: Path | None, plot: Path | None) -> int:
+    """``pareto``: the non-dominated plans, printed, as JSON, CSV and/or a chart."""
+    from solver.analysis.pareto import frontier
+    from solver.report.charts import frontier_csv, frontier_plot
+
+    result = frontier(cat, parsed, metric=metric, points=points, solver=solver)
+    if csv_out is not None:
+        frontier_csv(result, csv_out)
+    if plot is not None and result["points"]:
+        frontier_plot(result, plot)
+    if json_out:
+        print(json.dumps(result, indent=2))
+    elif result["points"]:
+        _print_frontier(result)
+    else:
+        out.print("[red]No plan meets this RFQ[/] — run `procure solve` for what binds.")
+    return 0 if result["points"] else EXIT_INFEASIBLE
+
+
+def sensitivity(
+    rfq: RfqArg,
+    param: Annotated[str | None, typer.Option(
+        "--param", help="One parameter path, e.g. gpu.rtx-pro-6000.price_usd or demand."
+    )] = None,
+    range_: Annotated[str | None, typer.Option(
+        "--range", help="LOW:HIGH, relative (-30%:+30%) or absolute (0.1:0.3).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Write a tornado chart: .html (plotly) or .png (matplotlib).")
+    ] = None,
+    solver: SolverOpt = DEFAULT_SOLVER,
+    catalog: CatalogOpt = None,
+    set_: SetOpt = None,
+    overrides: OverridesOpt = None,
+) -> int:
+    """How TCO and the chosen plan move with prices, power, overhead, demand; flips."""
+    from solver.analysis.sensitivity import report as build_report
+    from solver.report.charts import tornado_plot
+
+    cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
+    report = build_report(cat, parsed, param=param, range_text=range_, solver=solver)
+    if plot is not None:
+        tornado_plot(report, plot)
+    if json_out:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_report(report)
+    return 0 if report["base"]["status"] in ("optimal", "feasible") else EXIT_INFEASIBLE
+
+
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def pareto(
-        rfq: RfqArg,
-        json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
-        points: Annotated[int | None, typer.Option(
-            "--points", min=1, help="At most N plans (the cheapest and N-1 spread out).")] = None,
-        csv_out: Annotated[Path | None, typer.Option("--csv", help="Write the points as CSV.")
-                           ] = None,
-        plot: Annotated[Path | None, typer.Option(
-            "--plot", help="Write a chart: out.html (plotly) or out.png (matplotlib).")] = None,
-        metric: Annotated[str | None, typer.Option(
-            "--metric", help="WORKLOAD:METRIC — tpot_ms, ttft_ms, hours_to_complete, "
-                             "headroom or failure_domains (default: first workload's).")] = None,
-        sweep: Annotated[list[str] | None, typer.Option(
-            "--sweep", help="What-if instead of the frontier: KIND=V1,V2,... with KIND "
-                            "rental-price (offer $/GPU-h multiplier) or growth (serving "
-                            "demand growth per year); repeatable. Cost and buy/rent "
-                            "choice at each value (docs/rental.md).")] = None,
-        solver: SolverOpt = DEFAULT_SOLVER,
-        catalog: CatalogOpt = None,
-        set_: SetOpt = None,
-        overrides: OverridesOpt = None,
-    ) -> int:
-        """Non-dominated plans: cost against latency or time-to-finish (or, with --sweep,
-        the cost and the buy/rent choice across rental prices or demand growth)."""
-        from solver.analysis.pareto import frontier
-        from solver.report.charts import frontier_csv, frontier_plot
-
-        if sweep:
-            from solver.analysis.whatif import parse_sweep
-            from solver.analysis.whatif import sweep as run_sweep
-
-            asked = [parse_sweep(text) for text in sweep]
-            cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, None)
-            results = [run_sweep(cat, parsed, kind, values, solver) for kind, values in asked]
-            if csv_out is not None:
-                _sweep_csv(results, csv_out)
-            if json_out:
-                print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
-            else:
-                for result in results:
-                    _print_sweep(result)
-            feasible = any(p["choice"] is not None for r in results for p in r["points"])
-            return 0 if feasible else EXIT_INFEASIBLE
-        cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
-        result = frontier(cat, parsed, metric=metric, points=points, solver=solver)
-        if csv_out is not None:
-            frontier_csv(result, csv_out)
-        if plot is not None and result["points"]:
-            frontier_plot(result, plot)
-        if json_out:
-            print(json.dumps(result, indent=2))
-        elif result["points"]:
-            _print_frontier(result)
-        else:
-            out.print("[red]No plan meets this RFQ[/] — run `procure solve` for what binds.")
-        return 0 if result["points"] else EXIT_INFEASIBLE
-
-    @app.command()
-    def sensitivity(
-        rfq: RfqArg,
-        param: Annotated[str | None, typer.Option(
-            "--param", help="One parameter path, e.g. gpu.rtx-pro-6000.price_usd or demand."
-        )] = None,
-        range_: Annotated[str | None, typer.Option(
-            "--range", help="LOW:HIGH, relative (-30%:+30%) or absolute (0.1:0.3).")] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
-        plot: Annotated[Path | None, typer.Option(
-            "--plot", help="Write a tornado chart: .html (plotly) or .png (matplotlib).")
-        ] = None,
-        solver: SolverOpt = DEFAULT_SOLVER,
-        catalog: CatalogOpt = None,
-        set_: SetOpt = None,
-        overrides: OverridesOpt = None,
-    ) -> int:
-        """How TCO and the chosen plan move with prices, power, overhead, demand; flips."""
-        from solver.analysis.sensitivity import report as build_report
-        from solver.report.charts import tornado_plot
-
-        cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
-        report = build_report(cat, parsed, param=param, range_text=range_, solver=solver)
-        if plot is not None:
-            tornado_plot(report, plot)
-        if json_out:
-            print(json.dumps(report, indent=2))
-        else:
-            _print_report(report)
-        return 0 if report["base"]["status"] in ("optimal", "feasible") else EXIT_INFEASIBLE
+    """Add `pareto` and `sensitivity` to the `procure` app."""
+    app.command()(pareto)
+    app.command()(sensitivity)

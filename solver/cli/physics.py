@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from solver.common.console import out
 from solver.common.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from solver.catalog.data import Catalog
+    from solver.physics.calibration import RowResult, Summary, TrainingFit
+    from solver.physics.serving_fit import Report, ServerRow
 
 CatalogOpt = Annotated[
     str | None,
@@ -307,6 +312,24 @@ def estimate(
     catalog: CatalogOpt = None,
 ) -> None:
     """What one layout would do: memory and predicted performance (no solving)."""
+    request = _estimate_request(kind, input_tokens, output_tokens, seq_len, micro_batch,
+                                global_batch, recompute, sequence_parallel, zero, interleave,
+                                context_parallel, ttft_ms, tpot_ms, concurrency, qps, engine,
+                                percentile)
+    data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
+                         fabric, request)
+    _print_estimate(data, gpus, gpu, kind, percentile, as_json)
+
+
+def _estimate_request(kind: str, input_tokens: int, output_tokens: int, seq_len: int,
+                      micro_batch: int, global_batch: int | None, recompute: str,
+                      sequence_parallel: bool | None, zero: str | None,
+                      interleave: int | None, context_parallel: int, ttft_ms: float | None,
+                      tpot_ms: float | None, concurrency: str | None, qps: float | None,
+                      engine: str, percentile: int) -> dict:
+    """``procure estimate``'s workload options as Workload fields, checked in order (sizes,
+    training knobs, SLOs, serving load): a bad value raises :class:`InputError` naming the
+    flag (exit 2)."""
     for name, value in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens),
                         ("--seq-len", seq_len), ("--micro-batch", micro_batch),
                         ("--global-batch", global_batch), ("--interleave", interleave),
@@ -317,26 +340,23 @@ def estimate(
     for name, slo in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
         if slo is not None and not slo > 0:
             raise _bad(name, slo, "must be > 0")
-    data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
-                         fabric, {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                                  "seq_len": seq_len, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
-                                  **_serving_load(kind, concurrency, qps, engine, percentile),
-                                  **knobs})
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
+            "seq_len": seq_len, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
+            **_serving_load(kind, concurrency, qps, engine, percentile),
+            **knobs}
+
+
+def _print_estimate(data: dict, gpus: int, gpu: str, kind: str, percentile: int,
+                    as_json: bool) -> None:
+    """The estimate as JSON, or as tables: memory, predicted, latency percentiles, then the
+    training knobs, the verdict and the notes."""
     if as_json:
         out.print_json(json.dumps(data))
         return
-    from rich.table import Table
-
     _memory_table(f"{data['model']} on {gpus} x {gpu} ({data['precision']}, {kind}, "
                   f"tp{data['tp']} pp{data['pp']} dp{data['dp']}, fabric {data['fabric']})",
                   data["memory"])
-    table = Table(title="predicted")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in data["predicted"].items():
-        if value is not None and key not in PERCENTILE_KEYS:
-            table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
-    out.print(table)
+    _predicted_table(data["predicted"])
     _latency_table(data["predicted"], percentile)
     if "training" in data:
         out.print("training: " + ", ".join(f"{k} {v}" for k, v in data["training"].items()),
@@ -344,6 +364,19 @@ def estimate(
     _verdict(data)
     for note in data["notes"]:
         out.print(f"note: {note}")
+
+
+def _predicted_table(predicted: dict) -> None:
+    """The predicted metrics that are known, percentiles aside (their own table)."""
+    from rich.table import Table
+
+    table = Table(title="predicted")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in predicted.items():
+        if value is not None and key not in PERCENTILE_KEYS:
+            table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
+    out.print(table)
 
 
 def _latency_table(predicted: dict, percentile: int) -> None:
@@ -381,15 +414,48 @@ def calibrate(
     serving latency under load with whole configurations held out."""
     from solver.catalog.load import load_catalog
     from solver.physics import serving_fit
-    from solver.physics.calibration import default_csv, report_markdown, run, summarise
+    from solver.physics.calibration import run, summarise, training_fit
+
+    path = _calibration_csv(csv_path)
+    cat, serving = _serving_latency(load_catalog(catalog), catalog, path, write_factors)
+    results = run(cat, path)
+    summary = summarise(results)
+    train_fit = training_fit(cat, path)
+    server = serving_fit.mlperf_server(cat, path) if serving else []
+    if not no_report:
+        _write_calibration_report(report, results, summary, cat.version, train_fit, serving,
+                                  server)
+    if as_json:
+        _print_calibration_json(results, summary, train_fit)
+        return
+    _print_calibration(path, results, summary, train_fit, serving)
+
+
+def _repo() -> Path:
+    """The repository root, when this runs from a clone."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _calibration_csv(csv_path: Path | None) -> Path:
+    """``--csv``, else the clone's bench/data/calibration.csv; an error when it is missing."""
+    from solver.physics.calibration import default_csv
 
     path = csv_path or default_csv()
     if not path.is_file():
         raise _bad("--csv", str(path), "file not found" + (
             "" if csv_path else "; this installation ships no calibration data: pass --csv "
             "with bench/data/calibration.csv from a clone of the repository"))
-    cat = load_catalog(catalog)
-    repo = Path(__file__).resolve().parents[2]
+    return path
+
+
+def _serving_latency(cat: Catalog, catalog: str | None, path: Path,
+                     write_factors: bool) -> tuple[Catalog, Report | None]:
+    """Fit and hold out serving_latency.csv next to the calibration CSV (None when there is
+    none); with ``--write-factors`` write the refitted factors into the clone's
+    catalog/efficiency.yaml and reload the catalog. Returns (catalog, serving fit)."""
+    from solver.catalog.load import load_catalog
+    from solver.physics import serving_fit
+
     serving_csv = path.parent / "serving_latency.csv"
     serving = None
     if serving_csv.is_file():
@@ -397,7 +463,7 @@ def calibrate(
                   highlight=False)
         serving = serving_fit.run(cat, serving_csv)
         if write_factors:
-            target_yaml = repo / "catalog" / "efficiency.yaml"
+            target_yaml = _repo() / "catalog" / "efficiency.yaml"
             if not target_yaml.is_file():
                 raise _bad("--write-factors", str(target_yaml), "not a clone of the "
                            "repository: no catalog/efficiency.yaml to write")
@@ -405,33 +471,48 @@ def calibrate(
             load_catalog.cache_clear()  # the file changed under the cached catalog
             cat = load_catalog(catalog)
             out.print(f"wrote the serving engines' factors to {target_yaml}")
-    results = run(cat, path)
-    summary = summarise(results)
-    from solver.physics.calibration import training_fit, training_fit_markdown
+    return cat, serving
 
-    train_fit = training_fit(cat, path)
-    server = serving_fit.mlperf_server(cat, path) if serving else []
-    if not no_report:
-        # in a clone: the repository's docs/; installed: calibration.md in the current folder
-        target = report or (repo / "docs" / "calibration.md" if (repo / "pyproject.toml")
-                            .is_file() else Path("calibration.md"))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        text = report_markdown(results, summary, cat.version)
-        text += "\n" + training_fit_markdown(train_fit)
-        if serving is not None:
-            text += "\n" + serving_fit.report_markdown(serving, server)
-        target.write_text(text, encoding="utf-8")
-    if as_json:
-        out.print_json(json.dumps({
-            "medians": summary.medians, "counts": summary.counts, "coverage": summary.coverage,
-            "training_fit": {
-                "values": {f"{f}.{p}": v for (f, p), v in train_fit.values.items()},
-                "fit_check": train_fit.fit_check, "held_out": train_fit.held_out},
-            "rows": [{"id": r.id, "category": r.category, "measured": r.measured,
-                      "predicted": r.predicted, "error": r.error, "status": r.status,
-                      "why": r.why} for r in results]}))
-        return
+
+def _write_calibration_report(report: Path | None, results: list[RowResult],
+                              summary: Summary, version: str, train_fit: TrainingFit,
+                              serving: Report | None, server: list[ServerRow]) -> None:
+    """The markdown report: ``--report``, else in a clone the repository's
+    docs/calibration.md, installed calibration.md in the current folder."""
+    from solver.physics import serving_fit
+    from solver.physics.calibration import report_markdown, training_fit_markdown
+
+    repo = _repo()
+    target = report or (repo / "docs" / "calibration.md" if (repo / "pyproject.toml")
+                        .is_file() else Path("calibration.md"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = report_markdown(results, summary, version)
+    text += "\n" + training_fit_markdown(train_fit)
+    if serving is not None:
+        text += "\n" + serving_fit.report_markdown(serving, server)
+    target.write_text(text, encoding="utf-8")
+
+
+def _print_calibration_json(results: list[RowResult], summary: Summary,
+                            train_fit: TrainingFit) -> None:
+    """``calibrate --json``: medians, counts, coverage, the training fit and every row."""
+    out.print_json(json.dumps({
+        "medians": summary.medians, "counts": summary.counts, "coverage": summary.coverage,
+        "training_fit": {
+            "values": {f"{f}.{p}": v for (f, p), v in train_fit.values.items()},
+            "fit_check": train_fit.fit_check, "held_out": train_fit.held_out},
+        "rows": [{"id": r.id, "category": r.category, "measured": r.measured,
+                  "predicted": r.predicted, "error": r.error, "status": r.status,
+                  "why": r.why} for r in results]}))
+
+
+def _print_calibration(path: Path, results: list[RowResult], summary: Summary,
+                       train_fit: TrainingFit, serving: Report | None) -> None:
+    """The rows as a table, then median errors, coverage, the training fit and the serving
+    engines' held-out latency errors."""
     from rich.table import Table
+
+    from solver.physics import serving_fit
 
     table = Table(title=f"calibration ({path.name})")
     for column in ("row", "category", "model", "gpu", "layout", "measured", "predicted",

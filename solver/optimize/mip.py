@@ -126,7 +126,7 @@ from solver.optimize.bounds import tighten_bounds
 from solver.optimize.linear import LinearModel
 from solver.optimize.network import add_switch_network, leaf_var, spine_var, uplink_var
 from solver.optimize.records import Candidate, CandidateTable
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import AnyWorkload, Rfq
 
 
 @dataclass(frozen=True)
@@ -137,12 +137,12 @@ class Demand:
     qps: float = 0.0
 
 
-def demand_of(spec: object) -> Demand:
+def demand_of(spec: AnyWorkload) -> Demand:
     """Stated serving demand of an RFQ workload (batch: requests spread over the deadline)."""
-    if spec.kind == "inference":  # type: ignore[attr-defined]
-        return Demand(float(spec.concurrency or 0), float(spec.qps or 0.0))  # type: ignore[attr-defined]
-    if spec.kind == "batch_inference":  # type: ignore[attr-defined]
-        return Demand(0.0, spec.requests / (spec.deadline_hours * 3600.0))  # type: ignore[attr-defined]
+    if spec.kind == "inference":  # the tagged union narrows on ``kind``
+        return Demand(float(spec.concurrency or 0), float(spec.qps or 0.0))
+    if spec.kind == "batch_inference":
+        return Demand(0.0, spec.requests / (spec.deadline_hours * 3600.0))
     return Demand()
 
 
@@ -154,7 +154,7 @@ def target_utilization(spec: object) -> float:
     return float(getattr(spec, "target_utilization", None) or 1.0)
 
 
-def planned_demand(spec: object) -> Demand:
+def planned_demand(spec: AnyWorkload) -> Demand:
     """The capacity to buy for a serving workload: stated demand / target utilisation
     (headroom so replicas are not run at the edge of their SLOs)."""
     demand = demand_of(spec)
@@ -331,8 +331,26 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
     objective = objective or rfq.objective
     model = LinearModel(name=f"procure-{rfq.id}")
     specs = {spec.name: spec for spec in rfq.workloads}
+    _variables(model, table, specs)
+    _objective(model, table, objective)
+    _workload_rows(model, table, specs, reference)
+    _packing(model, table)
+    _one_vendor_stack(model, table, rfq)
+    _fabric_and_coupled(model, table)
+    _limit_rows(model, table, limits)
+    for constraint in extra or []:
+        model.constraints.append(constraint)
+    # --- bounds: every integer variable gets a finite upper bound (solver/optimize/bounds.py) ----
+    tighten_bounds(model)
+    if not reference:
+        model.cases = _stack_cases(model, table, extra or [])
+    return model
 
-    # --- variables ------------------------------------------------------------------
+
+def _variables(model: LinearModel, table: CandidateTable,
+               specs: dict[str, AnyWorkload]) -> None:
+    """N[t], z[f], K, x[c] (bounded by the replicas that alone meet demand) and the
+    switch variables of every network."""
     for key in table.node_types:
         model.var(node_var(key), 0, None)
     for fabric in table.fabrics:
@@ -346,14 +364,20 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
             model.var(cand_var(cand), 0, high)
     _switched_networks(model, table)
 
-    # --- objective --------------------------------------------------------------------
+
+def _objective(model: LinearModel, table: CandidateTable, objective: str) -> None:
+    """The cost of every term, summed per variable (terms on variables not in the model,
+    e.g. switches of a network that needs none, are dropped)."""
     terms = objective_terms(table, objective)
     for coeffs in terms.values():
         for var, coeff in coeffs.items():
             if var in model.variables:
                 model.objective[var] = model.objective.get(var, 0.0) + coeff
 
-    # --- demand (serving) and one job (training) ----------------------------------------
+
+def _workload_rows(model: LinearModel, table: CandidateTable, specs: dict[str, AnyWorkload],
+                   reference: bool) -> None:
+    """Demand rows of every serving workload, one job row of every training job."""
     for name, cands in table.candidates.items():
         spec = specs[name]
         if spec.kind in ("inference", "batch_inference"):
@@ -361,17 +385,19 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         else:
             model.add(f"one_job[{name}]", {cand_var(c): 1.0 for c in cands}, "==", 1.0)
 
-    # --- packing: GPUs of every group placed on nodes of its type ------------------------
+
+def _packing(model: LinearModel, table: CandidateTable) -> None:
+    """GPUs of every group placed on nodes of its type."""
     for key, node in table.node_types.items():
         coeffs = {cand_var(c): float(c.gpus) for cands in table.candidates.values()
                   for c in cands if c.node_type == key}
         coeffs[node_var(key)] = -float(node.gpus)
         model.add(f"packing[{key}]", coeffs, "<=", 0.0)
 
-    # --- one accelerator software stack (CUDA or ROCm) per cluster, unless allowed ------
-    _one_vendor_stack(model, table, rfq)
 
-    # --- fabric: a spanning layout needs its fabric; one fabric at most -----------------
+def _fabric_and_coupled(model: LinearModel, table: CandidateTable) -> None:
+    """A spanning layout needs its fabric, one fabric at most; K counts the nodes of
+    spanning groups, and a fabric is bought only for some of them."""
     spanning = [c for cands in table.candidates.values() for c in cands if c.spanning]
     for cand in spanning:
         bound = model.variables[cand_var(cand)].high or 1
@@ -379,8 +405,6 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
                   {cand_var(cand): 1.0, fabric_var(cand.fabric): -float(bound)}, "<=", 0.0)
     if table.fabrics:
         model.add("one_fabric", {fabric_var(f): 1.0 for f in table.fabrics}, "<=", 1.0)
-
-    # --- coupled nodes: K counts the nodes of spanning groups ---------------------------
     coeffs = {cand_var(c): float(c.nodes_spanned) for c in spanning}
     coeffs[COUPLED_NODES] = -1.0
     model.add("coupled_nodes", coeffs, "==", 0.0)
@@ -389,7 +413,10 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         coeffs[fabric_var(fabric)] = 1.0
         model.add(f"fabric_used[{fabric}]", coeffs, "<=", 0.0)
 
-    # --- RFQ limits ----------------------------------------------------------------------
+
+def _limit_rows(model: LinearModel, table: CandidateTable, limits: Limits) -> None:
+    """The RFQ limits: nodes, GPUs, power, rack units, and the budget on the objective
+    (so it comes after the objective is complete)."""
     nodes = table.node_types
     if limits.max_nodes is not None:
         model.add("max_nodes", {node_var(k): 1.0 for k in nodes}, "<=", limits.max_nodes)
@@ -404,13 +431,6 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
                                      for k, n in nodes.items()}, "<=", limits.max_rack_units)
     if limits.budget_usd is not None:
         model.add("budget", dict(model.objective), "<=", limits.budget_usd)
-    for constraint in extra or []:
-        model.constraints.append(constraint)
-    # --- bounds: every integer variable gets a finite upper bound (solver/optimize/bounds.py) ----
-    tighten_bounds(model)
-    if not reference:
-        model.cases = _stack_cases(model, table, extra or [])
-    return model
 
 
 def _stack_cases(model: LinearModel, table: CandidateTable, extra: list) -> list[dict]:
@@ -441,7 +461,7 @@ def loss_var(label: str, workload: str, level: int) -> str:
 
 
 def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
-                    cands: list[Candidate], spec: object, reference: bool = False) -> None:
+                    cands: list[Candidate], spec: AnyWorkload, reference: bool = False) -> None:
     """Demand rows of one serving workload (capacity bought >= demand / utilisation); with
     ``redundancy: n+1`` the capacity left after losing the most one node can carry of the
     candidates used must still meet it (module docstring: the loss levels).
@@ -502,12 +522,12 @@ def _loss_levels(model: LinearModel, table: CandidateTable, name: str, label: st
     _rounded_row(model, f"n_plus_1_{label}_rounded[{name}]", row, need + levels[0],
                  _cheapest_capacity(model, table, cands, capacity))
     for cand in cands:
-        k = level_of.get(losses[cand.name])
-        if not k:  # no capacity of this metric, or the first (always on) level
+        level = level_of.get(losses[cand.name])
+        if not level:  # no capacity of this metric, or the first (always on) level
             continue
         bound = model.variables[cand_var(cand)].high or 1
         model.add(f"loss_level_{label}[{cand.name}]",
-                  {cand_var(cand): 1.0, loss_var(label, name, k): -float(bound)}, "<=", 0.0)
+                  {cand_var(cand): 1.0, loss_var(label, name, level): -float(bound)}, "<=", 0.0)
 
 
 def _cheapest_capacity(model: LinearModel, table: CandidateTable, cands: list[Candidate],

@@ -145,35 +145,9 @@ def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
     specs = {w.name: w for w in rfq.workloads}
     lines, capex, opex, from_plan = bom_lines(plan) if feasible else ([], 0.0, None, False)
     cost = plan.get("cost") or {}
-    workloads = []
-    for entry in plan.get("workloads", []):
-        workloads.append({
-            "name": entry["name"], "kind": entry["kind"].replace("_", " "),
-            "model": entry["model"], "precision": entry["precision"].upper(),
-            "layouts": layout_rows(entry),
-            "targets": target_rows(entry, specs.get(entry["name"])),
-            "utilization": entry.get("utilization"),
-            "notes": serving_lines(entry),
-        })
-    alts = []
-    for alt in alternatives or []:
-        alts.append({"name": alt["alternative"],
-                     "tco": usd(alt["tco_usd"]) if alt.get("feasible") else "not possible",
-                     "difference": money_delta(alt["delta_usd"]) if alt.get("delta_usd")
-                     is not None else "-", "why": alt["why"]})
-    if feasible:
-        summary = (f"To run {plural(len(rfq.workloads), 'workload')} for "
-                   f"{rfq.customer or rfq.id}, buy {cluster_sentence(plan['cluster'])}. "
-                   f"Hardware costs {usd(capex)}; the total cost of ownership over "
-                   f"{years(rfq.horizon_years)} is {usd(cost.get('tco_usd'))}, including "
-                   + ("power, operations and the engineering overhead of coupled nodes."
-                      if plan["cluster"].get("coupled") else "power and operations."))
-        summary += rental_summary(plan)
-    else:
-        words = relaxations(plan.get("infeasibility") or {}, plan.get("objective", "tco"),
-                            rfq.horizon_years)
-        summary = ("No configuration of the allowed hardware meets every requirement. "
-                   + ("Nearest feasible change: " + words[0] + "." if words else ""))
+    workloads = _workload_rows(plan, specs)
+    alts = _alternative_rows(alternatives or [])
+    summary = _summary(plan, rfq, capex, cost) if feasible else _infeasible_summary(plan, rfq)
     opex_list = [(label, usd(value)) for label, value in opex_rows(opex)]
     return {
         "rfq": rfq, "plan": plan, "feasible": feasible, "summary": summary,
@@ -203,6 +177,51 @@ def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
     }
 
 
+def _workload_rows(plan: dict[str, Any], specs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per workload of the plan: what runs, its layouts, targets against the RFQ, notes."""
+    workloads = []
+    for entry in plan.get("workloads", []):
+        workloads.append({
+            "name": entry["name"], "kind": entry["kind"].replace("_", " "),
+            "model": entry["model"], "precision": entry["precision"].upper(),
+            "layouts": layout_rows(entry),
+            "targets": target_rows(entry, specs.get(entry["name"])),
+            "utilization": entry.get("utilization"),
+            "notes": serving_lines(entry),
+        })
+    return workloads
+
+
+def _alternative_rows(alternatives: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The counterfactuals: name, cost (or 'not possible'), difference, why."""
+    alts = []
+    for alt in alternatives:
+        alts.append({"name": alt["alternative"],
+                     "tco": usd(alt["tco_usd"]) if alt.get("feasible") else "not possible",
+                     "difference": money_delta(alt["delta_usd"]) if alt.get("delta_usd")
+                     is not None else "-", "why": alt["why"]})
+    return alts
+
+
+def _summary(plan: dict[str, Any], rfq: Any, capex: float, cost: dict[str, Any]) -> str:
+    """The opening paragraph of a feasible quote: what to buy, hardware cost, TCO."""
+    summary = (f"To run {plural(len(rfq.workloads), 'workload')} for "
+               f"{rfq.customer or rfq.id}, buy {cluster_sentence(plan['cluster'])}. "
+               f"Hardware costs {usd(capex)}; the total cost of ownership over "
+               f"{years(rfq.horizon_years)} is {usd(cost.get('tco_usd'))}, including "
+               + ("power, operations and the engineering overhead of coupled nodes."
+                  if plan["cluster"].get("coupled") else "power and operations."))
+    return summary + rental_summary(plan)
+
+
+def _infeasible_summary(plan: dict[str, Any], rfq: Any) -> str:
+    """The opening paragraph when nothing meets the RFQ: the nearest feasible change."""
+    words = relaxations(plan.get("infeasibility") or {}, plan.get("objective", "tco"),
+                        rfq.horizon_years)
+    return ("No configuration of the allowed hardware meets every requirement. "
+            + ("Nearest feasible change: " + words[0] + "." if words else ""))
+
+
 def _months(value: Any) -> str:
     return f"{float(value):g}"
 
@@ -225,6 +244,21 @@ def rental_context(plan: dict[str, Any], horizon_years: float, feasible: bool = 
     if not feasible:
         return empty
 
+    rentals = _rental_rows(plan)
+    phasing = plan.get("phasing")
+    schedule = plan.get("schedule") or []
+    rows = _schedule_rows(schedule) if phasing or rentals else []
+    phase = _phasing_row(phasing) if phasing else None
+    rows_in = plan.get("buy_vs_rent") or []
+    compare = []
+    if any(row.get("rented_usd") is not None for row in rows_in):
+        compare = [_buy_rent_row(row) for row in rows_in]
+    return {"schedule": rows, "phasing": phase, "rentals": rentals, "buy_rent": compare,
+            "rental_total": usd(sum(r["usd"] for r in rentals))}
+
+
+def _rental_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rented block of every workload: offer, instances, GPU-hours, rate, cost."""
     rentals = []
     for entry in plan.get("workloads", []):
         for rent in entry.get("rental") or []:
@@ -239,55 +273,59 @@ def rental_context(plan: dict[str, Any], horizon_years: float, feasible: bool = 
                 "usd": rent["usd"], "as_of": rent.get("as_of", ""),
                 "source": rent.get("source", ""),
                 "source_short": short_source(rent.get("source", ""))})
-    phasing = plan.get("phasing")
-    schedule = plan.get("schedule") or []
+    return rentals
+
+
+def _schedule_rows(schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The purchase schedule, one row per period: months, what is bought, what it costs,
+    and what runs where."""
     rows = []
-    if phasing or rentals:
-        for period in schedule:
-            runs = "; ".join(_run_text(name, run) for name, run in
-                             (period.get("runs") or {}).items())
-            rows.append({"start_month": _months(period["start_month"]),
-                         "end_month": _months(period["start_month"] + period["months"]),
-                         "months": _months(period["months"]),
-                         "nodes": period["nodes_bought"], "gpus": period["gpus_bought"],
-                         "capex": usd(period["capex_usd"]), "capex_usd": period["capex_usd"],
-                         "rental": usd(period["rental_usd"]),
-                         "rental_usd": period["rental_usd"], "runs": runs})
-    phase = None
-    if phasing:
-        phase = {"tco": usd(phasing["tco_usd"]),
-                 "now": usd(phasing.get("buy_all_now_tco_usd")),
-                 "saving": usd(phasing.get("saving_usd")),
-                 "decline": f"{phasing['hardware_price_decline_per_year']:.0%}",
-                 **{k: phasing.get(k) for k in ("tco_usd", "buy_all_now_tco_usd",
-                                                "saving_usd")}}
-    compare = []
-    rows_in = plan.get("buy_vs_rent") or []
-    if any(row.get("rented_usd") is not None for row in rows_in):
-        for row in rows_in:
-            util = row.get("breakeven_utilization")
-            compare.append({
-                "workload": row["workload"], "chosen": row.get("chosen") or "",
-                "owned": usd(row["owned_usd"]) if row.get("owned_usd") is not None else "-",
-                "rented": usd(row["rented_usd"]) if row.get("rented_usd") is not None
-                else "-",
-                "offer": row.get("rent_offer") or "",
-                "hours_used": qty(row["hours_used"]) if row.get("hours_used") is not None
-                else "-",
-                "breakeven_hours": qty(round(row["breakeven_hours"])) if row.get(
-                    "breakeven_hours") is not None else "-",
-                "breakeven_util": f"{util:.1%}" if util is not None else "-",
-                "breakeven_months": (f"{row['breakeven_months']:,.1f}"
-                                     if row.get("breakeven_months") is not None else
-                                     "never" if row.get("owned_capex_usd") is not None
-                                     else "-"),
-                "resold": usd(row["owned_resold_usd"]) if row.get("owned_resold_usd")
-                is not None else "-",
-                "why": row.get("why", ""),
-                "notes": [t for t in (breakeven_horizon_text(row), resale_text(row)) if t],
-                "raw": row})
-    return {"schedule": rows, "phasing": phase, "rentals": rentals, "buy_rent": compare,
-            "rental_total": usd(sum(r["usd"] for r in rentals))}
+    for period in schedule:
+        runs = "; ".join(_run_text(name, run) for name, run in
+                         (period.get("runs") or {}).items())
+        rows.append({"start_month": _months(period["start_month"]),
+                     "end_month": _months(period["start_month"] + period["months"]),
+                     "months": _months(period["months"]),
+                     "nodes": period["nodes_bought"], "gpus": period["gpus_bought"],
+                     "capex": usd(period["capex_usd"]), "capex_usd": period["capex_usd"],
+                     "rental": usd(period["rental_usd"]),
+                     "rental_usd": period["rental_usd"], "runs": runs})
+    return rows
+
+
+def _phasing_row(phasing: dict[str, Any]) -> dict[str, Any]:
+    """Phased TCO against buying everything now, and the saving."""
+    return {"tco": usd(phasing["tco_usd"]),
+            "now": usd(phasing.get("buy_all_now_tco_usd")),
+            "saving": usd(phasing.get("saving_usd")),
+            "decline": f"{phasing['hardware_price_decline_per_year']:.0%}",
+            **{k: phasing.get(k) for k in ("tco_usd", "buy_all_now_tco_usd",
+                                           "saving_usd")}}
+
+
+def _buy_rent_row(row: dict[str, Any]) -> dict[str, Any]:
+    """One workload's buy-or-rent comparison, formatted ('-' where a figure is absent)."""
+    util = row.get("breakeven_utilization")
+    return {
+        "workload": row["workload"], "chosen": row.get("chosen") or "",
+        "owned": usd(row["owned_usd"]) if row.get("owned_usd") is not None else "-",
+        "rented": usd(row["rented_usd"]) if row.get("rented_usd") is not None
+        else "-",
+        "offer": row.get("rent_offer") or "",
+        "hours_used": qty(row["hours_used"]) if row.get("hours_used") is not None
+        else "-",
+        "breakeven_hours": qty(round(row["breakeven_hours"])) if row.get(
+            "breakeven_hours") is not None else "-",
+        "breakeven_util": f"{util:.1%}" if util is not None else "-",
+        "breakeven_months": (f"{row['breakeven_months']:,.1f}"
+                             if row.get("breakeven_months") is not None else
+                             "never" if row.get("owned_capex_usd") is not None
+                             else "-"),
+        "resold": usd(row["owned_resold_usd"]) if row.get("owned_resold_usd")
+        is not None else "-",
+        "why": row.get("why", ""),
+        "notes": [t for t in (breakeven_horizon_text(row), resale_text(row)) if t],
+        "raw": row}
 
 
 def rental_summary(plan: dict[str, Any]) -> str:
