@@ -110,12 +110,12 @@ def random_model(rng: random.Random) -> LinearModel:
 def test_same_bounds_on_random_small_models():
     rng = random.Random(18)
     changed = unbounded = 0
-    for _ in range(1000):
+    for _ in range(600):
         model = random_model(rng)
         changed += assert_same_bounds(model)
         tighten_bounds(model)
         unbounded += any(v.high is None for v in model.variables.values())
-    assert changed > 250 and unbounded > 50  # both rules fire, some stay unbounded
+    assert changed > 150 and unbounded > 30  # both rules fire, some stay unbounded
 
 
 def test_degenerate_models():
