@@ -38,6 +38,7 @@ TOLERANCE = 0.01          # break-even to 1 % of the range
 PRICE_RANGE = (0.7, 1.3)  # ±30 % for prices without a catalog range
 DEMAND_RANGE = (0.5, 4.0)
 DEADLINE_RANGE = (0.5, 2.0)
+WARM_START = True
 PRICE_PREFIXES = ("gpu.", "server.", "fabric.", "costs.", "rfq.horizon_years")
 
 
@@ -69,6 +70,9 @@ class Evaluator:
         self.solver = solver
         self.table = build_candidates(catalog, rfq)
         self.solves = 0
+        #: warm start: the previous plan's values, handed to the next solve (WARM_START)
+        self.warm_start = WARM_START
+        self._last: dict[str, float] | None = None
 
     def table_for(self, pairs: list[tuple[str, Any]]) -> tuple[CandidateTable, Rfq]:
         catalog, rfq = apply_pairs(self.catalog, self.rfq, pairs, "sensitivity")
@@ -84,7 +88,11 @@ class Evaluator:
     def solve(self, pairs: list[tuple[str, Any]]) -> Outcome:
         table, rfq = self.table_for(pairs)
         self.solves += 1
-        return outcome(table, run_mip(table, rfq, solver=self.solver))
+        solution = run_mip(table, rfq, solver=self.solver,
+                           initial=self._last if self.warm_start else None)
+        if solution.status in ("optimal", "feasible"):
+            self._last = solution.values
+        return outcome(table, solution)
 
 
 def default_parameters(ev: Evaluator, base: Outcome) -> list[Parameter]:

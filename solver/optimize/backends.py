@@ -61,20 +61,26 @@ class Backend:
     def available(self) -> bool:
         return _module_found(self.module)
 
-    def solve(self, model: LinearModel, time_limit: float | None = None) -> Solution:
+    def solve(self, model: LinearModel, time_limit: float | None = None,
+              initial: dict[str, float] | None = None) -> Solution:
         """Solve and re-check the point against the model (:func:`verified`); a model with
-        ``cases`` is solved case by case (:meth:`_solve_cases`)."""
+        ``cases`` is solved case by case (:meth:`_solve_cases`). ``initial``: a point to
+        start from (a value for every variable, e.g. the previous plan of a sweep); a hint
+        that only HiGHS uses, and only when it is feasible (for a case, when it lies in it)."""
         if len(model.cases) > 1:
-            return verified(model, self._solve_cases(model, time_limit))
-        return verified(model, self._solve(model, time_limit))
+            return verified(model, self._solve_cases(model, time_limit, initial))
+        return verified(model, self._solve(model, time_limit, initial=initial))
 
     def _solve(self, model: LinearModel, time_limit: float | None,
-               cutoff: float | None = None) -> Solution:
+               cutoff: float | None = None, initial: dict[str, float] | None = None
+               ) -> Solution:
         """Solve ``model``; with ``cutoff``, only points of objective below it are of use
-        (a run may then say ``infeasible`` when there is none)."""
+        (a run may then say ``infeasible`` when there is none); ``initial``: see
+        :meth:`solve`."""
         raise NotImplementedError
 
-    def _solve_cases(self, model: LinearModel, time_limit: float | None) -> Solution:
+    def _solve_cases(self, model: LinearModel, time_limit: float | None,
+                     initial: dict[str, float] | None = None) -> Solution:
         """The best over ``model.cases`` (in their order), each case with the best objective
         found so far as its cutoff and an equal share of the time left. Optimal when every case is proven (optimal, or no point
         below the cutoff); ``feasible`` with the gap to the weakest case bound otherwise;
@@ -83,9 +89,12 @@ class Backend:
         best: Solution | None = None
         bounds: list[float] = []  # lower bounds of the cases not proven
         unproven = False
-        cases = [case for case in (_fixed(model, f) for f in model.cases) if case is not None]
+        kept = [(case, f) for case, f in ((_fixed(model, f), f) for f in model.cases)
+                 if case is not None]
+        cases = [case for case, _ in kept]
+        fixings = [f for _, f in kept]
         if not cases:  # every fixing outside the bounds: the cases say nothing
-            return self._solve(model, time_limit)
+            return self._solve(model, time_limit, initial=initial)
         for index, case in enumerate(cases):
             remaining = None
             if time_limit is not None:  # an equal share of the time left, the last case all
@@ -95,7 +104,11 @@ class Backend:
                     bounds.append(-math.inf)
                     break
             cutoff = best.objective if best is not None else None
-            solution = self._solve(case, remaining, cutoff)
+            in_case = initial is not None and all(  # the start lies in this case
+                abs(initial.get(n, math.nan) - v) <= INTEGRALITY_TOL
+                for n, v in fixings[index].items())
+            solution = self._solve(case, remaining, cutoff,
+                                   initial=initial if in_case else None)
             if solution.status == "error":
                 return Solution("error", {}, None, 0.0, time.perf_counter() - start, self.name,
                                 solution.message)
@@ -189,7 +202,8 @@ class PulpBackend(Backend):
         return pulp.PULP_CBC_CMD(msg=False).available()
 
     def _solve(self, model: LinearModel, time_limit: float | None = None,
-               cutoff: float | None = None) -> Solution:
+               cutoff: float | None = None, initial: dict[str, float] | None = None
+               ) -> Solution:
         import pulp
 
         model = _with_cutoff(model, cutoff)
@@ -271,7 +285,8 @@ class HighsBackend(Backend):
     }
 
     def _solve(self, model: LinearModel, time_limit: float | None = None,
-               cutoff: float | None = None) -> Solution:
+               cutoff: float | None = None, initial: dict[str, float] | None = None
+               ) -> Solution:
         import highspy
         import numpy as np
 
@@ -312,6 +327,11 @@ class HighsBackend(Backend):
             if cutoff is not None:  # prunes every node that cannot beat it
                 solver.setOptionValue("objective_bound", float(cutoff))
             solver.passModel(lp)
+            if initial is not None and all(n in initial for n in names):
+                point = highspy.HighsSolution()
+                point.col_value = [float(initial[n]) for n in names]
+                point.value_valid = True
+                solver.setSolution(point)  # HiGHS checks it; an infeasible start is dropped
             solver.run()
         seconds = time.perf_counter() - start
         code = solver.getModelStatus().name
@@ -349,7 +369,8 @@ class CpSatBackend(Backend):
     }
 
     def _solve(self, model: LinearModel, time_limit: float | None = None,
-               cutoff: float | None = None) -> Solution:
+               cutoff: float | None = None, initial: dict[str, float] | None = None
+               ) -> Solution:
         from ortools.sat.python import cp_model
 
         start = time.perf_counter()

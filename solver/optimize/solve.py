@@ -41,12 +41,14 @@ LIMIT_LABELS = {
 
 def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
             time_limit: float | None = None, limits: Limits | None = None,
-            objective: str | None = None, extra: list | None = None) -> Solution:
-    """Build and solve the MIP for a candidate table."""
+            objective: str | None = None, extra: list | None = None,
+            initial: dict[str, float] | None = None) -> Solution:
+    """Build and solve the MIP for a candidate table (``initial``: a point to start from,
+    :meth:`Backend.solve <solver.optimize.backends.Backend.solve>`)."""
     if any(not cands for cands in table.candidates.values()):
         return Solution("infeasible", {}, None, 0.0, 0.0, solver)
     model = build_model(table, rfq, limits, objective, extra)
-    return get_backend(solver).solve(model, time_limit)
+    return get_backend(solver).solve(model, time_limit, initial=initial)
 
 
 def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
