@@ -228,3 +228,28 @@ def test_random_rfq_data_validates_or_raises_input_error(catalog, data):
         validate_rfq(data, catalog)
     except InputError as exc:
         assert exc.problems and all(p.reason for p in exc.problems)
+
+
+SCENARIO_FILES = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.stem)
+def test_validated_rfq_reads_back_as_itself(catalog, path):
+    """A validated RFQ, dumped (a plan's copy, the dashboard's form) and validated again, is
+    the same RFQ: demand over time given as growth_per_year expands once, not twice, and is
+    not mistaken for 'periods and growth both given'."""
+    first = load_rfq(path, catalog)
+    dump = first.model_dump(mode="json", exclude_none=True)
+    again = validate_rfq(json.loads(json.dumps(dump)), catalog, "copy", base_dir=path.parent)
+    assert again.model_dump(mode="json", exclude_none=True) == dump
+
+
+def test_periods_and_a_different_growth_are_refused(catalog):
+    data = {"id": "g", "horizon_years": 3, "workloads": [
+        {"name": "chat", "kind": "inference", "model": "llama-3.1-8b", "concurrency": 100,
+         "growth_per_year": 1.0, "input_tokens": 1000, "output_tokens": 200, "tpot_ms": 50}]}
+    dump = validate_rfq(data, catalog).model_dump(mode="json", exclude_none=True)
+    assert [p["concurrency"] for p in dump["workloads"][0]["periods"]] == [200, 400, 800]
+    dump["workloads"][0]["growth_per_year"] = 0.5  # periods no longer what it expands into
+    with pytest.raises(InputError, match="not both"):
+        validate_rfq(dump, catalog)

@@ -32,16 +32,16 @@ def _expand_workload(work: Any, horizon_years: float) -> Any:
     growth = work.get("growth_per_year")
     periods = work.get("periods")
     if growth is not None and periods is not None:
-        raise ValueError(f"workload {work.get('name')!r}: give periods or growth_per_year, "
-                         "not both")
+        if not _is_expansion(growth, periods, horizon_years):
+            raise ValueError(f"workload {work.get('name')!r}: give periods or "
+                             "growth_per_year, not both")
+        growth = None  # an RFQ validated before (a plan's or the dashboard's copy): keep it
     work = dict(work)
     if isinstance(growth, int | float) and not isinstance(growth, bool) and growth > -0.9:
-        years = max(1, math.ceil(horizon_years - 1e-9))
         periods = []
-        for year in range(years):
-            months = min(MONTHS_PER_YEAR, MONTHS_PER_YEAR * horizon_years - 12 * year)
+        for year, months in enumerate(_yearly_months(horizon_years)):
             factor = (1.0 + growth) ** (year + 1)
-            period: dict[str, Any] = {"months": round(months, 6)}
+            period: dict[str, Any] = {"months": months}
             if isinstance(work.get("qps"), int | float):
                 period["qps"] = round(work["qps"] * factor, 6)
             if isinstance(work.get("concurrency"), int):
@@ -55,3 +55,36 @@ def _expand_workload(work: Any, horizon_years: float) -> Any:
             if values:
                 work[key] = max(values)
     return work
+
+
+def _yearly_months(horizon_years: float) -> list[float]:
+    """The months of each yearly period over the horizon (the last may be shorter)."""
+    years = max(1, math.ceil(horizon_years - 1e-9))
+    return [round(min(MONTHS_PER_YEAR, MONTHS_PER_YEAR * horizon_years - 12 * year), 6)
+            for year in range(years)]
+
+
+def _is_expansion(growth: Any, periods: Any, horizon_years: float) -> bool:
+    """Whether ``periods`` is what ``growth_per_year`` expands into over the horizon: yearly
+    periods whose demand grows by ``1 + growth`` a year (concurrency rounded up). This is an
+    RFQ that was validated once already, dumped and read back, so validating it again must
+    keep it as it is; anything else gives both forms of demand over time and is an error."""
+    if (not isinstance(growth, int | float) or isinstance(growth, bool) or growth <= -0.9
+            or not isinstance(periods, list) or not all(isinstance(p, dict) for p in periods)):
+        return False
+    if [p.get("months") for p in periods] != _yearly_months(horizon_years):
+        return False
+    for key in ("qps", "concurrency"):
+        values = [p.get(key) for p in periods]
+        if all(v is None for v in values):
+            continue
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+                   for v in values):
+            return False
+        for year, value in enumerate(values):
+            expected = values[0] * (1.0 + growth) ** year
+            slack = 1e-6 * expected + (1.0 + growth) ** year if key == "concurrency" else \
+                1e-6 * expected + 1e-6
+            if abs(value - expected) > slack:
+                return False
+    return True
