@@ -748,3 +748,15 @@ def test_buy_rent_figure_crosses_at_the_break_even_horizon():
     assert row["breakeven_months"] == pytest.approx(35.5, abs=0.01)
     assert buy.y[35] > rent.y[35] and buy.y[36] < rent.y[36]
     assert buy_rent_figure({"workloads": [], "buy_vs_rent": [{"workload": "x"}]}, 3) is None
+
+
+def test_sidebar_loads_the_growing_service_and_shows_its_purchase_schedule():
+    """An example with demand over time (growth_per_year) loads without a problem or an
+    'unsaved changes' banner, and its plan shows the purchase schedule."""
+    at = AppTest.from_file(str(ROOT / "dashboards" / "app.py"), default_timeout=TIMEOUT).run()
+    at.sidebar.selectbox(key="sidebar_example").select("growing-chat-service").run()
+    assert not at.exception
+    assert not [e.value for e in at.error]
+    assert "Unsaved changes" not in texts(at)
+    assert at.session_state["rfq_data"]["id"] == "growing-chat-service"
+    assert "Purchase schedule" in texts(at)
