@@ -16,8 +16,9 @@ import math
 import time
 from dataclasses import replace
 
-from solver.catalog.data import Catalog, Fabric, Gpu, Server
+from solver.catalog.data import Catalog, Fabric, Gpu, Server, content_key
 from solver.catalog.perf_factors import factors
+from solver.common.memo import Memo
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.linear import TimeLimitReached
 from solver.optimize.records import (
@@ -167,7 +168,21 @@ MICRO_BATCHES = (2, 4)  # sequences per micro-batch tried beyond 1, at the same 
 VIRTUAL_STAGES = (1, 2, 8)  # interleaved-pipeline chunks tried beside the catalog default
 
 
+KNOBS: Memo[Estimate] = Memo(1 << 16)
+""":func:`fastest_training_knobs` per (catalog content, layout, workload): portfolio
+workloads of one model and sequence length share their physics workload, so their jobs
+probe the same layouts; warm solves probe them all again."""
+
+
 def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
+    """The fastest training knobs that fit for one training layout (memoised; see
+    :func:`_fastest_training_knobs`). ``est`` is what :func:`estimate` gives for its layout
+    and workload (the memo key), as every caller passes."""
+    return KNOBS.get((content_key(catalog), est.layout, est.workload),
+                     lambda: _fastest_training_knobs(catalog, est))
+
+
+def _fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
     """The fastest training knobs that fit for one training layout (recompute ``auto``
     already recomputes just enough layers to fit), searched one knob at a time, each
     starting from the best so far:

@@ -341,6 +341,20 @@ workers) stay warm. An entry is a few hundred bytes of frozen dataclasses."""
 
 
 ESTIMATES: Memo[Estimate] = Memo(ESTIMATE_CACHE_SIZE)
+RANKINGS: Memo[tuple[Estimate, ...]] = Memo(1 << 16)
+"""Every split of one (model, GPU, count, workload, precision, node, fabric) query, ranked
+(:func:`ranked_layouts`): the candidate stage asks the same query for every workload of a
+portfolio that shares a model and physics workload, and again on every warm solve. Keyed
+like :data:`ESTIMATES` (catalog content, resolved ids), so it holds what they would give."""
+
+
+def clear_caches() -> None:
+    """Empty the physics memos (estimates, rankings, memory plans, links): cold timings."""
+    from solver.physics.links import LINKS
+    from solver.physics.memory import MEMORY_PLANS
+
+    for memo in (ESTIMATES, RANKINGS, MEMORY_PLANS, LINKS):
+        memo.clear()
 
 
 def _estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
@@ -437,6 +451,16 @@ def ranked_layouts(catalog: Catalog, model_id: str, gpu_id: str, gpus: int,
     if gpus < 1:
         raise InputError([Problem("command line", "gpus", gpus, "must be >= 1")])
     model = catalog.model(model_id).id
+    key = (content_key(catalog), model, gpu_id, gpus, workload, precision, gpus_per_node,
+           fabric, tp, pp, dp, server)
+    return list(RANKINGS.get(key, lambda: _ranked(catalog, model, gpu_id, gpus, workload,
+                                                  precision, gpus_per_node, fabric, tp, pp,
+                                                  dp, server)))
+
+
+def _ranked(catalog: Catalog, model: str, gpu_id: str, gpus: int, workload: Workload,
+            precision: str, gpus_per_node: int, fabric: str, tp: int | None, pp: int | None,
+            dp: int | None, server: str | None) -> tuple[Estimate, ...]:
     found: list[Estimate] = []
     for t in ([tp] if tp else _divisors(gpus)):
         for p in ([pp] if pp else _divisors(gpus // t if gpus % t == 0 else 0)):
@@ -451,4 +475,4 @@ def ranked_layouts(catalog: Catalog, model_id: str, gpu_id: str, gpus: int,
                                   f"not divisible into tp={tp} x pp={pp}")])
     ranked = sorted(enumerate(found), key=lambda item: (_score(item[1]), -item[0]),
                     reverse=True)
-    return [est for _, est in ranked]
+    return tuple(est for _, est in ranked)
