@@ -37,7 +37,7 @@ from solver.optimize.storage import training_storage
 from solver.physics.goodput import hours_at_goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.memory import microbatches, weight_bytes_per_param
-from solver.physics.performance import best_layout, estimate, ranked_layouts
+from solver.physics.performance import best_layout, estimate, ranked_layouts, virtual_stages
 from solver.rfq.schema import Rfq, ServingWorkload, TrainingWorkload
 
 MAX_SPANNED_NODES = 64
@@ -205,9 +205,16 @@ def _fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
         return (other.fits and other.predicted.tokens_per_s
                 > best.predicted.tokens_per_s * 1.001)
 
+    # A knob value that resolves to what ``best`` already runs with is skipped: its estimate
+    # would equal ``best`` figure for figure (the physics reads ``zero`` only through
+    # ``memory.zero_stage``, ``interleave`` only through ``virtual_stages``), and a value is
+    # taken only when faster than ``best`` by 0.1 %, so skipping it changes nothing.
     layout, base = est.layout, est.workload
     if layout.dp > 1 and base.zero is None:
+        default_stage = factors(catalog).training.zero_stage
         for stage in ZERO_STAGES:
+            if stage == default_stage:  # = est, and best is est or faster
+                continue
             other = estimate(catalog, layout, replace(base, zero=stage))
             if better(other):
                 best = other
@@ -232,6 +239,9 @@ def _fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
                 best = other
     if layout.pp > 1 and base.interleave is None:
         for v in VIRTUAL_STAGES:
+            if virtual_stages(catalog, layout, replace(best.workload, interleave=v)) \
+                    == virtual_stages(catalog, layout, best.workload):  # = best (capped)
+                continue
             other = estimate(catalog, layout, replace(best.workload, interleave=v))
             if better(other):
                 best = other
