@@ -182,7 +182,8 @@ def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
                      lambda: _fastest_training_knobs(catalog, est))
 
 
-def _fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
+def _fastest_training_knobs(catalog: Catalog, est: Estimate, *,
+                            skip_resolved: bool = True) -> Estimate:
     """The fastest training knobs that fit for one training layout (recompute ``auto``
     already recomputes just enough layers to fit), searched one knob at a time, each
     starting from the best so far:
@@ -208,12 +209,13 @@ def _fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
     # A knob value that resolves to what ``best`` already runs with is skipped: its estimate
     # would equal ``best`` figure for figure (the physics reads ``zero`` only through
     # ``memory.zero_stage``, ``interleave`` only through ``virtual_stages``), and a value is
-    # taken only when faster than ``best`` by 0.1 %, so skipping it changes nothing.
+    # taken only when faster than ``best`` by 0.1 %, so skipping it changes nothing
+    # (``skip_resolved=False``, the reference search, tries it: tests compare the two).
     layout, base = est.layout, est.workload
     if layout.dp > 1 and base.zero is None:
         default_stage = factors(catalog).training.zero_stage
         for stage in ZERO_STAGES:
-            if stage == default_stage:  # = est, and best is est or faster
+            if skip_resolved and stage == default_stage:  # = est; best is est or faster
                 continue
             other = estimate(catalog, layout, replace(base, zero=stage))
             if better(other):
@@ -239,7 +241,8 @@ def _fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
                 best = other
     if layout.pp > 1 and base.interleave is None:
         for v in VIRTUAL_STAGES:
-            if virtual_stages(catalog, layout, replace(best.workload, interleave=v)) \
+            if skip_resolved and virtual_stages(
+                    catalog, layout, replace(best.workload, interleave=v)) \
                     == virtual_stages(catalog, layout, best.workload):  # = best (capped)
                 continue
             other = estimate(catalog, layout, replace(best.workload, interleave=v))
