@@ -417,12 +417,23 @@ def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
 
     Dominance keeps the optimum: the dominating candidate uses no more GPUs, spans no more
     nodes on the same fabric, costs no more network, and delivers at least the capacity.
+    A tie goes to the one listed first (``list.index``: the first *equal* candidate, found
+    among those of the same name, since equal candidates have equal names).
     """
+    same_name: dict[str, list[int]] = {}
+    rivals: dict[tuple[str, str], list[Candidate]] = {}  # same node type and fabric, in order
+    for position, cand in enumerate(found):
+        same_name.setdefault(cand.name, []).append(position)
+        rivals.setdefault((cand.node_type, cand.fabric), []).append(cand)
+
+    def index(cand: Candidate) -> int:  # = found.index(cand), without comparing every entry
+        return next(p for p in same_name[cand.name] if found[p] == cand)
+
     keep = []
     for cand in found:
         dominated = False
-        for other in found:
-            if other is cand or other.node_type != cand.node_type or other.fabric != cand.fabric:
+        for other in rivals[(cand.node_type, cand.fabric)]:
+            if other is cand:
                 continue
             no_worse = (other.gpus <= cand.gpus and other.nodes_spanned <= cand.nodes_spanned
                         and other.network_usd <= cand.network_usd)
@@ -439,7 +450,7 @@ def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
                         -other.qps_capacity, other.hours_to_complete or 0) != (
                 cand.gpus, cand.nodes_spanned, -cand.concurrency_capacity,
                 -cand.qps_capacity, cand.hours_to_complete or 0)
-            if better and (strictly or found.index(other) < found.index(cand)):
+            if better and (strictly or index(other) < index(cand)):
                 dominated = True
                 break
         if not dominated:
