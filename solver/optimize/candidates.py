@@ -16,8 +16,9 @@ import math
 import time
 from dataclasses import replace
 
-from solver.catalog.data import Catalog, Fabric, Gpu, Server
+from solver.catalog.data import Catalog, Fabric, Gpu, Server, content_key
 from solver.catalog.perf_factors import factors
+from solver.common.memo import Memo
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.linear import TimeLimitReached
 from solver.optimize.records import (
@@ -36,7 +37,7 @@ from solver.optimize.storage import training_storage
 from solver.physics.goodput import hours_at_goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.memory import microbatches, weight_bytes_per_param
-from solver.physics.performance import best_layout, estimate, ranked_layouts
+from solver.physics.performance import best_layout, estimate, ranked_layouts, virtual_stages
 from solver.rfq.schema import Rfq, ServingWorkload, TrainingWorkload
 
 MAX_SPANNED_NODES = 64
@@ -167,7 +168,22 @@ MICRO_BATCHES = (2, 4)  # sequences per micro-batch tried beyond 1, at the same 
 VIRTUAL_STAGES = (1, 2, 8)  # interleaved-pipeline chunks tried beside the catalog default
 
 
+KNOBS: Memo[Estimate] = Memo(1 << 16)
+""":func:`fastest_training_knobs` per (catalog content, layout, workload): portfolio
+workloads of one model and sequence length share their physics workload, so their jobs
+probe the same layouts; warm solves probe them all again."""
+
+
 def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
+    """The fastest training knobs that fit for one training layout (memoised; see
+    :func:`_fastest_training_knobs`). ``est`` is what :func:`estimate` gives for its layout
+    and workload (the memo key), as every caller passes."""
+    return KNOBS.get((content_key(catalog), est.layout, est.workload),
+                     lambda: _fastest_training_knobs(catalog, est))
+
+
+def _fastest_training_knobs(catalog: Catalog, est: Estimate, *,
+                            skip_resolved: bool = True) -> Estimate:
     """The fastest training knobs that fit for one training layout (recompute ``auto``
     already recomputes just enough layers to fit), searched one knob at a time, each
     starting from the best so far:
@@ -190,9 +206,17 @@ def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
         return (other.fits and other.predicted.tokens_per_s
                 > best.predicted.tokens_per_s * 1.001)
 
+    # A knob value that resolves to what ``best`` already runs with is skipped: its estimate
+    # would equal ``best`` figure for figure (the physics reads ``zero`` only through
+    # ``memory.zero_stage``, ``interleave`` only through ``virtual_stages``), and a value is
+    # taken only when faster than ``best`` by 0.1 %, so skipping it changes nothing
+    # (``skip_resolved=False``, the reference search, tries it: tests compare the two).
     layout, base = est.layout, est.workload
     if layout.dp > 1 and base.zero is None:
+        default_stage = factors(catalog).training.zero_stage
         for stage in ZERO_STAGES:
+            if skip_resolved and stage == default_stage:  # = est; best is est or faster
+                continue
             other = estimate(catalog, layout, replace(base, zero=stage))
             if better(other):
                 best = other
@@ -217,6 +241,10 @@ def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
                 best = other
     if layout.pp > 1 and base.interleave is None:
         for v in VIRTUAL_STAGES:
+            if skip_resolved and virtual_stages(
+                    catalog, layout, replace(best.workload, interleave=v)) \
+                    == virtual_stages(catalog, layout, best.workload):  # = best (capped)
+                continue
             other = estimate(catalog, layout, replace(best.workload, interleave=v))
             if better(other):
                 best = other
@@ -389,12 +417,23 @@ def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
 
     Dominance keeps the optimum: the dominating candidate uses no more GPUs, spans no more
     nodes on the same fabric, costs no more network, and delivers at least the capacity.
+    A tie goes to the one listed first (``list.index``: the first *equal* candidate, found
+    among those of the same name, since equal candidates have equal names).
     """
+    same_name: dict[str, list[int]] = {}
+    rivals: dict[tuple[str, str], list[Candidate]] = {}  # same node type and fabric, in order
+    for position, cand in enumerate(found):
+        same_name.setdefault(cand.name, []).append(position)
+        rivals.setdefault((cand.node_type, cand.fabric), []).append(cand)
+
+    def index(cand: Candidate) -> int:  # = found.index(cand), without comparing every entry
+        return next(p for p in same_name[cand.name] if found[p] == cand)
+
     keep = []
     for cand in found:
         dominated = False
-        for other in found:
-            if other is cand or other.node_type != cand.node_type or other.fabric != cand.fabric:
+        for other in rivals[(cand.node_type, cand.fabric)]:
+            if other is cand:
                 continue
             no_worse = (other.gpus <= cand.gpus and other.nodes_spanned <= cand.nodes_spanned
                         and other.network_usd <= cand.network_usd)
@@ -411,7 +450,7 @@ def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
                         -other.qps_capacity, other.hours_to_complete or 0) != (
                 cand.gpus, cand.nodes_spanned, -cand.concurrency_capacity,
                 -cand.qps_capacity, cand.hours_to_complete or 0)
-            if better and (strictly or found.index(other) < found.index(cand)):
+            if better and (strictly or index(other) < index(cand)):
                 dominated = True
                 break
         if not dominated:

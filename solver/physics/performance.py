@@ -40,9 +40,9 @@ from solver.physics.layout import (
 from solver.physics.links import Link, all_reduce_s, group_link, p2p_s
 from solver.physics.memory import (
     MemoryPlan,
+    _microbatches,
     context_parallel,
     memory_plan,
-    microbatches,
     sequence_parallel,
 )
 from solver.physics.serving import prediction as serving_prediction
@@ -109,10 +109,9 @@ def gemm_size_factor(eff: EfficiencyFactors, hidden: int) -> float:
     return hidden / (hidden + half)
 
 
-def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
-                    plan: MemoryPlan) -> dict[str, float]:
+def _training_terms(step: _Step) -> dict[str, float]:
     """Step-time terms of one training layout (seconds per optimizer step per replica)."""
-    step = _Step.of(catalog, layout, w, plan)
+    catalog, layout, w = step.catalog, step.layout, step.w
     t_ideal, model_flops, peak = _ideal_compute_s(step)
     tp, pp = layout.tp, layout.pp
     # TP on an NVLink domain inside one node: Megatron-style stacks overlap its collectives
@@ -127,7 +126,7 @@ def _training_terms(catalog: Catalog, layout: Layout, w: Workload,
                       else step.train.tp_replicated_fraction.value)
     t_compute = t_ideal * ((1.0 - replicated) + replicated * tp)
     # interleaved 1F1B: v model chunks per GPU divide the bubble by v
-    v = virtual_stages(catalog, layout, w)
+    v = step.v
     bubble = t_compute * (pp - 1) / (step.m * v)
     t_a2a, ep = _moe_all_to_all_s(step)
     t_cp = _context_parallel_s(catalog, layout, w, step.m, step.mb_tokens)
@@ -147,10 +146,12 @@ class _Step:
     layout: Layout
     w: Workload
     plan: MemoryPlan
+    eff: EfficiencyFactors
     train: TrainingFactors
     gpu: Gpu
     geo: Geometry
     m: int  # micro-batches per step per replica
+    v: int  # virtual pipeline stages (:func:`virtual_stages`)
     cp: int
     mb_tokens: float  # this GPU's share of a micro-batch
     replica_tokens: float  # per replica (a CP group of cp GPUs)
@@ -158,9 +159,11 @@ class _Step:
     @classmethod
     def of(cls, catalog: Catalog, layout: Layout, w: Workload, plan: MemoryPlan) -> _Step:
         cp = context_parallel(layout, w)
-        m = microbatches(catalog, layout, w)
-        return cls(catalog, layout, w, plan, factors(catalog).training,
-                   catalog.gpus[layout.gpu], geometry(catalog.model(layout.model)), m, cp,
+        eff = factors(catalog)
+        geo = geometry(catalog.model(layout.model))
+        m = _microbatches(eff, layout, w)
+        return cls(catalog, layout, w, plan, eff, eff.training, catalog.gpus[layout.gpu], geo,
+                   m, _virtual_stages(eff, geo, layout, w), cp,
                    w.micro_batch * w.seq_len / cp, m * w.micro_batch * w.seq_len)
 
     def link(self, group: int) -> Link:
@@ -173,8 +176,8 @@ class _Step:
 def _ideal_compute_s(step: _Step) -> tuple[float, float, float]:
     """(seconds of matmul + attention work at the achieved FLOP rate, model FLOPs per
     token, peak FLOP/s): recomputed forwards, QLoRA dequantisation, MoE expert GEMMs."""
-    catalog, layout, w, plan = step.catalog, step.layout, step.w, step.plan
-    eff = factors(catalog)
+    layout, w, plan = step.layout, step.w, step.plan
+    eff = step.eff
     train, gpu, geo = step.train, step.gpu, step.geo
     fam = eff.family(gpu.family)
     recompute = plan.recompute_fraction  # share of layers whose forward is recomputed
@@ -276,8 +279,13 @@ def virtual_stages(catalog: Catalog, layout: Layout, w: Workload) -> int:
     the catalog's default, capped at the layers of a stage (1 without pipelining)."""
     if layout.pp <= 1:
         return 1
-    geo = geometry(catalog.model(layout.model))
-    wanted = w.interleave or int(factors(catalog).training.pipeline_virtual_stages.value)
+    return _virtual_stages(factors(catalog), geometry(catalog.model(layout.model)), layout, w)
+
+
+def _virtual_stages(eff: EfficiencyFactors, geo: Geometry, layout: Layout, w: Workload) -> int:
+    if layout.pp <= 1:
+        return 1
+    wanted = w.interleave or int(eff.training.pipeline_virtual_stages.value)
     return max(1, min(wanted, geo.stage_layers(layout.pp)))
 
 
@@ -308,17 +316,19 @@ def straggler_factor(catalog: Catalog, layout: Layout) -> float:
     import math
 
     nodes = layout.nodes_spanned
+    if nodes <= 1:
+        return 1.0
     behaviour = factors(catalog).fabric_behaviour
-    if nodes <= 1 or behaviour is None or layout.fabric not in catalog.fabrics:
+    if behaviour is None or layout.fabric not in catalog.fabrics:
         return 1.0
     fabric = catalog.fabrics[layout.fabric]
     cv = (behaviour.straggler_cv_rdma if fabric.rdma else behaviour.straggler_cv_tcp).value
     return 1.0 + cv * math.sqrt(2.0 * math.log(nodes))
 
 
-def _training_prediction(catalog: Catalog, layout: Layout, w: Workload,
-                         plan: MemoryPlan) -> Prediction:
-    t = _training_terms(catalog, layout, w, plan)
+def _training_prediction(step: _Step) -> Prediction:
+    catalog, layout, w, plan = step.catalog, step.layout, step.w, step.plan
+    t = _training_terms(step)
     step = (t["compute"] + t["bubble"] + t["tp"] + t["a2a"] + t["pp"] + t["dp"] + t["cp"])
     step *= straggler_factor(catalog, layout)
     tokens_per_s = t["tokens"] / step
@@ -341,6 +351,20 @@ workers) stay warm. An entry is a few hundred bytes of frozen dataclasses."""
 
 
 ESTIMATES: Memo[Estimate] = Memo(ESTIMATE_CACHE_SIZE)
+RANKINGS: Memo[tuple[Estimate, ...]] = Memo(1 << 16)
+"""Every split of one (model, GPU, count, workload, precision, node, fabric) query, ranked
+(:func:`ranked_layouts`): the candidate stage asks the same query for every workload of a
+portfolio that shares a model and physics workload, and again on every warm solve. Keyed
+like :data:`ESTIMATES` (catalog content, resolved ids), so it holds what they would give."""
+
+
+def clear_caches() -> None:
+    """Empty the physics memos (estimates, rankings, memory plans, links): cold timings."""
+    from solver.physics.links import LINKS
+    from solver.physics.memory import MEMORY_PLANS
+
+    for memo in (ESTIMATES, RANKINGS, MEMORY_PLANS, LINKS):
+        memo.clear()
 
 
 def _estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
@@ -354,9 +378,10 @@ def _estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
         if plan.fits and pred.max_concurrency == 0 and (workload.ttft_ms or workload.tpot_ms):
             reason = "no concurrency meets the TTFT/TPOT SLOs"
     else:
-        pred = _training_prediction(catalog, layout, workload, plan)
+        step = _Step.of(catalog, layout, workload, plan)
+        pred = _training_prediction(step)
         return Estimate(layout, workload, plan.fits, plan.comfortable, plan.breakdown, pred,
-                        plan.reason, training_settings(catalog, layout, workload, plan))
+                        plan.reason, _settings(step))
     return Estimate(layout, workload, plan.fits, plan.comfortable, plan.breakdown, pred, reason)
 
 
@@ -364,17 +389,19 @@ def training_settings(catalog: Catalog, layout: Layout, w: Workload,
                       plan: MemoryPlan) -> dict:
     """The training knobs a layout runs with, resolved (what ``auto`` and the catalog
     defaults came to): what ``estimate --json`` and the plan's workload entry state."""
-    gpu = catalog.gpus[layout.gpu]
-    cp = context_parallel(layout, w)
-    m = microbatches(catalog, layout, w)
+    return _settings(_Step.of(catalog, layout, w, plan))
+
+
+def _settings(step: _Step) -> dict:
+    layout, w, plan, cp, m = step.layout, step.w, step.plan, step.cp, step.m
     replicas = max(1, layout.dp // cp)
     return {"recompute": plan.recompute,
             "recompute_fraction": round(plan.recompute_fraction, 3),
             "zero": plan.zero, "micro_batch": w.micro_batch,
             "global_batch": m * w.micro_batch * replicas,
             "microbatches": m,
-            "sequence_parallel": sequence_parallel(gpu, layout, w),
-            "interleave": virtual_stages(catalog, layout, w),
+            "sequence_parallel": sequence_parallel(step.gpu, layout, w),
+            "interleave": step.v,
             "context_parallel": cp}
 
 
@@ -437,6 +464,16 @@ def ranked_layouts(catalog: Catalog, model_id: str, gpu_id: str, gpus: int,
     if gpus < 1:
         raise InputError([Problem("command line", "gpus", gpus, "must be >= 1")])
     model = catalog.model(model_id).id
+    key = (content_key(catalog), model, gpu_id, gpus, workload, precision, gpus_per_node,
+           fabric, tp, pp, dp, server)
+    return list(RANKINGS.get(key, lambda: _ranked(catalog, model, gpu_id, gpus, workload,
+                                                  precision, gpus_per_node, fabric, tp, pp,
+                                                  dp, server)))
+
+
+def _ranked(catalog: Catalog, model: str, gpu_id: str, gpus: int, workload: Workload,
+            precision: str, gpus_per_node: int, fabric: str, tp: int | None, pp: int | None,
+            dp: int | None, server: str | None) -> tuple[Estimate, ...]:
     found: list[Estimate] = []
     for t in ([tp] if tp else _divisors(gpus)):
         for p in ([pp] if pp else _divisors(gpus // t if gpus % t == 0 else 0)):
@@ -451,4 +488,4 @@ def ranked_layouts(catalog: Catalog, model_id: str, gpu_id: str, gpus: int,
                                   f"not divisible into tp={tp} x pp={pp}")])
     ranked = sorted(enumerate(found), key=lambda item: (_score(item[1]), -item[0]),
                     reverse=True)
-    return [est for _, est in ranked]
+    return tuple(est for _, est in ranked)

@@ -1,0 +1,142 @@
+"""Candidates at scale (issue 18 item 3): the speed-ups of the candidate stage change no
+candidate.
+
+* The memos of whole rankings (``performance.RANKINGS``) and of the training-knob search
+  (``candidates.KNOBS``) hand back what a cold computation gives: a warm build equals a
+  build with every physics memo emptied, and a what-if catalog (another figure) never gets
+  the base catalog's entries.
+* The knob search skips a ZeRO stage or interleave that resolves to what the best so far
+  already runs; the reference search (``skip_resolved=False``) tries every value and must
+  pick the same estimate, and the premise (a resolved-equal value estimates the same
+  figures) is checked directly.
+
+A byte-level comparison against the code before these changes (every scenario, all_sizes,
+portfolios of 10 and 50 workloads) was made by hand when they landed (docs/performance.md,
+"Candidates at scale").
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from solver.catalog.perf_factors import factors
+from solver.optimize.candidates import KNOBS, _fastest_training_knobs, build_candidates
+from solver.optimize.records import physics_workload
+from solver.physics.layout import TRAINING_KINDS
+from solver.physics.performance import (
+    clear_caches,
+    estimate,
+    ranked_layouts,
+    virtual_stages,
+)
+from solver.rfq.portfolio import portfolio_rfq
+from solver.rfq.schema import load_rfq, validate_rfq
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ("hybrid-service-and-job.yaml", "finetune-70b-full-cluster.yaml",
+             "qlora-405b-one-node.yaml", "portfolio-lab.yaml", "small-models-lab.json")
+
+
+def _cold() -> None:
+    clear_caches()
+    KNOBS.clear()
+
+
+def _same(a, b) -> None:
+    assert a.node_types == b.node_types
+    assert a.fabrics.keys() == b.fabrics.keys()
+    assert a.candidates == b.candidates  # every field of every candidate and estimate,
+    assert {k: [c.estimate.training for c in v] for k, v in a.candidates.items()} == {
+        k: [c.estimate.training for c in v] for k, v in b.candidates.items()}  # knobs too
+    assert a.rejected == b.rejected
+    assert a.storage == b.storage
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_warm_build_equals_cold(catalog, name):
+    rfq = load_rfq(ROOT / "scenarios" / name, catalog)
+    _cold()
+    cold = build_candidates(catalog, rfq)
+    warm = build_candidates(catalog, rfq)
+    _same(cold, warm)
+    # the rankings and knob searches were taken from the memo, and a mutated ranking
+    # handed out does not change the memo
+    ranked = ranked_layouts(catalog, "llama-3.1-8b", "h100-sxm", 8,
+                            physics_workload(rfq.workloads[0]), precision="bf16")
+    ranked.clear()
+    assert ranked_layouts(catalog, "llama-3.1-8b", "h100-sxm", 8,
+                          physics_workload(rfq.workloads[0]), precision="bf16")
+
+
+def test_small_portfolio_warm_equals_cold(catalog):
+    data = portfolio_rfq(4, 1, limits=False)  # batch, LoRA, pretraining: ~1 s cold
+    rfq = validate_rfq(data, catalog)
+    _cold()
+    cold = build_candidates(catalog, rfq)
+    _same(cold, build_candidates(catalog, rfq))
+
+
+def test_what_if_catalog_gets_its_own_entries(catalog):
+    """Memos keyed by catalog content: with the base catalog's rankings and knob searches
+    memoised, a copy with slower GPUs builds what it builds cold."""
+    rfq = load_rfq(ROOT / "scenarios" / "finetune-70b-full-cluster.yaml", catalog)
+    gpus = {key: gpu.model_copy(update={"dense_tflops": {k: v * 0.7 for k, v in
+                                                         gpu.dense_tflops.items()}})
+            for key, gpu in catalog.gpus.items()}
+    slower = catalog.model_copy(update={"gpus": gpus})
+    build_candidates(catalog, rfq)
+    warm_base = build_candidates(slower, rfq)
+    _cold()
+    _same(warm_base, build_candidates(slower, rfq))
+
+
+def _base_estimates(catalog):
+    """Default-knob training estimates: the splits the scenarios' jobs rank first, and the
+    next few of each (pipelined and data-parallel ones among them)."""
+    out = []
+    for name in ("finetune-70b-full-cluster.yaml", "hybrid-service-and-job.yaml",
+                 "one-box-not-two.yaml", "qlora-405b-one-node.yaml"):
+        rfq = load_rfq(ROOT / "scenarios" / name, catalog)
+        table = build_candidates(catalog, rfq)
+        for spec in rfq.workloads:
+            if spec.kind not in TRAINING_KINDS:
+                continue
+            work = physics_workload(spec)
+            for cand in table.candidates[spec.name][:6]:
+                if cand.rented:
+                    continue
+                lay = cand.layout
+                out += [est for est in ranked_layouts(
+                    catalog, lay.model, lay.gpu, lay.gpus, work, precision=lay.precision,
+                    gpus_per_node=lay.gpus_per_node, fabric=lay.fabric,
+                    server=lay.server)[:6] if est.fits]
+    return out
+
+
+def test_knob_skip_picks_what_the_full_search_picks(catalog):
+    bases = _base_estimates(catalog)
+    assert any(e.layout.pp > 1 for e in bases) and any(e.layout.dp > 1 for e in bases)
+    default = factors(catalog).training.zero_stage
+    skipped = 0
+    for est in bases:
+        assert _fastest_training_knobs(catalog, est) == _fastest_training_knobs(
+            catalog, est, skip_resolved=False)
+        lay, work = est.layout, est.workload
+        # the premise: a value resolving to the one run estimates the same figures
+        if lay.dp > 1:
+            same = estimate(catalog, lay, replace(work, zero=default))
+            assert (same.predicted, same.memory, same.training) == (
+                est.predicted, est.memory, est.training)
+            skipped += 1
+        for v in (1, 2, 8):
+            other = replace(work, interleave=v)
+            if lay.pp > 1 and virtual_stages(catalog, lay, other) == virtual_stages(
+                    catalog, lay, work):
+                same = estimate(catalog, lay, other)
+                assert (same.predicted, same.memory, same.training) == (
+                    est.predicted, est.memory, est.training)
+                skipped += 1
+    assert skipped
