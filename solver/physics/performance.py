@@ -37,8 +37,9 @@ from solver.physics.layout import (
     Prediction,
     Workload,
 )
-from solver.physics.links import Link, all_reduce_s, group_link, p2p_s
+from solver.physics.links import LINKS, Link, all_reduce_s, group_link, p2p_s
 from solver.physics.memory import (
+    MEMORY_PLANS,
     MemoryPlan,
     _microbatches,
     context_parallel,
@@ -360,9 +361,6 @@ like :data:`ESTIMATES` (catalog content, resolved ids), so it holds what they wo
 
 def clear_caches() -> None:
     """Empty the physics memos (estimates, rankings, memory plans, links): cold timings."""
-    from solver.physics.links import LINKS
-    from solver.physics.memory import MEMORY_PLANS
-
     for memo in (ESTIMATES, RANKINGS, MEMORY_PLANS, LINKS):
         memo.clear()
 
