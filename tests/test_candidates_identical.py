@@ -140,3 +140,22 @@ def test_knob_skip_picks_what_the_full_search_picks(catalog):
                     est.predicted, est.memory, est.training)
                 skipped += 1
     assert skipped
+
+
+@pytest.mark.parametrize("kind", ["inference", "lora", "pretrain"])
+def test_memory_plan_does_not_depend_on_the_fabric_or_the_server(catalog, kind):
+    """The memory memo is keyed without fabric and server: the plan computed for one
+    fabric/chassis must be what every other one would compute."""
+    from solver.physics.layout import Layout, Workload
+    from solver.physics.memory import _plan
+
+    work = Workload(kind, seq_len=4096) if kind != "inference" else \
+        Workload(kind, input_tokens=2000, output_tokens=400, concurrency=32)
+    for tp, pp, dp in ((8, 2, 1), (4, 2, 2), (2, 1, 8)):
+        plans = [_plan(catalog, Layout("llama-3.1-70b", "h100-sxm", "bf16", tp=tp, pp=pp,
+                                       dp=dp, gpus_per_node=8, fabric=fabric, server=server),
+                       work)
+                 for fabric in ("none", "100gbe", "ib-ndr-400")
+                 for server in (None, *sorted(s for s, v in catalog.servers.items()
+                                              if "h100-sxm" in str(v))[:1])]
+        assert all(plan == plans[0] for plan in plans[1:])

@@ -424,12 +424,16 @@ def memory_plan(catalog: Catalog, layout: Layout, workload: Workload) -> MemoryP
     """Memory of a layout with fit rules and the largest concurrency that fits (cached).
 
     Memory does not depend on latency SLOs, so they are left out of the cache key: the
-    Pareto walk re-estimates the same layouts at many SLO levels.
+    Pareto walk re-estimates the same layouts at many SLO levels. Nor on the fabric or the
+    server (``tests/test_candidates_identical.py`` checks the plans are equal).
     """
     if workload.ttft_ms is not None or workload.tpot_ms is not None:
         workload = replace(workload, ttft_ms=None, tpot_ms=None)
-    return MEMORY_PLANS.get((content_key(catalog), layout, workload),
-                            lambda: _plan(catalog, layout, workload))
+    # nor on the fabric or the server chassis (nothing in _plan reads them): one plan
+    # serves a span on every fabric the candidate stage tries
+    key = (content_key(catalog), layout.model, layout.gpu, layout.precision, layout.tp,
+           layout.pp, layout.dp, layout.gpus_per_node, workload)
+    return MEMORY_PLANS.get(key, lambda: _plan(catalog, layout, workload))
 
 
 def memory_breakdown(catalog: Catalog, layout: Layout, workload: Workload) -> MemoryBreakdown:
