@@ -429,7 +429,7 @@ def test_folder_search_leaves_model_configs_out() -> None:
 def test_workers_forked_after_an_in_process_highs_solve_do_not_hang(tmp_path: Path) -> None:
     """HiGHS keeps a thread pool; a worker forked from a process that already solved with
     HiGHS inherits the pool's state without its threads. The driver stops the pool before
-    forking (executors._stop_solver_threads); run in a child so a regression fails, not hangs."""
+    forking (backends.release_solver_threads); run in a child so a regression fails, not hangs."""
     write_rfqs(tmp_path / "rfqs", 4, gpus=("l40s",))
     script = (
         "import sys; from pathlib import Path\n"

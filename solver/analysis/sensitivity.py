@@ -17,15 +17,17 @@ when both ends of the interval buy the same cluster.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import re
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
 from solver.analysis.whatif import Outcome, describe, gpu_counts, outcome, rebuild_workload, reprice
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
-from solver.optimize.backends import DEFAULT_SOLVER
+from solver.optimize.backends import DEFAULT_SOLVER, release_solver_threads
 from solver.optimize.candidates import build_candidates
 from solver.optimize.records import CandidateTable
 from solver.optimize.solve import run_mip
@@ -283,8 +285,9 @@ def _swing(values: list[float | None]) -> float | None:
 
 def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
            range_text: str | None = None, solver: str = DEFAULT_SOLVER,
-           samples: int = SAMPLES) -> dict[str, Any]:
-    """The sensitivity report (all major parameters, or the one given), tornado-sorted."""
+           samples: int = SAMPLES, workers: int = 1) -> dict[str, Any]:
+    """The sensitivity report (all major parameters, or the one given), tornado-sorted.
+    ``workers`` > 1 sweeps the parameters in that many forked processes (:func:`sweeps`)."""
     start = time.perf_counter()
     ev = Evaluator(catalog, rfq, solver)
     base = ev.solve([])
@@ -296,7 +299,7 @@ def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
             params = [Parameter(p.path, p.label, p.base, *parse_range(
                 range_text, 1.0 if p.multiplier else p.base), multiplier=p.multiplier)
                 for p in params]
-    rows = [sweep(ev, p, samples) for p in params]
+    rows = sweeps(ev, params, samples, workers)
     rows.sort(key=lambda r: -(r["swing_usd"] or 0.0))
     return {
         "rfq": rfq.id, "objective": rfq.objective,
@@ -305,3 +308,63 @@ def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
         "parameters": rows, "solves": ev.solves,
         "seconds": round(time.perf_counter() - start, 3),
     }
+
+
+def sweeps(ev: Evaluator, params: list[Parameter], samples: int = SAMPLES,
+           workers: int = 1) -> list[dict[str, Any]]:
+    """:func:`sweep` of every parameter, in order. With ``workers`` > 1 (and ``fork``
+    available) the parameters are dealt round-robin to that many forked processes, which
+    inherit the evaluator (catalog, candidate table) instead of receiving a copy and send
+    back their rows; each sweep is the same computation as in this process (a warm start
+    changes no result), so the rows are the same. ``ev.solves`` counts the children's
+    solves too."""
+    workers = min(workers, len(params))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [sweep(ev, p, samples) for p in params]
+    release_solver_threads()  # the base solve ran here: children must not wait for its pool
+    context = multiprocessing.get_context("fork")
+    jobs = []
+    for index in range(workers):
+        receive, send = context.Pipe(duplex=False)
+        share = list(range(index, len(params), workers))
+        child = context.Process(target=_sweep_share, args=(ev, params, share, samples, send),
+                                daemon=True)
+        child.start()
+        send.close()
+        jobs.append((child, receive))
+    rows: list[dict[str, Any] | None] = [None] * len(params)
+    failures = []
+    for child, receive in jobs:
+        try:
+            status, payload, solves = receive.recv()
+        except EOFError:
+            status, payload, solves = "error", "a sweep process ended without a result", 0
+        child.join()
+        ev.solves += solves
+        if status == "input":
+            raise payload
+        if status == "error":
+            failures.append(payload)
+            continue
+        for index, row in payload:
+            rows[index] = row
+    if failures:
+        raise RuntimeError("sensitivity sweep failed in a worker process:\n" + failures[0])
+    return [row for row in rows if row is not None]
+
+
+def _sweep_share(ev: Evaluator, params: list[Parameter], share: list[int], samples: int,
+                 send: Any) -> None:
+    """In a forked child: sweep the parameters at ``share`` and send back
+    ``("ok", [(index, row), ...], solves)``, ``("input", InputError, solves)`` or
+    ``("error", traceback, solves)``."""
+    before = ev.solves
+    try:
+        rows = [(index, sweep(ev, params[index], samples)) for index in share]
+        send.send(("ok", rows, ev.solves - before))
+    except InputError as exc:  # a bad value: the parent raises it as this process would
+        send.send(("input", exc, ev.solves - before))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
+        send.send(("error", traceback.format_exc(), ev.solves - before))
+    finally:
+        send.close()

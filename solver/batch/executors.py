@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import sys
 import threading
 import time
 import traceback
@@ -25,7 +24,7 @@ from typing import Any, Protocol
 from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem, short
-from solver.optimize.backends import DEFAULT_SOLVER
+from solver.optimize.backends import DEFAULT_SOLVER, release_solver_threads
 from solver.rfq.schema import Rfq
 
 SolveFn = Callable[..., dict[str, Any]]
@@ -159,15 +158,6 @@ def _exit_with_parent(parent_pid: int) -> None:
             os._exit(1)
 
 
-def _stop_solver_threads() -> None:
-    """Before forking workers: stop HiGHS's thread pool in this process if a solve here
-    started it. A forked child inherits the pool's state but not its threads, and its first
-    HiGHS solve would wait for them forever; the pool restarts on this process's next solve."""
-    highspy = sys.modules.get("highspy")
-    if highspy is not None:
-        highspy.Highs.resetGlobalScheduler(True)
-
-
 def _pool_execute(task: SolveTask) -> SolveOutcome:
     return _WORKER["solve"](task, _WORKER["catalog"])
 
@@ -182,7 +172,7 @@ class LocalPoolExecutor:
         self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        _stop_solver_threads()
+        release_solver_threads()
         return ProcessPoolExecutor(self._workers, initializer=_init_worker, initargs=self._args)
 
     def run(self, tasks: Iterable[SolveTask]) -> Iterator[SolveOutcome]:

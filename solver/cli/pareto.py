@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -205,13 +206,17 @@ def sensitivity(
     catalog: CatalogOpt = None,
     set_: SetOpt = None,
     overrides: OverridesOpt = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="Processes sweeping the parameters (default: CPU cores; "
+        "1 = in this process). Same report either way.")] = None,
 ) -> int:
     """How TCO and the chosen plan move with prices, power, overhead, demand; flips."""
     from solver.analysis.sensitivity import report as build_report
     from solver.report.charts import tornado_plot
 
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
-    report = build_report(cat, parsed, param=param, range_text=range_, solver=solver)
+    report = build_report(cat, parsed, param=param, range_text=range_, solver=solver,
+                          workers=workers or os.cpu_count() or 1)
     if plot is not None:
         tornado_plot(report, plot)
     if json_out:

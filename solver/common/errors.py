@@ -34,6 +34,10 @@ class InputError(Exception):
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[list[Problem]]]:
+        """Pickled with its problems (a worker process sends it to the driver)."""
+        return (InputError, (self.problems,))
+
 
 MAX_REASON_CHARS = 1000
 

@@ -481,6 +481,16 @@ def get_backend(name: str) -> Backend:
     return backend
 
 
+def release_solver_threads() -> None:
+    """Before forking worker processes: stop HiGHS's thread pool in this process if a solve
+    here started it. A forked child inherits the pool's state but not its threads, and its
+    first HiGHS solve would wait for them forever; the pool restarts on this process's next
+    solve."""
+    highspy = sys.modules.get("highspy")
+    if highspy is not None:
+        highspy.Highs.resetGlobalScheduler(True)
+
+
 def installed_backends() -> list[str]:
     """The installed backends, found without importing any solver library."""
     return [name for name, backend in BACKENDS.items() if _module_found(backend.module)]
