@@ -20,7 +20,8 @@ README = (ROOT / "README.md").read_text()
 SUBSTITUTE = {"list | show ID | validate": "validate", "show ID": "show rtx-pro-6000",
               "RFQ.yaml": "scenarios/chat-70b-one-node.yaml",
               "[--points 15]": "--points 3", "[--plot frontier.html]": "",
-              "[--json]": "", "[--solver cbc|highs|cpsat]": "", "[--time-limit S]": ""}
+              "[--json]": "", "[--solver cbc|highs|cpsat]": "", "[--time-limit S]": "",
+              "[--workers N]": "--workers 2"}
 
 
 def _everyday() -> list[str]:
