@@ -236,7 +236,8 @@ def test_stack_cases_have_the_optimum_of_the_whole_model(backend):
 
 
 def _toy(cases):
-    """min x + y, x + y ≥ 3, x ≤ 2 s, y ≤ 2 (1 - s) + 3 t; cases fix s (and t)."""
+    """min x + 2y + 10t, x + y ≥ 3, x ≤ 2s, y ≤ 2(1 - s) + 3t: optimum 14 (s = 1, x = 2,
+    y = 1, t = 1); the cases fix s (and t). Also the warm-start tests' cased model."""
     model = LinearModel()
     for name, high in (("x", 5), ("y", 5), ("s", 1), ("t", 1)):
         model.var(name, 0, high)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_mip_scale import _toy as cased_toy
 
 import solver.analysis.sensitivity as sensitivity
 from solver.optimize.backends import BACKENDS, installed_backends
@@ -94,29 +95,15 @@ def test_highs_start_feasible_infeasible_or_partial_gives_the_optimum():
         assert math.isclose(solution.objective, best.objective, rel_tol=1e-9)
 
 
-def _cased(cases: list[dict[str, float]]) -> LinearModel:
-    """min x + 2y + 10t, x + y ≥ 3, x ≤ 2s, y ≤ 2(1 - s) + 3t: optimum 14 (s = 1, x = 2,
-    y = 1, t = 1); the cases fix s."""
-    model = LinearModel()
-    for name, high in (("x", 5), ("y", 5), ("s", 1), ("t", 1)):
-        model.var(name, 0, high)
-    model.objective = {"x": 1.0, "y": 2.0, "t": 10.0}
-    model.add("demand", {"x": 1.0, "y": 1.0}, ">=", 3.0)
-    model.add("x_on_s", {"x": 1.0, "s": -2.0}, "<=", 0.0)
-    model.add("y_off_s", {"y": 1.0, "s": 2.0, "t": -3.0}, "<=", 2.0)
-    model.cases = cases
-    return model
-
-
 def test_highs_start_with_cases_gives_the_optimum():
     """With cases, a start goes to the case it lies in only; any start, any case order:
-    the optimum 14."""
+    the optimum 14 (``cased_toy``: s = 1, x = 2, y = 1, t = 1)."""
     highs = BACKENDS["highs"]
     starts = [{"x": 2.0, "y": 1.0, "s": 1.0, "t": 1.0},   # the optimum (case s = 1)
               {"x": 0.0, "y": 3.0, "s": 0.0, "t": 1.0},   # feasible, case s = 0: 16
               {"x": 0.0, "y": 0.0, "s": 0.0, "t": 0.0}]   # infeasible
     for cases in ([{"s": 1.0}, {"s": 0.0}], [{"s": 0.0}, {"s": 1.0}]):
         for start in starts:
-            solution = highs.solve(_cased(cases), initial=start)
+            solution = highs.solve(cased_toy(cases), initial=start)
             assert solution.status == "optimal"
             assert math.isclose(solution.objective, 14.0, rel_tol=1e-9)
