@@ -22,6 +22,7 @@ from solver.catalog.perf_factors import factors
 from solver.catalog.rental_offers import RENTAL_FILE, load_offers
 from solver.common.errors import InputError, Problem, problems_from_pydantic, short
 from solver.common.inputs import (
+    csv_records,
     guard,
     non_finite,
     parse_yaml,
@@ -107,18 +108,11 @@ def _apply_prices(raw: dict[str, Any], path: Path) -> None:
     if "id" not in header or "price_usd" not in header:
         raise InputError([Problem(source, "header", short(header) if header else None,
                                   "prices.csv needs a header row id,price_usd[,as_of,source]")])
-    if len(rows) > MAX_PRICE_ROWS:
-        raise InputError([Problem(source, "", None, f"more than {MAX_PRICE_ROWS:,} rows")])
+    records = csv_records(rows, header, source, MAX_PRICE_ROWS)
     tables = {kind: {entry.get("id"): entry for entry in raw.get(kind) or []}
               for kind in PRICE_KINDS}
     seen: dict[str, int] = {}
-    for line, cells in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in cells):
-            continue
-        if len(cells) != len(header):
-            raise InputError([Problem(source, f"line {line}", None,
-                                      f"{len(cells)} cells where the header has {len(header)}")])
-        row = dict(zip(header, cells, strict=True))
+    for line, row in records:
         entry_id = row["id"].strip()
         if entry_id in seen:
             raise InputError([Problem(source, f"line {line}.id", entry_id,

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from solver.common.errors import InputError, Problem, short
-from solver.common.inputs import read_csv_rows
+from solver.common.inputs import csv_records, read_csv_rows
 
 RENTAL_FILE = "rental.csv"
 PriceType = Literal["on_demand", "reserved_1y", "reserved_3y"]
@@ -74,17 +74,8 @@ def read_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
         raise InputError([Problem(source, "header", short(header) if header else None,
                                   f"{RENTAL_FILE} needs the header {','.join(COLUMNS)}[,note]; "
                                   f"{what}")])
-    if len(rows) > MAX_RENTAL_ROWS:
-        raise InputError([Problem(source, "", None, f"more than {MAX_RENTAL_ROWS:,} rows")])
-    out: list[tuple[int, dict[str, str]]] = []
-    for line, cells in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in cells):
-            continue
-        if len(cells) != len(header):
-            raise InputError([Problem(source, f"line {line}", None,
-                                      f"{len(cells)} cells where the header has {len(header)}")])
-        out.append((line, {k: v.strip() for k, v in zip(header, cells, strict=True)}))
-    return out
+    return [(line, {k: v.strip() for k, v in row.items()})
+            for line, row in csv_records(rows, header, source, MAX_RENTAL_ROWS)]
 
 
 def _number(source: str, line: int, field: str, text: str, *, integer: bool = False,

@@ -326,3 +326,21 @@ def read_csv_rows(path: Path, max_bytes: int) -> list[list[str]]:
             return list(csv.reader(io.StringIO(text, newline="")))
         except csv.Error as exc:
             raise InputError([Problem(source, "", None, f"CSV error: {exc}")]) from None
+
+
+def csv_records(rows: list[list[str]], header: list[str], source: str,
+                max_rows: int) -> list[tuple[int, dict[str, str]]]:
+    """The data rows of a CSV read by :func:`read_csv_rows` whose (checked) header is
+    ``header``: (line number, cells by column, as written), blank lines skipped; more than
+    ``max_rows`` rows or a row with another number of cells is that file's ``InputError``."""
+    if len(rows) > max_rows:
+        raise InputError([Problem(source, "", None, f"more than {max_rows:,} rows")])
+    out: list[tuple[int, dict[str, str]]] = []
+    for line, cells in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            raise InputError([Problem(source, f"line {line}", None,
+                                      f"{len(cells)} cells where the header has {len(header)}")])
+        out.append((line, dict(zip(header, cells, strict=True))))
+    return out
