@@ -19,7 +19,7 @@ def expand_demand_over_time(data: Any) -> Any:
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
         return data
     horizon = data.get("horizon_years", 3)
-    if not isinstance(horizon, int | float) or isinstance(horizon, bool) or horizon <= 0:
+    if not _is_number(horizon) or horizon <= 0:
         return data
     out = dict(data)
     out["workloads"] = [_expand_workload(w, float(horizon)) for w in data["workloads"]]
@@ -37,7 +37,7 @@ def _expand_workload(work: Any, horizon_years: float) -> Any:
                              "growth_per_year, not both")
         growth = None  # an RFQ validated before (a plan's or the dashboard's copy): keep it
     work = dict(work)
-    if isinstance(growth, int | float) and not isinstance(growth, bool) and growth > -0.9:
+    if _is_number(growth) and growth > -0.9:
         periods = []
         for year, months in enumerate(_yearly_months(horizon_years)):
             factor = (1.0 + growth) ** (year + 1)
@@ -50,8 +50,7 @@ def _expand_workload(work: Any, horizon_years: float) -> Any:
         work["periods"] = periods
     if isinstance(periods, list) and all(isinstance(p, dict) for p in periods):
         for key in ("qps", "concurrency"):
-            values = [p[key] for p in periods if isinstance(p.get(key), int | float)
-                      and not isinstance(p.get(key), bool)]
+            values = [p[key] for p in periods if _is_number(p.get(key))]
             if values:
                 work[key] = max(values)
     return work
@@ -69,8 +68,8 @@ def _is_expansion(growth: Any, periods: Any, horizon_years: float) -> bool:
     periods whose demand grows by ``1 + growth`` a year (concurrency rounded up). This is an
     RFQ that was validated once already, dumped and read back, so validating it again must
     keep it as it is; anything else gives both forms of demand over time and is an error."""
-    if (not isinstance(growth, int | float) or isinstance(growth, bool) or growth <= -0.9
-            or not isinstance(periods, list) or not all(isinstance(p, dict) for p in periods)):
+    if (not _is_number(growth) or growth <= -0.9 or not isinstance(periods, list)
+            or not all(isinstance(p, dict) for p in periods)):
         return False
     if [p.get("months") for p in periods] != _yearly_months(horizon_years):
         return False
@@ -78,13 +77,16 @@ def _is_expansion(growth: Any, periods: Any, horizon_years: float) -> bool:
         values = [p.get(key) for p in periods]
         if all(v is None for v in values):
             continue
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0
-                   for v in values):
+        if not all(_is_number(v) and v > 0 for v in values):
             return False
         for year, value in enumerate(values):
             expected = values[0] * (1.0 + growth) ** year
-            slack = 1e-6 * expected + (1.0 + growth) ** year if key == "concurrency" else \
-                1e-6 * expected + 1e-6
-            if abs(value - expected) > slack:
+            rounding = (1.0 + growth) ** year if key == "concurrency" else 1e-6  # rounded up
+            if abs(value - expected) > 1e-6 * expected + rounding:
                 return False
     return True
+
+
+def _is_number(value: Any) -> bool:
+    """An int or float that is not a bool (malformed values are left for the schema)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
