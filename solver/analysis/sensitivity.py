@@ -332,8 +332,8 @@ def sweeps(ev: Evaluator, params: list[Parameter], samples: int = SAMPLES,
         child.start()
         send.close()
         jobs.append((child, receive))
-    rows: list[dict[str, Any] | None] = [None] * len(params)
-    failures = []
+    found: dict[int, dict[str, Any]] = {}
+    failure: BaseException | None = None  # an input error wins: this process would raise it
     for child, receive in jobs:
         try:
             status, payload, solves = receive.recv()
@@ -341,16 +341,14 @@ def sweeps(ev: Evaluator, params: list[Parameter], samples: int = SAMPLES,
             status, payload, solves = "error", "a sweep process ended without a result", 0
         child.join()
         ev.solves += solves
-        if status == "input":
-            raise payload
-        if status == "error":
-            failures.append(payload)
-            continue
-        for index, row in payload:
-            rows[index] = row
-    if failures:
-        raise RuntimeError("sensitivity sweep failed in a worker process:\n" + failures[0])
-    return [row for row in rows if row is not None]
+        if status == "ok":
+            found.update(payload)
+        elif status == "input" or failure is None:
+            failure = payload if status == "input" else RuntimeError(
+                "sensitivity sweep failed in a worker process:\n" + payload)
+    if failure is not None:
+        raise failure
+    return [found[index] for index in range(len(params))]
 
 
 def _sweep_share(ev: Evaluator, params: list[Parameter], share: list[int], samples: int,
