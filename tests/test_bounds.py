@@ -8,6 +8,7 @@ unbounded variables."""
 from __future__ import annotations
 
 import copy
+import math
 import random
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from test_mip import random_instance
 
 import solver.optimize.mip as mip
-from solver.optimize.bounds import _tighten_bounds_reference, tighten_bounds
+from solver.optimize.bounds import MAX_ROUNDS, TOLERANCE, _ceil, _floor, tighten_bounds
 from solver.optimize.candidates import build_candidates
 from solver.optimize.linear import Constraint, LinearModel
 from solver.rfq.portfolio import portfolio_rfq
@@ -27,6 +28,106 @@ SCENARIOS = sorted(p for p in (ROOT / "scenarios").iterdir()
 #: scenarios whose candidate tables take over 0.4 s CPU to build: with the slow tests
 HEAVY = {"finetune-70b-full-cluster", "hybrid-service-and-job", "moe-deepseek-serving",
          "pretrain-70b-open", "qlora-405b-one-node", "rent-oneoff-jobs"}
+
+
+# --- the former loop, the reference ---------------------------------------------------
+
+class _Row:
+    """One row's activity range over the current bounds: a finite part plus a count of
+    unbounded contributions, so the range without one variable is O(1)."""
+
+    __slots__ = ("coeffs", "sense", "rhs", "low", "low_inf", "high", "high_inf")
+
+    def __init__(self, coeffs: dict[str, float], sense: str, rhs: float) -> None:
+        self.coeffs, self.sense, self.rhs = coeffs, sense, rhs
+        self.low = self.high = 0.0
+        self.low_inf = self.high_inf = 0
+
+    def refresh(self, lows: dict[str, float], highs: dict[str, float | None]) -> None:
+        self.low = self.high = 0.0
+        self.low_inf = self.high_inf = 0
+        for name, a in self.coeffs.items():
+            lo, hi = lows[name], highs[name]
+            if a > 0:
+                self.low += a * lo
+                if hi is None:
+                    self.high_inf += 1
+                else:
+                    self.high += a * hi
+            else:
+                self.high += a * lo
+                if hi is None:
+                    self.low_inf += 1
+                else:
+                    self.low += a * hi
+
+    def without(self, name: str, a: float, lows: dict[str, float],
+                highs: dict[str, float | None]) -> tuple[float, float]:
+        """(min, max) activity of the row without ``name`` (``a`` its coefficient)."""
+        lo, hi = lows[name], highs[name]
+        if a > 0:
+            low = self.low - a * lo if self.low_inf == 0 else -math.inf
+            if hi is None:
+                high = self.high if self.high_inf == 1 else math.inf
+            else:
+                high = self.high - a * hi if self.high_inf == 0 else math.inf
+        else:
+            high = self.high - a * lo if self.high_inf == 0 else math.inf
+            if hi is None:
+                low = self.low if self.low_inf == 1 else -math.inf
+            else:
+                low = self.low - a * hi if self.low_inf == 0 else -math.inf
+        return low, high
+
+
+def _tighten_bounds_reference(model: LinearModel) -> int:
+    """The former pure-Python ``tighten_bounds``, row by row and variable by variable: the
+    oracle the vectorised one must match (the same bounds, the same count)."""
+    lows = {n: v.low for n, v in model.variables.items()}
+    highs: dict[str, float | None] = {n: v.high for n, v in model.variables.items()}
+    rows = [_Row(c.coeffs, c.sense, c.rhs) for c in model.constraints]
+    columns: dict[str, list[tuple[_Row, float]]] = {n: [] for n in model.variables}
+    for row in rows:
+        for name, a in row.coeffs.items():
+            columns[name].append((row, a))
+    in_equality = {n for row in rows if row.sense == "==" for n in row.coeffs}
+    changed = 0
+    for _ in range(MAX_ROUNDS):
+        for row in rows:
+            row.refresh(lows, highs)
+        changed_this_round = 0
+        for name, var in model.variables.items():
+            bound = math.inf
+            dominated = name not in in_equality and model.objective.get(name, 0.0) >= 0
+            need = lows[name] if dominated else math.inf
+            for row, a in columns[name]:
+                low, high = row.without(name, a, lows, highs)
+                if row.sense in ("<=", "==") and a > 0:
+                    bound = min(bound, (row.rhs - low) / a)
+                if row.sense in (">=", "==") and a < 0:
+                    bound = min(bound, (row.rhs - high) / a)
+                if dominated and row.sense == "<=" and a < 0:
+                    need = max(need, (high - row.rhs) / -a)
+                if dominated and row.sense == ">=" and a > 0:
+                    need = max(need, (row.rhs - low) / a)
+            if var.integer and math.isfinite(need):
+                need = _ceil(need)
+            bound = min(bound, need)
+            if not math.isfinite(bound):
+                continue
+            if var.integer:
+                bound = _floor(bound)
+            bound = max(bound, lows[name])
+            current = highs[name]
+            if current is None or bound < current - TOLERANCE:
+                highs[name] = bound
+                changed_this_round += 1
+        changed += changed_this_round
+        if not changed_this_round:
+            break
+    for name, var in model.variables.items():
+        var.high = highs[name]
+    return changed
 
 
 def assert_same_bounds(model: LinearModel) -> int:
