@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 from solver.catalog.load import load_catalog
-from solver.optimize.candidates import KNOBS, build_candidates
-from solver.physics.performance import clear_caches
+from solver.optimize.candidates import build_candidates, clear_caches
 from solver.rfq.schema import load_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -29,8 +28,7 @@ def main() -> None:
         rfq = load_rfq(path, catalog)
         times = []
         for _ in range(args.repeat):
-            clear_caches()  # estimates, rankings, memory plans, links
-            KNOBS.clear()
+            clear_caches()  # estimates, rankings, knob searches, memory plans, links
             start = time.process_time()
             build_candidates(catalog, rfq)
             times.append(time.process_time() - start)

@@ -27,9 +27,8 @@ from pathlib import Path
 
 from solver.catalog.load import load_catalog
 from solver.optimize.backends import BACKENDS, EXTRA_BACKENDS, installed_backends
-from solver.optimize.candidates import KNOBS, build_candidates
+from solver.optimize.candidates import build_candidates, clear_caches
 from solver.optimize.mip import build_model
-from solver.physics.performance import clear_caches
 from solver.rfq.portfolio import portfolio_rfq
 from solver.rfq.schema import validate_rfq
 
@@ -73,8 +72,7 @@ def main() -> None:
         fits = build_candidates(catalog, rfq).candidates  # keep workloads that fit somewhere
         data["workloads"] = [w for w in data["workloads"] if fits[w["name"]]]
         rfq = validate_rfq(data, catalog)
-        clear_caches()  # cold: every physics memo emptied (the filter above filled them)
-        KNOBS.clear()
+        clear_caches()  # cold: every memo emptied (the filter above filled them)
         start, cpu = time.perf_counter(), time.process_time()
         table = build_candidates(catalog, rfq)
         cold, cold_cpu = time.perf_counter() - start, time.process_time() - cpu

@@ -23,11 +23,14 @@ from pathlib import Path
 import pytest
 
 from solver.catalog.perf_factors import factors
-from solver.optimize.candidates import KNOBS, _fastest_training_knobs, build_candidates
+from solver.optimize.candidates import (
+    _fastest_training_knobs,
+    build_candidates,
+    clear_caches,
+)
 from solver.optimize.records import physics_workload
 from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import (
-    clear_caches,
     estimate,
     ranked_layouts,
     virtual_stages,
@@ -38,11 +41,6 @@ from solver.rfq.schema import load_rfq, validate_rfq
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("hybrid-service-and-job.yaml", "finetune-70b-full-cluster.yaml",
              "qlora-405b-one-node.yaml", "portfolio-lab.yaml", "small-models-lab.json")
-
-
-def _cold() -> None:
-    clear_caches()
-    KNOBS.clear()
 
 
 def _same(a, b) -> None:
@@ -58,7 +56,7 @@ def _same(a, b) -> None:
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_warm_build_equals_cold(catalog, name):
     rfq = load_rfq(ROOT / "scenarios" / name, catalog)
-    _cold()
+    clear_caches()
     cold = build_candidates(catalog, rfq)
     warm = build_candidates(catalog, rfq)
     _same(cold, warm)
@@ -74,7 +72,7 @@ def test_warm_build_equals_cold(catalog, name):
 def test_small_portfolio_warm_equals_cold(catalog):
     data = portfolio_rfq(4, 1, limits=False)  # batch, LoRA, pretraining: ~1 s cold
     rfq = validate_rfq(data, catalog)
-    _cold()
+    clear_caches()
     cold = build_candidates(catalog, rfq)
     _same(cold, build_candidates(catalog, rfq))
 
@@ -89,7 +87,7 @@ def test_what_if_catalog_gets_its_own_entries(catalog):
     slower = catalog.model_copy(update={"gpus": gpus})
     build_candidates(catalog, rfq)
     warm_base = build_candidates(slower, rfq)
-    _cold()
+    clear_caches()
     _same(warm_base, build_candidates(slower, rfq))
 
 

@@ -37,7 +37,15 @@ from solver.optimize.storage import training_storage
 from solver.physics.goodput import hours_at_goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.memory import microbatches, weight_bytes_per_param
-from solver.physics.performance import best_layout, estimate, ranked_layouts, virtual_stages
+from solver.physics.performance import (
+    best_layout,
+    estimate,
+    ranked_layouts,
+    virtual_stages,
+)
+from solver.physics.performance import (
+    clear_caches as clear_physics_caches,
+)
 from solver.rfq.schema import Rfq, ServingWorkload, TrainingWorkload
 
 MAX_SPANNED_NODES = 64
@@ -172,6 +180,13 @@ KNOBS: Memo[Estimate] = Memo(1 << 16)
 """:func:`fastest_training_knobs` per (catalog content, layout, workload): portfolio
 workloads of one model and sequence length share their physics workload, so their jobs
 probe the same layouts; warm solves probe them all again."""
+
+
+def clear_caches() -> None:
+    """Empty every memo a candidate build fills (the physics' and :data:`KNOBS`): the next
+    build is cold (benchmarks, tests)."""
+    clear_physics_caches()
+    KNOBS.clear()
 
 
 def fastest_training_knobs(catalog: Catalog, est: Estimate) -> Estimate:
