@@ -102,3 +102,29 @@ def test_relaxation_words_for_limits_and_workloads():
     assert "extend the deadline to at least 41.2 h" in words[1]
     assert "h100-sxm" in words[2]
     assert usd(1_522_250.4) == "$1,522,250" and usd(-5) == "-$5"
+
+
+def test_sensitivity_report_fits_80_columns_with_whole_cluster_names(monkeypatch):
+    """The tornado table keeps to numbers; where the plan flips is listed below it, so a
+    cluster description is never cut to 'pcie-8gpu…' in a narrow column."""
+    import solver.cli.pareto as pareto_cli
+
+    console = Console(width=80, file=io.StringIO(), highlight=False, color_system=None)
+    monkeypatch.setattr(pareto_cli, "out", console)
+    clusters = ["1 × pcie-4gpu/rtx-5090x4, 1 × pcie-8gpu/rtx-pro-6000x8, fabric none",
+                "2 × hgx-h100-8gpu/h100-sxmx8, fabric ib-ndr-400"]
+    row = {"label": "demand growth (×)", "low": 0.5, "high": 4.0, "tco_low_usd": 145777.0,
+           "tco_high_usd": 581144.0, "swing_usd": 435367.0,
+           "flips": [{"at": 1.52995, "to": clusters[0]}, {"at": 3.0612, "to": clusters[1]}]}
+    flat = dict(row, label="PUE", flips=[], swing_usd=5201.0)
+    pareto_cli._print_report({"rfq": "x", "objective": "tco", "solves": 9, "seconds": 0.1,
+                              "base": {"tco_usd": 200381.0, "cluster": clusters[0]},
+                              "parameters": [row, flat]})
+    text = console.file.getvalue()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    words = text.split()
+    for cluster in clusters:  # every node type and fabric id whole, in order
+        ids = [w.strip(",") for w in cluster.split() if "/" in w or w.startswith("ib-")]
+        assert all(i in words or f"{i}," in words for i in ids), (cluster, text)
+    assert "at 1.52995 →" in text and "at 3.0612 →" in text

@@ -51,15 +51,21 @@ def _print_report(report: dict[str, Any]) -> None:
     out.print(f"[bold]RFQ {report['rfq']}[/]: base {report['objective']} "
               f"{base['tco_usd'] or 0:,.0f} USD — {base['cluster']}")
     table = Table(title="Tornado: cost at the ends of each parameter's range")
-    for column in ("parameter", "range", "cost at low", "cost at high", "swing", "plan flips"):
-        table.add_column(column, justify="right" if column.startswith(("cost", "swing"))
-                         else "left")
+    for column in ("parameter", "range", "cost at low", "cost at high", "swing", "flips"):
+        table.add_column(column, justify="left" if column in ("parameter", "range")
+                         else "right")
     for row in report["parameters"]:
-        flips = "\n".join(f"at {f['at']:g}: → {f['to']}" for f in row["flips"]) or "-"
         table.add_row(row["label"], f"{row['low']:g} .. {row['high']:g}",
                       _usd(row["tco_low_usd"]), _usd(row["tco_high_usd"]),
-                      _usd(row["swing_usd"]), flips)
+                      _usd(row["swing_usd"]), str(len(row["flips"])) if row["flips"] else "-")
     out.print(table)
+    flipping = [row for row in report["parameters"] if row["flips"]]
+    if flipping:  # below the table: a cluster is too long for a column at 80 characters
+        out.print("[bold]Where the plan flips[/]")
+    for row in flipping:
+        out.print(f"{row['label']}:", markup=False)
+        for flip in row["flips"]:
+            out.print(f"  at {flip['at']:g} → {flip['to']}", markup=False)
     out.print(f"{report['solves']} solves in {report['seconds']} s", markup=False)
 
 
