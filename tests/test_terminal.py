@@ -128,3 +128,25 @@ def test_sensitivity_report_fits_80_columns_with_whole_cluster_names(monkeypatch
         ids = [w.strip(",") for w in cluster.split() if "/" in w or w.startswith("ib-")]
         assert all(i in words or f"{i}," in words for i in ids), (cluster, text)
     assert "at 1.52995 →" in text and "at 3.0612 →" in text
+
+
+def test_what_if_sweep_fits_80_columns_without_cutting_node_types(monkeypatch):
+    """`procure pareto --sweep`: a long 'bought' cell wraps inside its column (node type
+    ids folded, never cut to '…')."""
+    import solver.cli.pareto as pareto_cli
+
+    console = Console(width=80, file=io.StringIO(), highlight=False, color_system=None)
+    monkeypatch.setattr(pareto_cli, "out", console)
+    point = {"growth": 1.0, "choice": "buy", "status": "optimal", "tco_usd": 373546.0,
+             "rental_usd": 0.0, "sourcing": {"chat": "owned"},
+             "cluster": "1 × pcie-4gpu/rtx-pro-6000x2, 2 × pcie-8gpu/rtx-pro-6000x8",
+             "nodes_bought": [1, 1, 1], "start_months": [0, 12, 24]}
+    pareto_cli._print_sweep({"sweep": "growth", "rfq": "growing-chat-service",
+                             "meaning": "demand growth per year", "points": [point],
+                             "note": "", "seconds": 0.2})
+    text = console.file.getvalue()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    cells = "".join(line.split("│")[-2].strip() for line in text.splitlines()
+                    if line.count("│") == 7)  # the 'bought' column, rows joined
+    assert "pcie-4gpu/rtx-pro-6000x2" in cells and "pcie-8gpu/rtx-pro-6000x8" in cells

@@ -76,7 +76,7 @@ def _print_sweep(result: dict[str, Any]) -> None:
     table = Table(title=f"What-if sweep of {result['rfq']}: {kind} ({result['meaning']})")
     for column in (kind, "total cost", "rental", "choice", "per workload", "bought"):
         table.add_column(column, justify="right" if column in (kind, "total cost", "rental")
-                         else "left")
+                         else "left", overflow="fold")  # node type ids wrap, never cut
     for point in result["points"]:
         if point["choice"] is None:
             table.add_row(f"{point[kind]:g}", point["status"], "-", "-", "-", "-")
