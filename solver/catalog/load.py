@@ -29,6 +29,7 @@ from solver.common.inputs import (
     read_csv_rows,
     read_text,
 )
+from solver.common.parse_cache import cached_parse
 from solver.common.paths import data_dir
 
 FILES = {
@@ -58,7 +59,8 @@ ENTRY_KINDS = ("gpus", "servers", "fabrics", "models", "vendors")
 def _read_yaml(path: Path) -> Any:
     source = str(path)
     with guard(source):
-        return parse_yaml(read_text(path, source, MAX_CATALOG_FILE_BYTES), source)
+        text = read_text(path, source, MAX_CATALOG_FILE_BYTES)
+        return cached_parse(text, "yaml", lambda: parse_yaml(text, source))
 
 
 def _check_shape(key: str, value: Any, path: Path) -> Any:
