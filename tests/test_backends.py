@@ -263,3 +263,62 @@ def test_solve_rfq_timeout_before_the_mip(catalog):
     rfq = validate_rfq(portfolio_rfq(8, 3, limits=False), catalog)
     plan = solve_rfq(rfq, catalog, solver=INSTALLED[0], time_limit=1e-9, explain=False)
     assert plan["status"] == "timeout" and plan["cost"] is None
+
+
+# --- HiGHS probing (issue 18) ----------------------------------------------------------------
+def test_probing_bit_is_the_probing_rule_in_this_highs(tmp_path):
+    """The bit PROBING_RULE gives for the installed HiGHS switches off the rule HiGHS itself
+    calls "Probing" (its log names every rule switched off); an unchecked version has none."""
+    highspy = pytest.importorskip("highspy")
+    from solver.optimize.backends import probing_rule_bit
+
+    solver = highspy.Highs()
+    bit = probing_rule_bit(solver)
+    if bit is None:
+        pytest.skip(f"HiGHS {solver.version()} not checked: probing stays on")
+    log = tmp_path / "highs.log"
+    for option, value in (("log_to_console", False), ("log_file", str(log)),
+                          ("presolve_rule_off", 1 << bit)):
+        solver.setOptionValue(option, value)
+    solver.addVar(0.0, 1.0)
+    solver.addVar(0.0, 1.0)
+    solver.changeColsIntegrality(2, [0, 1], [highspy.HighsVarType.kInteger] * 2)
+    solver.addRow(1.0, 2.0, 2, [0, 1], [1.0, 1.0])
+    solver.run()
+    lines = [line for line in log.read_text().splitlines() if f"set bit {bit} " in line]
+    assert lines and lines[0].rstrip().endswith("Probing"), lines
+
+
+def _chain(n: int) -> LinearModel:
+    """min Σ c_i x_i subject to x_{i-1} + x_i ≥ 1, x_i ∈ {0..3}: a feasible model of n columns."""
+    model = LinearModel(name=f"chain-{n}")
+    for i in range(n):
+        model.var(f"x{i}", 0, 3)
+        model.objective[f"x{i}"] = 1.0 + (i % 3)
+    for i in range(1, n):
+        model.add(f"r{i}", {f"x{i - 1}": 1.0, f"x{i}": 1.0}, ">=", 1.0)
+    return model
+
+
+@pytest.mark.parametrize("columns", [50, 600])
+def test_probing_is_off_only_on_large_models(columns, monkeypatch):
+    """Probing is switched off from PROBING_OFF_COLUMNS columns (where it cost seconds on
+    the portfolios) and kept on smaller models; the optimum is the same either way."""
+    highspy = pytest.importorskip("highspy")
+    from solver.optimize import backends
+
+    set_options: dict[str, object] = {}
+    original = highspy.Highs.setOptionValue
+
+    def spy(self, name, value):
+        set_options[name] = value
+        return original(self, name, value)
+
+    monkeypatch.setattr(highspy.Highs, "setOptionValue", spy)
+    model = _chain(columns)
+    solution = backends.HighsBackend().solve(model)
+    large = columns >= backends.PROBING_OFF_COLUMNS
+    known = backends.probing_rule_bit(highspy.Highs()) is not None
+    assert ("presolve_rule_off" in set_options) == (large and known)
+    monkeypatch.setattr(backends, "PROBING_OFF_COLUMNS", 10**9)  # probing on everywhere
+    assert backends.HighsBackend().solve(model).objective == pytest.approx(solution.objective)

@@ -265,6 +265,24 @@ class PulpBackend(Backend):
         return solution.objective if solution.status == "optimal" else None
 
 
+PROBING_OFF_COLUMNS = 500
+"""HiGHS presolve probes binaries one by one; on the portfolio models (thousands of
+binaries: candidates, loss levels) that took seconds and paid nothing back, while the
+scenarios (under 320 columns, n+1 loss levels) solve faster with it. Measured with HiGHS
+1.16 on 2 cores (docs/performance.md, "HiGHS probing"): off from this many columns."""
+PROBING_RULE = {(1, 16): 15, (1, 17): 15}
+"""Bit of the presolve rule "Probing" in ``presolve_rule_off``, per HiGHS (major, minor)
+version checked (tests/test_backends.py reads HiGHS's own log to confirm it); the rules
+are numbered by position and the list has changed between versions, so an unchecked
+version keeps probing on."""
+
+
+def probing_rule_bit(solver: object) -> int | None:
+    """The ``presolve_rule_off`` bit that turns probing off in this HiGHS, if known."""
+    version = (solver.versionMajor(), solver.versionMinor())  # type: ignore[attr-defined]
+    return PROBING_RULE.get(version)
+
+
 class HighsBackend(Backend):
     """HiGHS in-process through ``highspy``: the model passed as row-wise arrays (no file,
     no child process, no PuLP expression building). Gap 0 (absolute and relative)."""
@@ -326,6 +344,8 @@ class HighsBackend(Backend):
                 solver.setOptionValue("time_limit", float(time_limit))
             if cutoff is not None:  # prunes every node that cannot beat it
                 solver.setOptionValue("objective_bound", float(cutoff))
+            if len(names) >= PROBING_OFF_COLUMNS and probing_rule_bit(solver) is not None:
+                solver.setOptionValue("presolve_rule_off", 1 << probing_rule_bit(solver))
             solver.passModel(lp)
             if initial is not None and all(n in initial for n in names):
                 point = highspy.HighsSolution()
