@@ -25,6 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from solver import __version__
+
 CACHE_ENV = "PROCURE_CACHE_DIR"
 FORMAT = 1
 """Bumped when what is stored changes shape."""
@@ -40,10 +44,6 @@ def cache_dir() -> Path | None:
 
 
 def _key(text: str, kind: str) -> str:
-    import yaml
-
-    from solver import __version__
-
     stamp = f"{FORMAT}|{kind}|{__version__}|{yaml.__version__}|{sys.version}|"
     return hashlib.sha256(stamp.encode() + text.encode("utf-8")).hexdigest()[:32]
 
