@@ -257,11 +257,11 @@ def _fastest_training_knobs(catalog: Catalog, est: Estimate, *,
                 best = other
     if layout.pp > 1 and base.interleave is None:
         for v in VIRTUAL_STAGES:
-            if skip_resolved and virtual_stages(
-                    catalog, layout, replace(best.workload, interleave=v)) \
+            work = replace(best.workload, interleave=v)
+            if skip_resolved and virtual_stages(catalog, layout, work) \
                     == virtual_stages(catalog, layout, best.workload):  # = best (capped)
                 continue
-            other = estimate(catalog, layout, replace(best.workload, interleave=v))
+            other = estimate(catalog, layout, work)
             if better(other):
                 best = other
     return best
