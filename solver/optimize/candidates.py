@@ -293,14 +293,17 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
     With ``prune`` a size whose hours are provably above the deadline is not estimated
     (:meth:`_JobProbe.misses_for_sure`): its probe would have answered None, so the search
     takes the same path to the same candidates. Only the fastest hours seen, which the
-    rejection states when no candidate is left, would differ: then the search is run again
+    rejection states when no candidate is left, could differ: then the skipped sizes that
+    could be faster are probed (:meth:`_JobProbe.settle_fastest_hours`), or, when no layout
+    fitted at all (the rejection names the last probe's reason), the search is run again
     unpruned (``prune=False``, the reference: tests compare the two)."""
-    for pruned_run in ((True, False) if prune else (False,)):
-        job = _JobProbe(catalog, spec, node, precision, prune=pruned_run)
-        why: list[str] = []
+    job = _JobProbe(catalog, spec, node, precision, prune=prune)
+    why: list[str] = []
+    out = _span_search(job, fabrics, why, all_sizes, max_nodes, rdma_only)
+    if not out and job.pruned and not job.settle_fastest_hours():
+        job = _JobProbe(catalog, spec, node, precision, prune=False)
+        why = []
         out = _span_search(job, fabrics, why, all_sizes, max_nodes, rdma_only)
-        if out or not job.pruned:
-            break
     rejected += why
     if not out and job.best_hours is None:
         rejected.append(f"{node.key} {precision}: no layout fits memory ({job.last_reason})")
@@ -378,6 +381,21 @@ class _JobProbe:
                                                self.workload) if prune else None)
         self.pruned = False
         self._fewest_hours: dict[int, float] = {}  # hours bound by GPU count
+        self._skipped: list[tuple[int, Fabric | None, int | None]] = []  # pruned probes
+
+    def settle_fastest_hours(self) -> bool:
+        """After a search that found nothing: make ``best_hours`` the fastest hours the
+        unpruned search would have seen, by probing the skipped sizes whose bound is below
+        the fastest so far (the others cannot be faster; their probes miss the deadline, so
+        only ``best_hours`` moves). False when no layout fitted: ``last_reason`` is the last
+        probe's in the search's order, so the caller reruns it unpruned."""
+        if self.best_hours is None:
+            return False
+        self.rate_bound = None  # probe for real from here on
+        for size, over, tp in self._skipped:
+            if self._fewest_hours[size] < self.best_hours * (1.0 + BOUND_MARGIN):
+                self.candidate(size, over, tp)
+        return True
 
     def misses_for_sure(self, size: int) -> bool:
         """Whether every split of ``size`` GPUs, whatever its knobs, misses the deadline:
@@ -402,6 +420,7 @@ class _JobProbe:
         the larger span that met the deadline: TP stays inside a node)."""
         if self.misses_for_sure(size):
             self.pruned = True
+            self._skipped.append((size, over, tp))
             return None
         catalog, spec, node = self.catalog, self.spec, self.node
         fabric_id = over.id if over else "none"
