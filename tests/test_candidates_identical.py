@@ -157,3 +157,66 @@ def test_memory_plan_does_not_depend_on_the_fabric_or_the_server(catalog, kind):
                  for server in (None, *sorted(s for s, v in catalog.servers.items()
                                               if "h100-sxm" in str(v))[:1])]
         assert all(plan == plans[0] for plan in plans[1:])
+
+
+@pytest.mark.parametrize("name", ["pretrain-70b-open.yaml", "finetune-70b-full-cluster.yaml",
+                                  "hybrid-service-and-job.yaml"])
+def test_pruned_span_search_equals_the_reference(catalog, name):
+    """Sizes whose hours bound exceeds the deadline are not estimated; every training job
+    on every node type and precision must get the candidates and rejections the unpruned
+    search (``prune=False``) gives, the fastest-hours messages of pretrain-70b-open (no
+    span meets its deadline on many node types) included."""
+    from solver.optimize.candidates import (
+        _JobProbe,
+        _training_candidates,
+        allowed_entries,
+        coupled_training_rdma_only,
+        node_types,
+    )
+    from solver.optimize.costs import CostParams
+    from solver.optimize.records import precisions_for
+
+    rfq = load_rfq(ROOT / "scenarios" / name, catalog)
+    types = node_types(catalog, rfq, CostParams.from_catalog(catalog, rfq.horizon_years))
+    _, _, fabrics = allowed_entries(catalog, rfq)
+    rdma_only = coupled_training_rdma_only(catalog, rfq)
+    pruned = 0
+    for spec in (s for s in rfq.workloads if s.kind in TRAINING_KINDS):
+        for node in types.values():
+            for precision in precisions_for(spec, catalog.gpus[node.gpu]):
+                runs = []
+                for prune in (True, False):
+                    why: list[str] = []
+                    out = _training_candidates(catalog, spec, node, fabrics, precision, why,
+                                               False, 64, rdma_only, prune=prune)
+                    runs.append((out, [c.estimate.training for c in out], why))
+                assert runs[0] == runs[1]
+                probe = _JobProbe(catalog, spec, node, precision, prune=True)
+                pruned += any(probe.misses_for_sure(node.gpus * n) for n in (1, 2, 4))
+    assert pruned
+
+
+def test_rate_bound_holds_for_every_split_and_knob(catalog):
+    """The premise of the pruning: no split, with any knobs, trains faster per GPU than
+    :func:`training_rate_bound`, and every split of one size has the goodput
+    :func:`job_goodput` gives."""
+    from solver.physics.goodput import goodput, job_goodput
+    from solver.physics.performance import training_rate_bound
+
+    checked = 0
+    for base in _base_estimates(catalog):
+        lay, work = base.layout, base.workload
+        bound = training_rate_bound(catalog, lay.model, lay.gpu, lay.precision, work)
+        assert bound is not None
+        variants = [replace(work, zero=z) for z in (0, 1, 2, 3)] + [
+            replace(work, micro_batch=2, global_batch_tokens=8 * work.seq_len * lay.dp),
+            replace(work, sequence_parallel=True), replace(work, sequence_parallel=False),
+            replace(work, interleave=1), replace(work, interleave=8),
+            replace(work, recompute="full"), replace(work, recompute="none")]
+        for other in (estimate(catalog, lay, w) for w in [work, *variants]):
+            if other.fits and other.predicted.tokens_per_s > 0:
+                assert other.predicted.tokens_per_s <= bound * lay.gpus
+                assert goodput(catalog, other) == job_goodput(
+                    catalog, lay.model, work.kind, lay.gpus, lay.nodes_spanned)
+                checked += 1
+    assert checked > 50

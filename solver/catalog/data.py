@@ -449,6 +449,7 @@ def architecture_fields(arch: Architecture) -> dict[str, Any]:
 
 
 _KEYS: dict[int, tuple[Catalog, str]] = {}
+_LAST_KEY: list[tuple[Catalog, str] | None] = [None]  # the entry of _KEYS used last
 
 
 def content_key(catalog: Catalog) -> str:
@@ -459,13 +460,17 @@ def content_key(catalog: Catalog) -> str:
     The hash is computed once per catalog object (the identity map holds the object, so its
     id cannot be reused while the entry lives).
     """
+    last = _LAST_KEY[0]
+    if last is not None and last[0] is catalog:  # memo keys ask ~5 times per estimate
+        return last[1]
     known = _KEYS.get(id(catalog))
     if known is not None and known[0] is catalog:
+        _LAST_KEY[0] = known
         return known[1]
     key = hashlib.sha256(catalog.model_dump_json().encode()).hexdigest()[:20]
     if len(_KEYS) > 256:
         _KEYS.clear()
-    _KEYS[id(catalog)] = (catalog, key)
+    _KEYS[id(catalog)] = _LAST_KEY[0] = (catalog, key)
     return key
 
 

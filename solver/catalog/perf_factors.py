@@ -285,6 +285,9 @@ class EfficiencyFactors(_Frozen):
 
 
 _CACHE: dict[str, EfficiencyFactors] = {}
+_LAST: list = [None, None]
+"""The catalog :func:`factors` answered last and its factors: the same object holds the same
+content (what :func:`content_key` relies on too), so its cache entry is found without a key."""
 
 
 def factors(catalog: Catalog) -> EfficiencyFactors:
@@ -292,6 +295,9 @@ def factors(catalog: Catalog) -> EfficiencyFactors:
 
     Raises :class:`InputError` naming the field when ``efficiency.yaml`` is invalid.
     """
+    last_catalog, last_factors = _LAST
+    if catalog is last_catalog:  # the physics asks ~3 times per estimate, same catalog
+        return last_factors
     key = content_key(catalog)
     cached = _CACHE.get(key)
     if cached is None:
@@ -302,4 +308,5 @@ def factors(catalog: Catalog) -> EfficiencyFactors:
         if len(_CACHE) > 32:
             _CACHE.clear()
         _CACHE[key] = cached
+    _LAST[:] = [catalog, cached]
     return cached

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 T = TypeVar("T")
+_MISSING = object()
 
 
 class Memo(Generic[T]):
@@ -24,10 +25,11 @@ class Memo(Generic[T]):
         self._values: OrderedDict[Hashable, T] = OrderedDict()
 
     def get(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """The value memoised under ``key``, computed (and kept) on a miss."""
-        try:
-            value = self._values[key]
-        except KeyError:
+        """The value memoised under ``key``, computed (and kept) on a miss. A miss is told by
+        a sentinel, not a caught ``KeyError`` (raising costs ~0.7 µs, and a cold candidate
+        build misses ~175 k times)."""
+        found = self._values.get(key, _MISSING)
+        if found is _MISSING:
             self.misses += 1
             value = compute()
             self._values[key] = value
@@ -36,7 +38,7 @@ class Memo(Generic[T]):
             return value
         self.hits += 1
         self._values.move_to_end(key)
-        return value
+        return cast(T, found)
 
     def clear(self) -> None:
         self._values.clear()

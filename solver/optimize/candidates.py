@@ -34,13 +34,14 @@ from solver.optimize.records import (
 )
 from solver.optimize.rental import owned_allowed, rented_candidates
 from solver.optimize.storage import training_storage
-from solver.physics.goodput import hours_at_goodput
+from solver.physics.goodput import hours_at_goodput, job_goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.memory import microbatches, weight_bytes_per_param
 from solver.physics.performance import (
     best_layout,
     estimate,
     ranked_layouts,
+    training_rate_bound,
     virtual_stages,
 )
 from solver.physics.performance import (
@@ -256,11 +257,11 @@ def _fastest_training_knobs(catalog: Catalog, est: Estimate, *,
                 best = other
     if layout.pp > 1 and base.interleave is None:
         for v in VIRTUAL_STAGES:
-            if skip_resolved and virtual_stages(
-                    catalog, layout, replace(best.workload, interleave=v)) \
+            work = replace(best.workload, interleave=v)
+            if skip_resolved and virtual_stages(catalog, layout, work) \
                     == virtual_stages(catalog, layout, best.workload):  # = best (capped)
                 continue
-            other = estimate(catalog, layout, replace(best.workload, interleave=v))
+            other = estimate(catalog, layout, work)
             if better(other):
                 best = other
     return best
@@ -279,7 +280,7 @@ def coupled_training_rdma_only(catalog: Catalog, rfq: Rfq) -> bool:
 def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeType,
                          fabrics: list[Fabric], precision: str, rejected: list[str],
                          all_sizes: bool, max_nodes: int,
-                         rdma_only: bool = False) -> list[Candidate]:
+                         rdma_only: bool = False, prune: bool = True) -> list[Candidate]:
     """Jobs on this node type: in one node, else for each fabric the fewest nodes that fit
     and meet the deadline at expected goodput (more nodes cost more for the same node type
     and fabric): spans of 2, 4, 8 ... nodes first, then a bisection of the counts between
@@ -287,8 +288,36 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
     span 7 nodes; time to finish falls as nodes are added); with ``all_sizes`` also every
     larger power of two that meets it (for the Pareto frontier). Each layout runs the
     fastest training knobs that fit (:func:`fastest_training_knobs`); with ``rdma_only``
-    jobs that span nodes use RDMA fabrics only."""
-    job = _JobProbe(catalog, spec, node, precision)
+    jobs that span nodes use RDMA fabrics only.
+
+    With ``prune`` a size whose hours are provably above the deadline is not estimated
+    (:meth:`_JobProbe.misses_for_sure`): its probe would have answered None, so the search
+    takes the same path to the same candidates. Only the fastest hours seen, which the
+    rejection states when no candidate is left, could differ: then the skipped sizes that
+    could be faster are probed (:meth:`_JobProbe.settle_fastest_hours`), or, when no layout
+    fitted at all (the rejection names the last probe's reason), the search is run again
+    unpruned (``prune=False``, the reference: tests compare the two)."""
+    job = _JobProbe(catalog, spec, node, precision, prune=prune)
+    why: list[str] = []
+    out = _span_search(job, fabrics, why, all_sizes, max_nodes, rdma_only)
+    if not out and job.pruned and not job.settle_fastest_hours():
+        job = _JobProbe(catalog, spec, node, precision, prune=False)
+        why = []
+        out = _span_search(job, fabrics, why, all_sizes, max_nodes, rdma_only)
+    rejected += why
+    if not out and job.best_hours is None:
+        rejected.append(f"{node.key} {precision}: no layout fits memory ({job.last_reason})")
+    elif not out:
+        rejected.append(f"{node.key} {precision}: fastest layout tried needs "
+                        f"{job.best_hours:,.1f} h (deadline {spec.deadline_hours:g} h)")
+    return out
+
+
+def _span_search(job: _JobProbe, fabrics: list[Fabric], rejected: list[str], all_sizes: bool,
+                 max_nodes: int, rdma_only: bool) -> list[Candidate]:
+    """The probes of :func:`_training_candidates`, in its order: in-node sizes, then per
+    fabric the doubling spans and the bisection below the first that meets the deadline."""
+    node, precision = job.node, job.precision
     out: list[Candidate] = []
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
         found = job.candidate(size, None)
@@ -325,31 +354,74 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
                     high, found = mid, smaller
             out.append(found)
             break
-    if not out and job.best_hours is None:
-        rejected.append(f"{node.key} {precision}: no layout fits memory ({job.last_reason})")
-    elif not out:
-        rejected.append(f"{node.key} {precision}: fastest layout tried needs "
-                        f"{job.best_hours:,.1f} h (deadline {spec.deadline_hours:g} h)")
     return out
+
+
+BOUND_MARGIN = 1e-9
+"""A size is pruned only when its hours bound exceeds the deadline by this share: the bound
+holds in exact arithmetic, and its floating-point rounding differs from the estimate's by a
+few units in the last place, far below this."""
 
 
 class _JobProbe:
     """One training job on one node type and precision: the candidate of a GPU count and
     fabric (None when it does not fit or misses the deadline), remembering the fastest
-    hours seen and the last reason a layout did not fit."""
+    hours seen and the last reason a layout did not fit. With ``prune`` a size that cannot
+    meet the deadline (:meth:`misses_for_sure`) answers None unestimated (``pruned`` says
+    one did; the fastest hours then leave it out)."""
 
     def __init__(self, catalog: Catalog, spec: TrainingWorkload, node: NodeType,
-                 precision: str) -> None:
+                 precision: str, *, prune: bool = False) -> None:
         self.catalog, self.spec, self.node, self.precision = catalog, spec, node, precision
         self.workload = physics_workload(spec)
         self.total_tokens = spec.dataset_tokens * spec.epochs
         self.best_hours: float | None = None
         self.last_reason = "does not fit"
+        self.rate_bound = (training_rate_bound(catalog, spec.model, node.gpu, precision,
+                                               self.workload) if prune else None)
+        self.pruned = False
+        self._fewest_hours: dict[int, float] = {}  # hours bound by GPU count
+        self._skipped: list[tuple[int, Fabric | None, int | None]] = []  # pruned probes
+
+    def settle_fastest_hours(self) -> bool:
+        """After a search that found nothing: make ``best_hours`` the fastest hours the
+        unpruned search would have seen, by probing the skipped sizes whose bound is below
+        the fastest so far (the others cannot be faster; their probes miss the deadline, so
+        only ``best_hours`` moves). False when no layout fitted: ``last_reason`` is the last
+        probe's in the search's order, so the caller reruns it unpruned."""
+        if self.best_hours is None:
+            return False
+        self.rate_bound = None  # probe for real from here on
+        for size, over, tp in self._skipped:
+            if self._fewest_hours[size] < self.best_hours * (1.0 + BOUND_MARGIN):
+                self.candidate(size, over, tp)
+        return True
+
+    def misses_for_sure(self, size: int) -> bool:
+        """Whether every split of ``size`` GPUs, whatever its knobs, misses the deadline:
+        its hours are at least the tokens at the per-GPU rate bound
+        (:func:`~solver.physics.performance.training_rate_bound`) over the goodput, which is
+        the same for every split of one size (:func:`job_goodput`)."""
+        if self.rate_bound is None or self.total_tokens <= 0:
+            return False
+        fewest_hours = self._fewest_hours.get(size)
+        if fewest_hours is None:  # each fabric probes the same sizes: computed once
+            nodes = -(-size // self.node.gpus)
+            good = job_goodput(self.catalog, self.spec.model, self.workload.kind, size,
+                               nodes).fraction
+            fewest_hours = (self.total_tokens / (self.rate_bound * size) / 3600.0 / good
+                            if good > 0.0 else 0.0)
+            self._fewest_hours[size] = fewest_hours
+        return fewest_hours > self.spec.deadline_hours * (1.0 + BOUND_MARGIN)
 
     def candidate(self, size: int, over: Fabric | None,
                   tp: int | None = None) -> Candidate | None:
         """``tp``: only splits of that tensor-parallel degree (the bisection keeps the TP of
         the larger span that met the deadline: TP stays inside a node)."""
+        if self.misses_for_sure(size):
+            self.pruned = True
+            self._skipped.append((size, over, tp))
+            return None
         catalog, spec, node = self.catalog, self.spec, self.node
         fabric_id = over.id if over else "none"
         ranked = ranked_layouts(catalog, spec.model, node.gpu, size, self.workload,

@@ -44,10 +44,14 @@ def checkpoint_bytes(catalog: Catalog, est: Estimate) -> float:
     """Bytes one checkpoint writes: the whole model state for full training (weights,
     fp32 master and Adam moments: ``model_state_bytes_per_param`` less the gradients), the
     adapters and their optimizer state for LoRA/QLoRA (the frozen base is not saved)."""
+    return _checkpoint_bytes(catalog, est.layout.model, est.workload.kind)
+
+
+def _checkpoint_bytes(catalog: Catalog, model_id: str, kind: str) -> float:
     eff = factors(catalog)
-    model = catalog.model(est.layout.model)
+    model = catalog.model(model_id)
     state = eff.training.model_state_bytes_per_param.value - 2.0  # gradients are not saved
-    if est.workload.kind in ("lora", "qlora"):
+    if kind in ("lora", "qlora"):
         geo = geometry(model)
         adapters = eff.training.lora_rank.value * geo.lora_params_per_layer * geo.layers
         return adapters * state
@@ -56,13 +60,25 @@ def checkpoint_bytes(catalog: Catalog, est: Estimate) -> float:
 
 def goodput(catalog: Catalog, est: Estimate) -> Goodput:
     """Expected goodput of the training job ``est`` (1.0 without a ``goodput`` section)."""
-    g = factors(catalog).goodput
-    if g is None or not est.fits:
+    if not est.fits:
         return IDEAL
-    lam = est.layout.gpus * g.failure_rate_per_gpu_hour.value
-    nodes = max(1, est.layout.nodes_spanned)
-    write_s = checkpoint_bytes(catalog, est) / (nodes * g.checkpoint_write_gbs_per_node.value
-                                                * GB)
+    return job_goodput(catalog, est.layout.model, est.workload.kind, est.layout.gpus,
+                       est.layout.nodes_spanned)
+
+
+def job_goodput(catalog: Catalog, model_id: str, kind: str, gpus: int,
+                nodes_spanned: int) -> Goodput:
+    """Expected goodput of a job that fits, from what it depends on: the model and kind
+    (the checkpoint's bytes), the GPUs (failures) and the nodes (checkpoint write
+    bandwidth). Every split and knob setting of one job size gets the same figure, which
+    lets the candidate stage bound a size's hours before estimating any split."""
+    g = factors(catalog).goodput
+    if g is None:
+        return IDEAL
+    lam = gpus * g.failure_rate_per_gpu_hour.value
+    nodes = max(1, nodes_spanned)
+    write_s = _checkpoint_bytes(catalog, model_id, kind) / (
+        nodes * g.checkpoint_write_gbs_per_node.value * GB)
     ckpt_h = write_s * g.checkpoint_blocking_fraction.value / 3600.0
     tau = g.checkpoint_interval_hours.value
     failure_loss = lam * (g.restart_hours.value + tau / 2.0)

@@ -343,6 +343,61 @@ def _training_prediction(step: _Step) -> Prediction:
                       scaling_efficiency=t["ideal"] / step, step_time_s=step, notes=notes)
 
 
+def training_rate_bound(catalog: Catalog, model_id: str, gpu_id: str, precision: str,
+                        w: Workload) -> float | None:
+    """An upper bound on the training tokens/s *per GPU* of any split of any job size of
+    ``w`` at ``precision`` on ``gpu_id``, whatever its knobs (ZeRO stage, micro-batch, SP,
+    interleave) and recompute: None when the catalog's factors do not allow the proof.
+
+    Why it bounds :func:`_training_prediction`: tokens/s = tokens / (step x straggler) and
+    ``tokens / t_ideal`` = gpus x achieved / hardware FLOPs per token (the replica tokens,
+    TP, PP and CP cancel). The step is ``t_compute`` plus terms that are never negative
+    (bubble, TP, all-to-all, hops, CP: each a non-negative time x ``1 - overlap``; DP:
+    ``max(0, ...)``) and ``t_compute`` = ``t_ideal`` x ((1 - r) + r tp) >= ``t_ideal`` for
+    r >= 0; the straggler factor is 1 + cv x ... >= 1. ``t_ideal`` is smallest with no
+    recompute (the fewest matmul FLOPs and attention passes) and with the MoE expert share
+    at whichever end of its range divides ``achieved`` least. So tokens/s <= gpus x this.
+    The conditions checked below are what that argument needs of the factors (what-if
+    catalogs may set any value)."""
+    eff = factors(catalog)
+    train = eff.training
+    behaviour = eff.fabric_behaviour
+    overlaps = (train.tp_comm_overlap, train.tp_comm_overlap_nvlink, train.moe_a2a_overlap,
+                train.cp_comm_overlap)
+    if (any(f.value >= 1.0 for f in overlaps)
+            or min(train.tp_replicated_fraction.value,
+                   train.tp_replicated_fraction_sp.value) < 0.0
+            or (behaviour is not None and min(behaviour.straggler_cv_tcp.value,
+                                              behaviour.straggler_cv_rdma.value,
+                                              behaviour.tcp_extra_latency_us.value) < 0.0)
+            or (eff.links is not None and eff.links.host_staged_extra_latency_us.value < 0.0)
+            or train.qlora_dequant_slowdown.value <= 0.0
+            or train.moe_expert_gemm_efficiency.value <= 0.0):
+        return None
+    gpu = catalog.gpus[gpu_id]
+    geo = geometry(catalog.model(model_id))
+    lora = w.kind in ("lora", "qlora")
+    compute_prec = _compute_precision(eff, gpu, precision, w.kind)
+    slowdown = train.qlora_dequant_slowdown.value if w.kind == "qlora" else 1.0
+    matmul_least = (4.0 if lora else 6.0) * geo.matmul_active_params * slowdown
+    matmul_most = (6.0 if lora else 8.0) * geo.matmul_active_params * slowdown  # all recomputed
+    passes_least = 3.0 + min(0.0, train.selective_recompute_attention_passes.value)
+    hw_flops = matmul_least + passes_least * geo.attention_flops_per_token(w.seq_len / 2.0)
+    if matmul_least <= 0.0:
+        return None
+    fam = eff.family(gpu.family)
+    achieved = (gpu.dense_tflops[compute_prec] * 1e12 * fam.train(compute_prec)
+                * gemm_size_factor(eff, geo.hidden))
+    if geo.experts:
+        expert_flops = 6.0 * geo.expert_params * geo.experts_per_token / geo.experts
+        moe = train.moe_expert_gemm_efficiency.value
+        achieved /= min((1.0 - share) + share / moe for share in (
+            min(expert_flops / matmul_least, 1.0), min(expert_flops / matmul_most, 1.0)))
+    if achieved <= 0.0 or hw_flops <= 0.0:
+        return None
+    return achieved / hw_flops
+
+
 # --------------------------------------------------------------------------- public API
 ESTIMATE_CACHE_SIZE = 1 << 19
 """Estimates kept (LRU). A 100-workload portfolio on the open catalog evaluates ~66 k
