@@ -332,11 +332,13 @@ def _rdma_policy(catalog: Catalog, rfq: Any) -> str:
 
 def solve_rfq(rfq: Any, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
               time_limit: float | None = None, table: CandidateTable | None = None,
-              explain: bool = True) -> dict[str, Any]:
-    """The cheapest plan for an RFQ (:func:`solver.optimize.solve.solve_table`) with, unless
-    ``explain`` is False, the guide's decision path, warnings and the buy-or-rent comparison
-    (:func:`annotate`). A plan whose time ran out is returned as it is."""
-    plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table)
+              explain: bool = True, workers: int = 1) -> dict[str, Any]:
+    """The cheapest plan for an RFQ (:func:`solver.optimize.solve.solve_table`; ``workers``
+    processes build its candidates) with, unless ``explain`` is False, the guide's decision
+    path, warnings and the buy-or-rent comparison (:func:`annotate`). A plan whose time ran
+    out is returned as it is."""
+    plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table,
+                             workers=workers)
     if explain and used is not None:
         annotate(plan, rfq, catalog, used)
     return plan

@@ -327,10 +327,12 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """The cheapest plan (minimum TCO or capex) that meets every workload of the RFQ."""
         from solver.analysis.explain import solve_rfq
+        from solver.optimize.candidate_workers import default_workers
 
         check_solver(solver)
         cat, parsed = load(rfq, catalog, set_, overrides)
-        plan = solve_rfq(parsed, cat, solver=solver, time_limit=time_limit)
+        plan = solve_rfq(parsed, cat, solver=solver, time_limit=time_limit,
+                         workers=default_workers())
         if json_out:
             print(json.dumps(plan, indent=2))
         else:

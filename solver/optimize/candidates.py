@@ -19,6 +19,7 @@ from dataclasses import replace
 from solver.catalog.data import Catalog, Fabric, Gpu, Server, content_key
 from solver.catalog.perf_factors import factors
 from solver.common.memo import Memo
+from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.linear import TimeLimitReached
 from solver.optimize.records import (
@@ -47,7 +48,7 @@ from solver.physics.performance import (
 from solver.physics.performance import (
     clear_caches as clear_physics_caches,
 )
-from solver.rfq.schema import Rfq, ServingWorkload, TrainingWorkload
+from solver.rfq.schema import AnyWorkload, Rfq, ServingWorkload, TrainingWorkload
 
 MAX_SPANNED_NODES = 64
 KNOB_MARGIN = 0.10
@@ -466,37 +467,52 @@ class _JobProbe:
 
 def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
                      params: CostParams | None = None,
-                     deadline: float | None = None) -> CandidateTable:
+                     deadline: float | None = None, workers: int = 1) -> CandidateTable:
     """The whole candidate table for an RFQ. ``deadline`` (a ``time.perf_counter()``
-    instant) raises :class:`~solver.optimize.backends.TimeLimitReached` once passed."""
+    instant) raises :class:`~solver.optimize.backends.TimeLimitReached` once passed.
+    ``workers`` > 1: a large RFQ's workloads are built in that many forked processes
+    (:mod:`solver.optimize.candidate_workers`; the same table, for a first build only)."""
     params = params or CostParams.from_catalog(catalog, rfq.horizon_years)
     types = node_types(catalog, rfq, params)
     _, _, fabrics = allowed_entries(catalog, rfq)
-    max_nodes = rfq.constraints.max_nodes or MAX_SPANNED_NODES
-    rdma_only = coupled_training_rdma_only(catalog, rfq)
-    candidates: dict[str, list[Candidate]] = {}
-    rejected: dict[str, list[str]] = {}
+    specs = list(rfq.workloads)
 
-    for spec in rfq.workloads:
-        found: list[Candidate] = []
-        why: list[str] = []
-        for node in (types.values() if owned_allowed(rfq) else ()):
-            gpu = catalog.gpus[node.gpu]
-            for precision in precisions_for(spec, gpu):
-                if isinstance(spec, TrainingWorkload):
-                    found += _training_candidates(catalog, spec, node, fabrics, precision, why,
-                                                  all_sizes, max_nodes, rdma_only)
-                else:
-                    found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
-        found += rented_candidates(catalog, rfq, spec, params, why)
-        candidates[spec.name] = _drop_dominated(found)
-        rejected[spec.name] = why
-        if deadline is not None and time.perf_counter() > deadline:
-            raise TimeLimitReached(f"candidates not built within the time limit ({spec.name})")
-    storage = {spec.name: training_storage(catalog, params, spec) for spec in rfq.workloads
+    def one(index: int) -> tuple[list[Candidate], list[str]]:
+        return _workload_candidates(catalog, rfq, specs[index], types, fabrics, params,
+                                    all_sizes, deadline)
+
+    built = map_workloads(one, [(s.model, s.kind) for s in specs], workers)
+    if built is None:
+        built = [one(index) for index in range(len(specs))]
+    candidates = {spec.name: found for spec, (found, _) in zip(specs, built, strict=True)}
+    rejected = {spec.name: why for spec, (_, why) in zip(specs, built, strict=True)}
+    storage = {spec.name: training_storage(catalog, params, spec) for spec in specs
                if spec.kind in TRAINING_KINDS}
     return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected,
                           storage)
+
+
+def _workload_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload,
+                         types: dict[str, NodeType], fabrics: list[Fabric],
+                         params: CostParams, all_sizes: bool,
+                         deadline: float | None) -> tuple[list[Candidate], list[str]]:
+    """One workload's candidates (dominated ones dropped) and why the others were not."""
+    max_nodes = rfq.constraints.max_nodes or MAX_SPANNED_NODES
+    rdma_only = coupled_training_rdma_only(catalog, rfq)
+    found: list[Candidate] = []
+    why: list[str] = []
+    for node in (types.values() if owned_allowed(rfq) else ()):
+        gpu = catalog.gpus[node.gpu]
+        for precision in precisions_for(spec, gpu):
+            if isinstance(spec, TrainingWorkload):
+                found += _training_candidates(catalog, spec, node, fabrics, precision, why,
+                                              all_sizes, max_nodes, rdma_only)
+            else:
+                found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
+    found += rented_candidates(catalog, rfq, spec, params, why)
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TimeLimitReached(f"candidates not built within the time limit ({spec.name})")
+    return _drop_dominated(found), why
 
 
 def _drop_dominated(found: list[Candidate]) -> list[Candidate]:

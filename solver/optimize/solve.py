@@ -52,18 +52,20 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
 
 
 def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
-                time_limit: float | None = None, table: CandidateTable | None = None
-                ) -> tuple[dict[str, Any], CandidateTable | None]:
+                time_limit: float | None = None, table: CandidateTable | None = None,
+                workers: int = 1) -> tuple[dict[str, Any], CandidateTable | None]:
     """The cheapest plan for an RFQ, as the plan dict of contract.md, and the candidate
     table it was chosen from (None when the time limit ran out while building it). The
     decision path and warnings are added by :func:`solver.analysis.explain.solve_rfq`.
 
-    ``time_limit`` (seconds) bounds the whole run, candidates included (module docstring)."""
+    ``time_limit`` (seconds) bounds the whole run, candidates included (module docstring).
+    ``workers``: processes for building the table (a first build only; see
+    :mod:`solver.optimize.candidate_workers`)."""
     started = time.perf_counter()
     deadline = None if time_limit is None else started + time_limit
     if table is None:
         try:
-            table = build_candidates(catalog, rfq, deadline=deadline)
+            table = build_candidates(catalog, rfq, deadline=deadline, workers=workers)
         except TimeLimitReached:
             return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(deadline))
