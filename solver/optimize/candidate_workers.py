@@ -69,12 +69,12 @@ def map_workloads(task: Callable[[int], T], keys: list[Any], workers: int) -> li
     release_solver_threads()  # a solve here before: children must not wait for its pool
     _TASK[:] = [task]
     results: dict[int, T] = {}
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) \
-                as pool:
-            for done in pool.map(_run_group, groups):
-                results.update(done)
-    finally:
+        for done in pool.map(_run_group, groups):
+            results.update(done)
+    finally:  # on an error, the groups not started are dropped (the time limit: stop soon)
+        pool.shutdown(wait=True, cancel_futures=True)
         _TASK.clear()
     return [results[index] for index in range(len(keys))]
 
