@@ -25,6 +25,7 @@ from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem, short
 from solver.optimize.backends import DEFAULT_SOLVER, release_solver_threads
+from solver.optimize.candidate_workers import default_workers
 from solver.rfq.schema import Rfq
 
 SolveFn = Callable[..., dict[str, Any]]
@@ -279,13 +280,6 @@ class DaskExecutor:
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
-
-
-def default_workers() -> int:
-    """The cores this process may use (``--workers`` default)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
 
 
 def _chunks(tasks: Iterable[SolveTask], size: int) -> Iterator[list[SolveTask]]:

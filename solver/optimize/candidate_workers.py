@@ -35,7 +35,8 @@ children are forked (they inherit it; a closure could not be sent to them)."""
 
 
 def default_workers() -> int:
-    """Processes for a first build: one per core this process may use."""
+    """The cores this process may use: the processes of a first build, and the default of
+    ``procure batch --workers``."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
