@@ -344,8 +344,9 @@ class HighsBackend(Backend):
                 solver.setOptionValue("time_limit", float(time_limit))
             if cutoff is not None:  # prunes every node that cannot beat it
                 solver.setOptionValue("objective_bound", float(cutoff))
-            if len(names) >= PROBING_OFF_COLUMNS and probing_rule_bit(solver) is not None:
-                solver.setOptionValue("presolve_rule_off", 1 << probing_rule_bit(solver))
+            probing = probing_rule_bit(solver) if len(names) >= PROBING_OFF_COLUMNS else None
+            if probing is not None:
+                solver.setOptionValue("presolve_rule_off", 1 << probing)
             solver.passModel(lp)
             if initial is not None and all(n in initial for n in names):
                 point = highspy.HighsSolution()

@@ -380,9 +380,13 @@ class _JobProbe:
         self.last_reason = "does not fit"
         self.rate_bound = (training_rate_bound(catalog, spec.model, node.gpu, precision,
                                                self.workload) if prune else None)
-        self.pruned = False
         self._fewest_hours: dict[int, float] = {}  # hours bound by GPU count
         self._skipped: list[tuple[int, Fabric | None, int | None]] = []  # pruned probes
+
+    @property
+    def pruned(self) -> bool:
+        """Whether some probe was skipped unestimated."""
+        return bool(self._skipped)
 
     def settle_fastest_hours(self) -> bool:
         """After a search that found nothing: make ``best_hours`` the fastest hours the
@@ -420,7 +424,6 @@ class _JobProbe:
         """``tp``: only splits of that tensor-parallel degree (the bisection keeps the TP of
         the larger span that met the deadline: TP stays inside a node)."""
         if self.misses_for_sure(size):
-            self.pruned = True
             self._skipped.append((size, over, tp))
             return None
         catalog, spec, node = self.catalog, self.spec, self.node
