@@ -56,6 +56,19 @@ class FamilyFactors(_Frozen):
     layer_overhead_us: Factor = Field(description="fixed cost per transformer layer per "
                                       "step (kernel launches, syncs), µs")
 
+    @model_validator(mode="after")
+    def _physical(self) -> FamilyFactors:
+        """Achievable shares of a peak are shares: a value above 1 would credit the GPU with
+        more FLOP/s or bandwidth than it has."""
+        for table, name in ((self.gemm_efficiency, "gemm_efficiency"),
+                            (self.train_efficiency, "train_efficiency")):
+            for precision, factor in table.items():
+                _within(f"{name}.{precision}", factor, 0.05, 1.0)
+        _within("mem_bw_efficiency", self.mem_bw_efficiency, 0.05, 1.0)
+        _within("step_overhead_us", self.step_overhead_us, 0.0, 5000.0)
+        _within("layer_overhead_us", self.layer_overhead_us, 0.0, 500.0)
+        return self
+
     def gemm(self, precision: str) -> float:
         """Achievable fraction of dense peak for serving GEMMs at ``precision`` (0..1)."""
         factor = self.gemm_efficiency.get(precision) or self.gemm_efficiency["bf16"]
@@ -84,26 +97,75 @@ class PrecisionBytes(_Frozen):
         "whose decode kernels dequantise on the fly")
 
 
+def _within(name: str, factor: Factor | None, low: float, high: float) -> None:
+    """A factor outside its physical range is a bug, not a calibration: refuse it."""
+    if factor is not None and not low <= factor.value <= high:
+        raise ValueError(f"{name} = {factor.value:g} is outside its physical range "
+                         f"[{low:g}, {high:g}]")
+
+
+ENGINE_BOUNDS: dict[str, tuple[float, float]] = {
+    "tpot_kernel_scale": (1.0, 3.0),
+    "tpot_overhead_ms": (0.0, 10.0),
+    "tpot_per_request_us": (0.0, 200.0),
+    "prefill_wait_share": (0.0, 1.0),
+    "ttft_overhead_ms": (0.0, 500.0),
+    "ttft_pipeline_steps": (0.0, 4.0),
+}
+"""Physical range of each fitted engine factor: kernels cannot run faster than the family's
+roofline (k_d >= 1); the others' prefill is never skipped, only placed (0 <= w <= 1); fixed
+times are non-negative and bounded by what measurements at low load show (a TTFT overhead
+above the lowest measured TTFT would be contradicted by it; the fit bounds it tighter)."""
+
+
 class EngineFactors(_Frozen):
-    """One serving engine (vLLM, SGLang, TensorRT-LLM): how its kernels, scheduler and
-    waiting turn the step physics into TTFT/TPOT (solver/physics/serving.py, fitted on
-    serving_latency.csv with whole configurations held out)."""
+    """One serving engine (vLLM, SGLang, TensorRT-LLM): its scheduler limits, and how its
+    kernels, scheduler and waiting turn the step physics into TTFT/TPOT
+    (solver/physics/serving.py; fitted with ``procure calibrate --write-factors`` across
+    measurement sources, each confined to :data:`ENGINE_BOUNDS`)."""
 
     label: str = ""
-    tpot_kernel_scale: Factor = Field(description="multiplier on the decode step's kernel "
-                                      "time (k_d)")
-    tpot_prefill_interference: Factor = Field(description="share of the steady-state "
-                                              "prefill a decode step sees (i)")
+    vendors: tuple[Literal["nvidia", "amd"], ...] = Field(
+        default=("nvidia", "amd"), description="GPU vendors the engine runs on")
+    token_budget: Factor = Field(description="max tokens per engine step (prefill chunk + "
+                                 "decode) at the engine's serving defaults, tokens")
+    max_running_requests: Factor = Field(description="most requests the engine runs at "
+                                         "once (its default batch limit); more wait for a "
+                                         "slot")
+    tpot_kernel_scale: Factor = Field(description="multiplier >= 1 on the decode step's "
+                                      "kernel time (k_d)")
     tpot_overhead_ms: Factor = Field(description="engine time per decode step beyond the "
                                      "kernels: scheduling, sampling, detokenising, ms (o_d)")
-    tpot_per_request_us: Factor = Field(description="engine CPU time per live request per "
-                                        "decode step, µs (r)")
-    ttft_kernel_scale: Factor = Field(description="multiplier on a prompt's own prefill "
-                                      "time (k_p)")
-    ttft_wave_fraction: Factor = Field(description="median wait behind the other live "
-                                       "requests' prefill, as a fraction of all of it (w)")
+    tpot_per_request_us: Factor = Field(description="engine CPU time per running request "
+                                        "per decode step, µs (r)")
+    prefill_wait_share: Factor = Field(description="where the other requests' prefill lands "
+                                       "for the median request: the share before its first "
+                                       "token (the rest between its output tokens), 0..1 (w)")
     ttft_overhead_ms: Factor = Field(description="fixed time to first token beyond the "
                                      "kernels: tokenising, scheduling, ms (o_p)")
+    ttft_pipeline_steps: Factor = Field(description="engine steps of the running batch between "
+                                        "a prompt's last prefill chunk and its first token "
+                                        "reaching the client (scheduling, output processing) "
+                                        "(s_p)")
+
+    @model_validator(mode="after")
+    def _physical(self) -> EngineFactors:
+        for name, (low, high) in ENGINE_BOUNDS.items():
+            _within(name, getattr(self, name), low, high)
+        _within("token_budget", self.token_budget, 64, 1 << 20)
+        _within("max_running_requests", self.max_running_requests, 1, 1 << 20)
+        return self
+
+
+class CalibrationEntry(_Frozen):
+    """How well one GPU family x engine is calibrated: the measured rows the fit used and
+    the median |error| on them with whole sources held out (``procure calibrate``)."""
+
+    rows: int = Field(ge=0)
+    sources: int = Field(ge=0, description="measurement sources among the rows")
+    held_out_error_pct: float | None = Field(
+        default=None, ge=0, description="median |predicted / measured - 1| of the rows, each "
+        "predicted by factors fitted without its whole source, %")
 
 
 class ServingFactors(_Frozen):
@@ -112,9 +174,21 @@ class ServingFactors(_Frozen):
     default_engine: str = Field(default="vllm", description="engine when the RFQ names none")
     engines: dict[str, EngineFactors] = Field(default_factory=dict, description="per-engine "
                                               "factor sets (solver/physics/serving.py)")
+    calibration: dict[str, CalibrationEntry] = Field(
+        default_factory=dict, description="per 'family/engine': rows and held-out error of "
+        "the serving calibration (written by procure calibrate --write-factors)")
+    calibrated_min_rows: int = Field(default=10, ge=1, description="rows a family x engine "
+                                     "needs to be planned without an uncertainty margin")
+    uncalibrated_margin_floor_pct: float = Field(
+        default=15.0, ge=0, le=100, description="smallest margin a plan on an uncalibrated "
+        "family x engine carries, %")
 
-    token_budget: Factor = Field(description="max tokens per engine step (prefill chunk + "
-                                 "decode), tokens")
+    @model_validator(mode="after")
+    def _default_known(self) -> ServingFactors:
+        if self.engines and self.default_engine not in self.engines:
+            raise ValueError(f"default_engine {self.default_engine!r} is not one of the "
+                             f"engines ({', '.join(sorted(self.engines))})")
+        return self
     kv_paging_overhead: Factor = Field(description="fraction added to KV bytes for block "
                                        "fragmentation")
     kv_decode_fill: Factor = Field(description="fraction of output tokens an average live "

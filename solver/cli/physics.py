@@ -15,7 +15,7 @@ from solver.common.errors import InputError, Problem
 if TYPE_CHECKING:
     from solver.catalog.data import Catalog
     from solver.physics.calibration import RowResult, Summary, TrainingFit
-    from solver.physics.serving_fit import Report, ServerRow
+    from solver.physics.serving_fit import Report
 
 CatalogOpt = Annotated[
     str | None,
@@ -406,29 +406,30 @@ def calibrate(
     no_report: Annotated[bool, typer.Option("--no-report", help="Do not write a report.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     write_factors: Annotated[bool, typer.Option(
-        "--write-factors", help="Refit the serving engines' factors on serving_latency.csv "
-        "and write them into catalog/efficiency.yaml (a clone only).")] = False,
+        "--write-factors", help="Refit the serving factors (family efficiencies, engines) "
+        "across every measurement source and write them and the calibration table into "
+        "catalog/efficiency.yaml (a clone only).")] = False,
+    held_out: Annotated[bool, typer.Option(
+        "--held-out/--no-held-out", help="Refit the serving model once per source group to "
+        "report errors with whole sources held out (minutes).")] = True,
     catalog: CatalogOpt = None,
 ) -> None:
     """Predicted vs measured for every calibration row; median errors by kind; coverage;
-    serving latency under load with whole configurations held out."""
+    serving throughput and latency across sources, each source group held out."""
     from solver.catalog.load import load_catalog
-    from solver.physics import serving_fit
     from solver.physics.calibration import run, summarise, training_fit
 
     path = _calibration_csv(csv_path)
-    cat, serving = _serving_latency(load_catalog(catalog), catalog, path, write_factors)
+    cat, serving = _serving_fit(load_catalog(catalog), catalog, path, write_factors, held_out)
     results = run(cat, path)
     summary = summarise(results)
     train_fit = training_fit(cat, path)
-    server = serving_fit.mlperf_server(cat, path) if serving else []
     if not no_report:
-        _write_calibration_report(report, results, summary, cat.version, train_fit, serving,
-                                  server)
+        _write_calibration_report(report, results, summary, cat, train_fit, serving)
     if as_json:
         _print_calibration_json(results, summary, train_fit)
         return
-    _print_calibration(path, results, summary, train_fit, serving)
+    _print_calibration(path, results, summary, train_fit, serving, cat)
 
 
 def _repo() -> Path:
@@ -448,35 +449,37 @@ def _calibration_csv(csv_path: Path | None) -> Path:
     return path
 
 
-def _serving_latency(cat: Catalog, catalog: str | None, path: Path,
-                     write_factors: bool) -> tuple[Catalog, Report | None]:
-    """Fit and hold out serving_latency.csv next to the calibration CSV (None when there is
-    none); with ``--write-factors`` write the refitted factors into the clone's
+def _serving_fit(cat: Catalog, catalog: str | None, path: Path, write_factors: bool,
+                 held_out: bool) -> tuple[Catalog, Report | None]:
+    """Fit the serving model on every measurement file next to the calibration CSV (None
+    when there is no serving data); with ``--write-factors`` write the fit into the clone's
     catalog/efficiency.yaml and reload the catalog. Returns (catalog, serving fit)."""
     from solver.catalog.load import load_catalog
     from solver.physics import serving_fit
 
-    serving_csv = path.parent / "serving_latency.csv"
-    serving = None
-    if serving_csv.is_file():
-        out.print(f"serving latency: fitting and holding out {serving_csv.name} ...",
-                  highlight=False)
-        serving = serving_fit.run(cat, serving_csv)
-        if write_factors:
-            target_yaml = _repo() / "catalog" / "efficiency.yaml"
-            if not target_yaml.is_file():
-                raise _bad("--write-factors", str(target_yaml), "not a clone of the "
-                           "repository: no catalog/efficiency.yaml to write")
-            serving_fit.write_factors(serving, target_yaml)
-            load_catalog.cache_clear()  # the file changed under the cached catalog
-            cat = load_catalog(catalog)
-            out.print(f"wrote the serving engines' factors to {target_yaml}")
+    if not (path.parent / "serving_latency.csv").is_file():
+        return cat, None
+    out.print(f"serving: fitting across the measurement sources in {path.parent.name}/"
+              + (" and holding out each source group (minutes) ..." if held_out else " ..."),
+              highlight=False)
+    serving = serving_fit.run(cat, path.parent, held_out=held_out,
+                              progress=lambda group: out.print(f"  held out: {group}",
+                                                               highlight=False))
+    if write_factors:
+        target_yaml = _repo() / "catalog" / "efficiency.yaml"
+        if not target_yaml.is_file():
+            raise _bad("--write-factors", str(target_yaml), "not a clone of the "
+                       "repository: no catalog/efficiency.yaml to write")
+        serving_fit.write_factors(cat, serving, target_yaml)
+        load_catalog.cache_clear()  # the file changed under the cached catalog
+        cat = load_catalog(catalog)
+        out.print(f"wrote the serving factors and calibration table to {target_yaml}")
     return cat, serving
 
 
 def _write_calibration_report(report: Path | None, results: list[RowResult],
-                              summary: Summary, version: str, train_fit: TrainingFit,
-                              serving: Report | None, server: list[ServerRow]) -> None:
+                              summary: Summary, cat: Catalog, train_fit: TrainingFit,
+                              serving: Report | None) -> None:
     """The markdown report: ``--report``, else in a clone the repository's
     docs/calibration.md, installed calibration.md in the current folder."""
     from solver.physics import serving_fit
@@ -486,10 +489,10 @@ def _write_calibration_report(report: Path | None, results: list[RowResult],
     target = report or (repo / "docs" / "calibration.md" if (repo / "pyproject.toml")
                         .is_file() else Path("calibration.md"))
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = report_markdown(results, summary, version)
+    text = report_markdown(results, summary, cat.version)
     text += "\n" + training_fit_markdown(train_fit)
     if serving is not None:
-        text += "\n" + serving_fit.report_markdown(serving, server)
+        text += "\n" + serving_fit.report_markdown(cat, serving)
     target.write_text(text, encoding="utf-8")
 
 
@@ -507,9 +510,9 @@ def _print_calibration_json(results: list[RowResult], summary: Summary,
 
 
 def _print_calibration(path: Path, results: list[RowResult], summary: Summary,
-                       train_fit: TrainingFit, serving: Report | None) -> None:
+                       train_fit: TrainingFit, serving: Report | None, cat: Catalog) -> None:
     """The rows as a table, then median errors, coverage, the training fit and the serving
-    engines' held-out latency errors."""
+    model's errors with whole sources held out."""
     from rich.table import Table
 
     from solver.physics import serving_fit
@@ -534,10 +537,13 @@ def _print_calibration(path: Path, results: list[RowResult], summary: Summary,
         out.print(f"training throughput: fit-check |error| {check:.1%}, leave-one-source-out "
                   f"{held:.1%} over {len(train_fit.held_out)} rows")
     if serving is not None:
-        for engine, e in serving_fit.errors(serving, "engine").items():
-            out.print(f"serving {engine}: held-out TTFT |error| {e['ttft_abs']:.1%} "
-                      f"(signed {e['ttft_signed']:+.1%}), TPOT {e['tpot_abs']:.1%} "
-                      f"(signed {e['tpot_signed']:+.1%}) over {int(e['n'])} points")
+        predictions = serving.held_out or serving.fit.predicted
+        kind = "held out" if serving.held_out else "fit check (in-sample)"
+        for (vendor, metric), e in serving_fit.table(
+                cat, serving, lambda o: (serving_fit.vendor_of(cat, o),
+                                         serving_fit.metric_class(o)), predictions).items():
+            out.print(f"serving {vendor} {metric}, {kind}: median |error| {e['abs']:.1%} "
+                      f"(signed {e['signed']:+.1%}) over {int(e['n'])} rows")
 
 
 def register(app: typer.Typer) -> None:

@@ -149,6 +149,26 @@ def _train_kind(row: dict[str, str]) -> str:
 
 def map_row(catalog: Catalog, row: dict[str, str]) -> RowResult:
     """Map one calibration row to an estimate and compare."""
+    mapped = _map(catalog, row)
+    if isinstance(mapped, RowResult):
+        return mapped
+    est, what, base = mapped
+    lay = est.layout
+    layout = f"{lay.precision} tp{lay.tp} pp{lay.pp} dp{lay.dp}"
+    return RowResult(layout=layout, predicted=what, status="ok",
+                     why=est.reason if not est.fits else "", **base)
+
+
+def row_estimate(catalog: Catalog, row: dict[str, str]) -> Estimate | None:
+    """The estimate a calibration row maps to (its layout and workload as the row states
+    them), None when the row cannot be mapped."""
+    mapped = _map(catalog, row)
+    return None if isinstance(mapped, RowResult) else mapped[0]
+
+
+def _map(catalog: Catalog, row: dict[str, str]) -> RowResult | tuple[Estimate, float, dict]:
+    """A row's estimate, predicted value and the RowResult fields, or the RowResult that
+    says why it cannot be mapped."""
     rid, kind, unit = row["id"], row["workload_kind"], row["unit"]
     category = _category(kind, unit, row["metric"])
     model_id = match_model(catalog, row["model"])
@@ -188,10 +208,7 @@ def map_row(catalog: Catalog, row: dict[str, str]) -> RowResult:
                                   total, gpn, fabric, tp, pp, text)
     except ValueError as exc:
         return RowResult(layout="", predicted=None, status="unmapped", why=str(exc), **base)
-    lay = est.layout
-    layout = f"{lay.precision} tp{lay.tp} pp{lay.pp} dp{lay.dp}"
-    return RowResult(layout=layout, predicted=what, status="ok",
-                     why=est.reason if not est.fits else "", **base)
+    return est, what, base
 
 
 # Sources whose throughput column is per GPU although a table header is ambiguous:
@@ -270,13 +287,15 @@ def _inference_row(catalog: Catalog, row: dict[str, str], kind: str, model_id: s
         if found:
             ttft, tpot = float(found.group(1)), float(found.group(2))
         workload = Workload("inference", input_tokens=isl, output_tokens=osl,
-                            ttft_ms=ttft, tpot_ms=tpot, engine=serving_engine(row))
+                            ttft_ms=ttft, tpot_ms=tpot, engine=serving_engine(row),
+                            calibration_margin=False)
     else:
         concurrency = None
         if batch is not None:
             concurrency = batch
         workload = Workload("batch_inference", input_tokens=isl, output_tokens=osl,
-                            concurrency=concurrency, engine=serving_engine(row))
+                            concurrency=concurrency, engine=serving_engine(row),
+                            calibration_margin=False)
     if tp and instances:
         total_layout = tp * (pp or 1) * instances
         if total_layout != total:

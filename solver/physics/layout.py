@@ -69,6 +69,8 @@ class Workload:
     ``interleave`` None = the catalog's virtual pipeline stages; ``context_parallel`` splits
     each sequence over that many GPUs of the data-parallel dimension (``dp`` must be a
     multiple). ``global_batch_tokens`` None = the catalog's micro-batches per stage.
+    ``calibration_margin`` False predicts serving without the uncertainty margin of an
+    uncalibrated GPU family or engine (comparisons with measurements do).
     """
 
     kind: Kind
@@ -88,6 +90,7 @@ class Workload:
     zero: int | None = None
     interleave: int | None = None
     context_parallel: int = 1
+    calibration_margin: bool = True  # serving: plan with the family x engine's margin
 
 
 @dataclass(frozen=True)

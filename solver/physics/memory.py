@@ -156,7 +156,8 @@ def _serving(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
     usable = gpu.memory_gb * catalog.costs.usable_memory_fraction.value
     weights = serving_weights_gb(eff, geo, layout.precision, tp, pp)
     serving = eff.serving
-    workspace = (serving.token_budget.value * geo.hidden
+    engine = serving.engines.get(workload.engine) or serving.engines[serving.default_engine]
+    workspace = (engine.token_budget.value * geo.hidden
                  * serving.workspace_bytes_per_token_hidden.value / tp / GB)
     reserve = serving.runtime_reserve_gb.value + (
         serving.nccl_buffer_gb.value if tp * pp > 1 else 0.0)

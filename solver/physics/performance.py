@@ -426,6 +426,10 @@ def _estimate(catalog: Catalog, layout: Layout, workload: Workload) -> Estimate:
         return Estimate(layout, workload, False, False, ZERO_MEMORY, ZERO_PREDICTION, reason)
     plan = memory_plan(catalog, layout, workload)
     if workload.kind in SERVING_KINDS:
+        if not plan.fits and plan.max_concurrency >= 1 and workload.concurrency is not None:
+            # more users than the KV cache holds: the engine runs what fits and the others
+            # wait for a slot (serving.py models the queue); memory is that of a full engine
+            plan = memory_plan(catalog, layout, replace(workload, concurrency=None))
         pred = serving_prediction(catalog, layout, workload, plan)
         reason = plan.reason
         if plan.fits and pred.max_concurrency == 0 and (workload.ttft_ms or workload.tpot_ms):

@@ -1,46 +1,65 @@
-"""Serving under load: TTFT and TPOT of one replica at a concurrency or an arrival rate.
+"""Serving under load: TTFT, TPOT and throughput of one replica at a concurrency or a rate.
 
-Continuous batching with chunked prefill (modelling-notes.md). Each engine step on one
-pipeline stage processes the decode tokens of the running requests plus a prefill chunk
-(at most ``token_budget`` tokens in all); its time is the sum of per-kernel rooflines
-(:func:`stage_step_s`: linear layers, prefill attention, decode attention, TP all-reduces,
-the GPU family's launch overhead). From that physics, five *features* of one replica at
-``B`` live requests (prompt ``I``, output ``O`` tokens) — all in seconds:
+Continuous batching with chunked prefill (vLLM, SGLang, TensorRT-LLM). Each engine step on
+one pipeline stage processes the decode tokens of the running requests plus a prefill chunk
+(at most the engine's ``token_budget`` tokens in all); its time is the sum of per-kernel
+rooflines (:func:`stage_step_s`: linear layers, prefill attention, decode attention, TP
+all-reduces, the GPU family's launch overhead), each at most the family's achievable share
+of the GPU's peak FLOP/s or memory bandwidth. From that physics, three *features* of one
+replica with ``B`` requests running (prompt ``I``, output ``O`` tokens), in seconds:
 
-    A(B)   a decode-only step: B decode tokens, no prefill              (per output token)
-    P(B)   what the steady-state prefill share adds to a step: B I / O prompt tokens
-           spread over the steps of an output                           (interference)
-    S(B)   one prompt's own prefill: its chunks, each sharing a step with B - 1 decodes
-    W(B)   the prefill of the B - 1 other prompts at the full-budget rate: the longest a
-           new request can wait behind them                              (queueing)
+    A(B)   a decode step of the B running requests (no prefill)        (per output token)
+    S(B)   one prompt's own prefill: its chunks, each sharing a step with the B - 1 decodes
+    W(B)   the prefill of the B - 1 other prompts at the full-budget rate
 
-and the engine's labelled factors (``catalog/efficiency.yaml`` ``serving.engines``, fitted
-on ``serving_latency.csv`` with whole configurations held out — ``procure calibrate
---serving``, docs/calibration.md) turn them into latencies::
+**Work is conserved.** Every request of the B running ones turns over once per cycle, so a
+cycle holds one prefill of every prompt and O decode steps::
 
-    TPOT_50 = k_d A + i P + o_d + r B          TTFT_50 = k_p S + w W + o_p
+    cycle(B) = o_p + S + W + O (k_d A + o_d + r B)          (mean TTFT + O x mean TPOT)
 
-``k`` scale the kernels (each engine's kernels and CUDA graphs), ``i`` is the share of the
-prefill interference a decode step sees, ``o`` the fixed engine time per step / per
-request (scheduling, sampling, detokenising), ``r`` the engine's CPU time per live request
-per step, ``w`` the wait behind other prompts as a fraction of ``W``. Latencies are linear in
-those factors, so each engine's fit is a least-squares problem.
+Each term is at least the time its FLOPs take at peak (the family's efficiencies are <= 1)
+and its bytes at the memory bandwidth, so the throughput ``B O / cycle`` never exceeds the
+roofline (``tests/test_serving_roofline.py`` checks it over random models, GPUs, precisions
+and loads). The engine's labelled factors (``catalog/efficiency.yaml`` ``serving.engines``,
+each confined to a physical range by the catalog schema) only say *where* the others'
+prefill lands — before a request's first token or between its output tokens — never that
+it is skipped:
 
-Closed loop (``concurrency`` C: a new request is sent when one finishes — what the serving
-benchmarks measure): B = C / dp per replica; requests of equal length stay in waves, a
-request's position in its wave is uniform, so the wait at percentile p is ``p/50`` times
-the median wait (p90 = 1.8x, p99 = 1.98x) and the interference a decode sees likewise.
+    TTFT(u) = o_p + S + W min(1, 2 w u)             TPOT(u) = k_d A + o_d + r B + (W / O) (1 - min(1, 2 w u))
 
-Open loop (``qps``: Poisson arrivals, what production traffic and MLPerf Server are): the
-live requests N per replica solve Little's law N = λ (TTFT + O TPOT) (fixed point); the
-prefill is an M/D/1 queue with service time s = k_p S(N) (the prompt's share of its chunk
-steps) and load ρ = λ s; its wait has mean ρ s / (2 (1 - ρ)) and an exponential tail
-P(W > t) = ρ exp(-t ρ / W̄) (the standard heavy-traffic approximation). TPOT at percentile
-p is the TPOT at N + z_p √N live requests (Poisson count of requests in flight).
+for a request at position ``u`` (uniform on 0..1) of the others' prefill: ``w`` = 0 is a
+fully desynchronised engine (every decode step carries its share of the others' chunks),
+``w`` = 0.5 synchronised waves (the median request waits for half the others' prefill and
+sees the other half between its tokens), 1 a prefill-first scheduler. For every ``u`` the
+two shares add up to all of ``W``. ``k_d`` >= 1 scales the decode kernels, ``o_d`` and ``o_p``
+are fixed engine times per step and per request, ``r`` the engine's CPU time per running
+request per step.
 
-Capacity for the planner: ``max_concurrency`` = the largest closed-loop C whose TTFT/TPOT at
-the workload's SLO percentile meet the SLOs and whose KV fits memory; ``qps_capacity`` = the
-largest arrival rate whose open-loop percentiles meet them (bisection; both grow with load).
+**Queues.** An engine runs at most ``B_max = min(KV capacity, the engine's
+max_running_requests)`` requests at once. A closed loop of C > B_max users (a new request
+as soon as one finishes) keeps B_max running; the others wait for a slot, C - B_max
+completions at the rate ``X = B_max / cycle``, so TTFT grows by ``(C - B_max) / X`` while TPOT
+and throughput stay those of B_max (what NIM's 2 x H100 Llama-3.3-70B table shows from
+concurrency 100 to 250).
+
+Open loop (``qps``: Poisson arrivals, what production traffic and MLPerf Server are):
+requests arrive out of step, so every decode step carries its share of the others' prefill
+(w = 0); the live requests N per replica solve Little's law N = λ (TTFT + O TPOT) (fixed
+point: none means the replica is overloaded, which conservation makes certain once λ times
+a request's work exceeds one second per second); the prefill is an M/D/1 queue with service
+time s (a prompt's share of its chunk steps) and load ρ = λ s; its wait has mean
+ρ s / (2 (1 - ρ)) and the tail P(W > t) = ρ exp(-t ρ / W̄). TPOT at percentile p is the TPOT
+at N + z_p √N live requests (Poisson count of requests in flight).
+
+Capacity for the planner: ``max_concurrency`` = the largest closed-loop C <= B_max whose
+TTFT/TPOT at the workload's SLO percentile meet the SLOs; ``qps_capacity`` = the largest
+arrival rate whose open-loop percentiles meet them with N + z_p √N <= B_max.
+
+**Calibration margin.** Each GPU family x engine carries its calibration (rows, error with
+whole sources held out; ``serving.calibration`` in efficiency.yaml, written by ``procure
+calibrate --write-factors``). Where a family or engine has too few measurements, the
+latencies are planned ``margin`` higher (and throughput lower) — :mod:`solver.physics.coverage`
+says how much and why.
 """
 
 from __future__ import annotations
@@ -51,9 +70,10 @@ from dataclasses import dataclass, field, replace
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import EngineFactors, factors
 from solver.common.errors import InputError, Problem
+from solver.physics.coverage import serving_calibration
 from solver.physics.geometry import Geometry, geometry
 from solver.physics.layout import Layout, Prediction, Workload
-from solver.physics.links import all_reduce_s, group_link, p2p_s
+from solver.physics.links import Link, all_reduce_s, group_link, p2p_s
 from solver.physics.memory import MemoryPlan
 
 PERCENTILES = (50, 90, 95, 99)
@@ -74,13 +94,11 @@ class Constants:
     kv_bytes_token: float
     flops_per_token: float
     attn_flops_per_ctx: float
-    peak_flops: float
-    mem_bw: float
+    peak_flops: float  # dense tensor peak x the family's GEMM efficiency (<= peak)
+    mem_bw: float  # memory bandwidth x the family's bandwidth efficiency (<= bandwidth)
     overhead_s: float
-    ar_bytes_per_token: float
-    tp_group_link: object
-    pp_link: object
-    tp_overlap: float
+    tp_group_link: Link
+    pp_link: Link
     budget: float
     min_chunk: float
     decode_fill: float
@@ -100,9 +118,36 @@ def _compute_precision(catalog: Catalog, gpu_id: str, precision: str) -> str:
     return compute if compute in gpu.dense_tflops else "bf16"
 
 
-def constants(catalog: Catalog, layout: Layout, plan: MemoryPlan) -> Constants:
-    """The physics constants of ``layout`` (one replica) from the catalog."""
+def engine_factors(catalog: Catalog, engine: str, gpu_id: str | None = None) -> EngineFactors:
+    """The labelled factor set of a serving engine. An unknown engine, or an engine that
+    does not run on ``gpu_id``'s vendor (TensorRT-LLM on AMD), is an :class:`InputError`."""
+    engines = factors(catalog).serving.engines
+    if engine not in engines:
+        raise InputError([Problem("workload", "engine", engine,
+                                  f"unknown serving engine; known: {', '.join(sorted(engines))}")])
+    found = engines[engine]
+    if gpu_id is not None and not engine_runs_on(catalog, engine, gpu_id):
+        vendor = catalog.gpus[gpu_id].vendor
+        raise InputError([Problem("workload", "engine", engine,
+                                  f"{found.label or engine} does not run on {vendor} GPUs "
+                                  f"({gpu_id}); it runs on {', '.join(found.vendors)}")])
+    return found
+
+
+def engine_runs_on(catalog: Catalog, engine: str, gpu_id: str) -> bool:
+    """Whether serving ``engine`` runs on ``gpu_id`` (its vendor is one the engine supports;
+    an unknown engine runs nowhere)."""
+    found = factors(catalog).serving.engines.get(engine)
+    return found is not None and catalog.gpus[gpu_id].vendor in found.vendors
+
+
+def constants(catalog: Catalog, layout: Layout, plan: MemoryPlan,
+              engine: EngineFactors | None = None) -> Constants:
+    """The physics constants of ``layout`` (one replica) from the catalog; ``engine``'s token
+    budget bounds a step (None: the catalog's default engine)."""
     eff = factors(catalog)
+    if engine is None:
+        engine = eff.serving.engines[eff.serving.default_engine]
     gpu = catalog.gpus[layout.gpu]
     geo = geometry(catalog.model(layout.model))
     fam = eff.family(gpu.family)
@@ -141,25 +186,14 @@ def constants(catalog: Catalog, layout: Layout, plan: MemoryPlan) -> Constants:
         attn_flops_per_ctx=geo.attention_flops_per_token(1.0) * stage_share / tp,
         peak_flops=gpu.dense_tflops[compute] * 1e12 * gemm,
         mem_bw=gpu.mem_bw_gbs * 1e9 * bw_eff, overhead_s=ovh,
-        ar_bytes_per_token=geo.hidden * eff.serving.activation_bytes.value,
         tp_group_link=tp_link,
         pp_link=pp_link, hop_fixed_s=hop_fixed, hop_per_token_s=hop_token,
-        tp_overlap=eff.serving.tp_comm_overlap.value,
-        budget=eff.serving.token_budget.value,
+        budget=engine.token_budget.value,
         min_chunk=eff.serving.min_prefill_chunk_fraction.value,
         decode_fill=eff.serving.kv_decode_fill.value,
         layers=geo.stage_layers(pp), comm_fixed_s=fixed, comm_per_token_s=per_token,
         expert_miss=(1.0 - geo.experts_per_token / geo.experts) if geo.experts else 1.0,
     )
-
-
-def engine_factors(catalog: Catalog, engine: str) -> EngineFactors:
-    """The labelled factor set of a serving engine; unknown engine -> InputError."""
-    engines = factors(catalog).serving.engines
-    if engine not in engines:
-        raise InputError([Problem("workload", "engine", engine,
-                                  f"unknown serving engine; known: {', '.join(sorted(engines))}")])
-    return engines[engine]
 
 
 # --------------------------------------------------------------------------- physics
@@ -192,112 +226,191 @@ def _hops_s(c: Constants, tokens: float) -> float:
 
 @dataclass(frozen=True)
 class Features:
-    """The physics of one replica at ``batch`` live requests (seconds, see module doc)."""
+    """The physics of one replica with ``batch`` requests running (seconds, module doc)."""
 
-    decode: float        # A
-    interference: float  # P
-    prefill: float       # S
-    wait: float          # W
+    decode: float    # A
+    prefill: float   # S
+    wait: float      # W
     chunks: int
     chunk: float = 0.0   # prefill tokens a step leaves to a new prompt
-    batch: float = 1.0   # live requests
+    batch: float = 1.0   # running requests
+    budget_step: float = 0.0  # a step of a full token budget of prefill
+
+
+def prefill_rate_s(c: Constants, inp: int, out: int) -> float:
+    """Seconds per prompt token of prefill at the full-budget rate: a step of ``budget``
+    prompt tokens on every stage, pipelined (one stage time per budget)."""
+    key = (inp, out)
+    per_token = c.memo.get(key)
+    if per_token is None:  # independent of the batch: once per request shape
+        ctx = inp + c.decode_fill * out
+        per_token = c.memo[key] = (stage_step_s(c, c.budget, inp / 2.0, 0.0, ctx)
+                                   + _hops_s(c, c.budget)) / c.budget
+    return per_token
 
 
 def features(c: Constants, batch: float, inp: int, out: int) -> Features:
-    """A, P, S, W of one replica at ``batch`` live requests of ``inp``/``out`` tokens."""
+    """A, S, W of one replica with ``batch`` requests of ``inp``/``out`` tokens running."""
     batch = max(batch, 1.0)
     ctx = inp + c.decode_fill * out
     per_micro = batch / c.pp
-    # decode-only step, and the same step with its steady-state share of prefill
     decode = c.pp * stage_step_s(c, 0.0, inp / 2.0, per_micro, ctx) + _hops_s(c, per_micro)
-    prefill_tokens = per_micro * inp / out
-    tokens = per_micro + prefill_tokens
-    subs = max(1.0, tokens / c.budget)
-    mixed = c.pp * subs * stage_step_s(c, prefill_tokens / subs, inp / 2.0,
-                                       per_micro / subs, ctx) + _hops_s(c, per_micro)
     # a new prompt's own chunks, each beside the other requests' decodes
     others = (batch - 1.0) / c.pp
     chunk = max(c.budget - others, c.budget * c.min_chunk)
     chunks = max(1, math.ceil(inp / chunk))
-    size = min(inp, chunk)
-    own = (chunks * c.pp * stage_step_s(c, size, inp / 2.0, others, ctx)
-           + _hops_s(c, size + others))
-    # the other prompts' prefill at the full-budget rate (a step of budget prefill tokens)
-    key = (inp, out)
-    per_token = c.memo.get(key)
-    if per_token is None:  # independent of the batch: once per request shape
-        per_token = c.memo[key] = c.pp * stage_step_s(c, c.budget, inp / 2.0, 0.0, ctx) / c.budget
+    full = math.floor(inp / chunk)  # full chunks, then what is left of the prompt
+    last = inp - full * chunk
+    own = c.pp * (full * stage_step_s(c, chunk, inp / 2.0, others, ctx)
+                  + (stage_step_s(c, last, inp / 2.0, others, ctx) if last > 0 else 0.0))
+    own += _hops_s(c, min(inp, chunk) + others)
+    per_token = prefill_rate_s(c, inp, out)
     wait = (batch - 1.0) * inp * per_token
-    return Features(decode, max(mixed - decode, 0.0), own, wait, chunks, chunk, batch)
+    return Features(decode, own, wait, chunks, chunk, batch, per_token * c.budget)
 
 
 # --------------------------------------------------------------------------- latency
 @dataclass(frozen=True)
 class Latency:
-    """TTFT and TPOT (seconds) at percentiles 50/90/95/99, and live requests per replica."""
+    """TTFT and TPOT (seconds) at percentiles 50/90/95/99, the requests running per
+    replica (``live``) and those waiting for a slot (``queued``, closed loop), and the mean
+    time a request spends in the system (``cycle``: mean TTFT + O x mean TPOT)."""
 
     ttft: dict[int, float]
     tpot: dict[int, float]
     live: float
+    cycle: float
+    queued: float = 0.0
+    makespan: float = 0.0  # wave: seconds until the last request of the batch is done
 
 
-def _share(p: int) -> float:
-    """A uniform position in a wave: the p-th percentile is p/50 times the median."""
-    return p / 50.0
+def _wait_share(w: float, u: float) -> float:
+    """Share of the others' prefill that lands before the first token of a request at
+    position ``u`` (0..1); the rest lands between its output tokens."""
+    return min(1.0, 2.0 * w * u)
 
 
-def tpot_s(e: EngineFactors, f: Features, interference: float = 1.0) -> float:
-    """TPOT: the decode step's kernels, the prefill interference (times ``interference``,
-    1 = the median), the engine's per-step and per-live-request overheads."""
-    return (e.tpot_kernel_scale.value * f.decode
-            + e.tpot_prefill_interference.value * f.interference * interference
-            + e.tpot_overhead_ms.value * 1e-3 + e.tpot_per_request_us.value * f.batch * 1e-6)
+def _engine_decode_s(e: EngineFactors, f: Features) -> float:
+    """A decode step on the engine without the others' prefill: kernels x k_d, the fixed
+    per-step time and the CPU time per running request."""
+    return (e.tpot_kernel_scale.value * f.decode + e.tpot_overhead_ms.value * 1e-3
+            + e.tpot_per_request_us.value * f.batch * 1e-6)
 
 
-def prefill_s(e: EngineFactors, f: Features) -> float:
-    """A prompt's own prefill on the engine: its chunks, each in a step beside the other
-    requests' decodes (no waiting, no fixed overhead)."""
-    return e.ttft_kernel_scale.value * f.prefill
+def cycle_s(e: EngineFactors, f: Features, out: int, margin: float = 0.0) -> float:
+    """Mean time a request of a batch that starts together spends running (mean TTFT + ``out``
+    x mean TPOT), seconds: its own prefill, every other prompt's prefill once, ``out`` engine
+    decode steps. The offline-throughput cycle (requests already queued at the engine)."""
+    return (1.0 + margin) * (e.ttft_overhead_ms.value * 1e-3 + f.prefill + f.wait
+                             + out * _engine_decode_s(e, f))
 
 
-def _closed_ttft_s(e: EngineFactors, f: Features, p: int) -> float:
-    """Closed-loop TTFT at percentile ``p``: own prefill, overhead, the wave wait."""
-    return (prefill_s(e, f) + e.ttft_overhead_ms.value * 1e-3
-            + e.ttft_wave_fraction.value * f.wait * _share(p))
+CLOSED_ARRIVAL_STEPS = 1.0
+"""Steps a closed-loop request waits before its prefill starts: it is sent when the previous
+one's last token comes out, so it arrives while the next step runs and joins the one after."""
+OPEN_ARRIVAL_STEPS = 0.5
+"""Steps a Poisson arrival waits for the step in progress to end (half a step on average)."""
 
 
-def closed_loop(c: Constants, e: EngineFactors, batch: float, inp: int, out: int) -> Latency:
-    """Latency with ``batch`` requests always in flight on this replica (closed loop)."""
-    f = features(c, batch, inp, out)
-    return Latency(ttft={p: _closed_ttft_s(e, f, p) for p in PERCENTILES},
-                   tpot={p: tpot_s(e, f, _share(p)) for p in PERCENTILES},
-                   live=max(batch, 1.0))
+def _step_s(e: EngineFactors, f: Features, out: int, between: float) -> float:
+    """The mean engine step: the decode step plus the ``between`` share of the others'
+    prefill spread over the output tokens, at most one full token budget of prefill."""
+    return _engine_decode_s(e, f) + min(f.wait / out * between, f.budget_step)
 
 
-def _cycle_s(e: EngineFactors, f: Features, out: int) -> float:
-    """One request's time in the system without queueing: TTFT + out x TPOT (medians)."""
-    return prefill_s(e, f) + e.ttft_overhead_ms.value * 1e-3 + out * tpot_s(e, f)
+def _closed_step_s(e: EngineFactors, f: Features, out: int) -> float:
+    """The mean engine step of a closed loop (the others' prefill that lands between output
+    tokens rides along)."""
+    return _step_s(e, f, out, 1.0 - e.prefill_wait_share.value)
+
+
+def _closed_at(e: EngineFactors, f: Features, out: int, p: int,
+               margin: float) -> tuple[float, float]:
+    """(TTFT, TPOT) at percentile ``p`` of a closed loop on the engine, seconds."""
+    w = e.prefill_wait_share.value
+    ttft = (e.ttft_overhead_ms.value * 1e-3 + f.prefill + f.wait * _wait_share(w, p / 100.0)
+            + (CLOSED_ARRIVAL_STEPS + e.ttft_pipeline_steps.value) * _closed_step_s(e, f, out))
+    tpot = _engine_decode_s(e, f) + f.wait / out * (1.0 - _wait_share(w, 1.0 - p / 100.0))
+    return ttft * (1.0 + margin), tpot * (1.0 + margin)
+
+
+def closed_loop(c: Constants, e: EngineFactors, batch: float, inp: int, out: int,
+                margin: float = 0.0, slots: float = math.inf) -> Latency:
+    """Latency with ``batch`` users in a closed loop on this replica; at most ``slots``
+    requests run at once, the others wait for a slot."""
+    running = max(1.0, min(batch, slots))
+    f = features(c, running, inp, out)
+    cycle = cycle_s(e, f, out, margin) + (1.0 + margin) * (
+        CLOSED_ARRIVAL_STEPS + e.ttft_pipeline_steps.value) * _closed_step_s(e, f, out)
+    queued = max(batch - running, 0.0)
+    queue_wait = queued * cycle / running  # (C - B) completions at B / cycle per second
+    ttft, tpot = {}, {}
+    for p in PERCENTILES:
+        ttft[p], tpot[p] = _closed_at(e, f, out, p, margin)
+        ttft[p] += queue_wait
+    return Latency(ttft=ttft, tpot=tpot, live=running, cycle=cycle + queue_wait,
+                   queued=queued)
+
+
+def wave(c: Constants, e: EngineFactors, batch: float, inp: int, out: int,
+         margin: float = 0.0, slots: float = math.inf) -> Latency:
+    """Latency of ``batch`` requests sent at once to an idle replica (a static batch, a
+    burst): each waits for the prompts ahead of it in the wave, and the prompts behind it land
+    between its output tokens. More than ``slots`` requests run in successive waves; the
+    batch's throughput is ``batch / makespan``."""
+    running = max(1.0, min(batch, slots))
+    f = features(c, running, inp, out)
+    cycle = cycle_s(e, f, out, margin)
+    waves = math.ceil(max(batch, 1.0) / running)
+    queue_wait = (waves - 1) / 2.0 * cycle  # mean over the waves
+    ttft, tpot = {}, {}
+    base = (e.ttft_overhead_ms.value * 1e-3 + f.prefill
+            + e.ttft_pipeline_steps.value * _engine_decode_s(e, f))
+    for p in PERCENTILES:
+        ttft[p] = (1.0 + margin) * (base + f.wait * p / 100.0) + queue_wait
+        tpot[p] = (1.0 + margin) * (_engine_decode_s(e, f) + f.wait / out * p / 100.0)
+    return Latency(ttft=ttft, tpot=tpot, live=running, cycle=cycle * (waves + 1) / 2.0,
+                   queued=max(batch - running, 0.0), makespan=cycle * waves)
+
+
+def _open_tpot_s(e: EngineFactors, f: Features, out: int) -> float:
+    """Open-loop TPOT: requests arrive out of step, so every decode step carries its share
+    of the others' prefill (w = 0)."""
+    return _engine_decode_s(e, f) + f.wait / out
+
+
+def _open_wait_s(e: EngineFactors, f: Features, out: int) -> float:
+    """Steps a Poisson arrival spends around its prefill: the rest of the step in progress
+    and the engine's first-token pipeline."""
+    return (OPEN_ARRIVAL_STEPS + e.ttft_pipeline_steps.value) * _step_s(e, f, out, 1.0)
+
+
+def _open_cycle_s(e: EngineFactors, f: Features, out: int, margin: float) -> float:
+    """A request's time in the system under Poisson arrivals without queueing: TTFT +
+    out x TPOT (the others' prefill all between its tokens)."""
+    return (1.0 + margin) * (e.ttft_overhead_ms.value * 1e-3 + f.prefill
+                             + out * _open_tpot_s(e, f, out) + _open_wait_s(e, f, out))
 
 
 def open_loop(c: Constants, e: EngineFactors, rate: float, inp: int, out: int,
-              max_live: float = math.inf) -> Latency | None:
+              max_live: float = math.inf, margin: float = 0.0) -> Latency | None:
     """Latency at Poisson arrivals of ``rate`` requests/s on this replica; None when the
     replica cannot keep up (prefill load ρ ≥ 1, the live requests outgrow ``max_live``, or
     Little's law has no fixed point within 0.5 % after 25 steps — treated as overload)."""
     live = 1.0
     for _ in range(25):  # N <- λ T(N): increasing from below, converges when stable
-        target = max(1.0, rate * _cycle_s(e, features(c, live, inp, out), out))
+        target = max(1.0, rate * _open_cycle_s(e, features(c, live, inp, out), out, margin))
         if target > max_live:
             return None
         converged = abs(target - live) <= 5e-3 * live
         live = target
         if converged:
-            return queued(c, e, rate, live, inp, out)
+            return queued(c, e, rate, live, inp, out, margin)
     return None
 
 
 def queued(c: Constants, e: EngineFactors, rate: float, live: float, inp: int,
-           out: int) -> Latency | None:
+           out: int, margin: float = 0.0) -> Latency | None:
     """Open-loop latency at arrival ``rate`` with ``live`` requests in flight on this
     replica (M/D/1 prefill queue; None when the prefill load reaches 1)."""
     f = features(c, live, inp, out)
@@ -307,15 +420,18 @@ def queued(c: Constants, e: EngineFactors, rate: float, live: float, inp: int,
         return None
     ttft, tpot = {}, {}
     for p in PERCENTILES:
-        ttft[p] = own + e.ttft_overhead_ms.value * 1e-3 + _queue_wait_s(rho, service, p)
-        tpot[p] = tpot_s(e, features(c, live + _Z[p] * math.sqrt(live), inp, out))
-    return Latency(ttft=ttft, tpot=tpot, live=live)
+        ttft[p] = (1.0 + margin) * (own + e.ttft_overhead_ms.value * 1e-3
+                                    + _open_wait_s(e, f, out)
+                                    + _queue_wait_s(rho, service, p))
+        at = features(c, live + _Z[p] * math.sqrt(live), inp, out)
+        tpot[p] = (1.0 + margin) * _open_tpot_s(e, at, out)
+    return Latency(ttft=ttft, tpot=tpot, live=live, cycle=ttft[50] + out * tpot[50])
 
 
 def _prefill_service_s(e: EngineFactors, f: Features, inp: int) -> tuple[float, float]:
     """A prompt's own prefill time and its service time in the prefill queue: its tokens'
     share of the chunk steps it occupies (short prompts share a step's prefill budget)."""
-    own = prefill_s(e, f)
+    own = f.prefill
     return own, (own * min(1.0, inp / (f.chunks * f.chunk)) if f.chunk > 0 else own)
 
 
@@ -339,125 +455,148 @@ def _meets(lat: Latency | None, w: Workload) -> bool:
 
 
 def _closed_meets(c: Constants, e: EngineFactors, batch: float, w: Workload, inp: int,
-                  out: int) -> bool:
-    """:func:`closed_loop` at ``batch`` meets the SLOs at the workload's percentile (the
-    same formulas, that one percentile only: the capacity search's probe)."""
-    f = features(c, batch, inp, out)
-    if w.tpot_ms is not None and tpot_s(e, f, _share(w.percentile)) * 1e3 > w.tpot_ms:
+                  out: int, margin: float) -> bool:
+    """:func:`closed_loop` at ``batch`` (no queue) meets the SLOs at the workload's
+    percentile (the same formulas, that one percentile only: the capacity search's probe)."""
+    ttft, tpot = _closed_at(e, features(c, batch, inp, out), out, w.percentile, margin)
+    if w.tpot_ms is not None and tpot * 1e3 > w.tpot_ms:
         return False
-    return w.ttft_ms is None or _closed_ttft_s(e, f, w.percentile) * 1e3 <= w.ttft_ms
+    return w.ttft_ms is None or ttft * 1e3 <= w.ttft_ms
 
 
-def max_concurrency(c: Constants, e: EngineFactors, mem_limit: int, w: Workload,
-                    inp: int, out: int) -> int:
-    """Largest closed-loop concurrency of one replica meeting the SLOs (0 = none)."""
-    if mem_limit < 1 or not _closed_meets(c, e, 1, w, inp, out):
+def max_concurrency(c: Constants, e: EngineFactors, slots: int, w: Workload,
+                    inp: int, out: int, margin: float = 0.0) -> int:
+    """Largest closed-loop concurrency of one replica meeting the SLOs with every request
+    running (at most ``slots``; 0 = none)."""
+    if slots < 1 or not _closed_meets(c, e, 1, w, inp, out, margin):
         return 0
-    if _closed_meets(c, e, mem_limit, w, inp, out):
-        return mem_limit
-    lo, hi = 1, mem_limit  # lo meets, hi does not; latency grows with concurrency
+    if _closed_meets(c, e, slots, w, inp, out, margin):
+        return slots
+    lo, hi = 1, slots  # lo meets, hi does not; latency grows with concurrency
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _closed_meets(c, e, mid, w, inp, out):
+        if _closed_meets(c, e, mid, w, inp, out, margin):
             lo = mid
         else:
             hi = mid
     return lo
 
 
-def _rate_at(c: Constants, e: EngineFactors, live: float, inp: int, out: int) -> float:
+def _rate_at(c: Constants, e: EngineFactors, live: float, inp: int, out: int,
+             margin: float) -> float:
     """The arrival rate that keeps ``live`` requests in flight (Little's law, median
     TTFT without queueing + out x TPOT)."""
-    return live / _cycle_s(e, features(c, live, inp, out), out)
+    return live / _open_cycle_s(e, features(c, live, inp, out), out, margin)
 
 
 def _open_meets(c: Constants, e: EngineFactors, live: float, w: Workload, inp: int,
-                out: int, mem_limit: int) -> bool:
+                out: int, slots: int, margin: float) -> bool:
     """Do ``live`` requests in flight under Poisson arrivals (at the rate that keeps them
-    there) meet the SLOs at the workload's percentile and fit memory? The same formulas as
-    :func:`queued`, evaluated at that one percentile only (the capacity search's probe)."""
+    there) meet the SLOs at the workload's percentile and fit the engine's slots? The same
+    formulas as :func:`queued`, evaluated at that one percentile only."""
     p, z = w.percentile, _Z[w.percentile]
-    if live + z * math.sqrt(live) > mem_limit:
+    if live + z * math.sqrt(live) > slots:
         return False
     f = features(c, live, inp, out)
     if w.ttft_ms is not None:
         own, service = _prefill_service_s(e, f, inp)
-        rho = live / _cycle_s(e, f, out) * service
+        rho = live / _open_cycle_s(e, f, out, margin) * service
         if rho >= 1.0:
             return False
-        ttft = own + e.ttft_overhead_ms.value * 1e-3 + _queue_wait_s(rho, service, p)
+        ttft = (1.0 + margin) * (own + e.ttft_overhead_ms.value * 1e-3
+                                 + _open_wait_s(e, f, out)
+                                 + _queue_wait_s(rho, service, p))
         if ttft * 1e3 > w.ttft_ms:
             return False
     if w.tpot_ms is not None:
         at = f if z == 0.0 else features(c, live + z * math.sqrt(live), inp, out)
-        if tpot_s(e, at) * 1e3 > w.tpot_ms:
+        if (1.0 + margin) * _open_tpot_s(e, at, out) * 1e3 > w.tpot_ms:
             return False
     return True
 
 
-def qps_capacity(c: Constants, e: EngineFactors, mem_limit: int, w: Workload,
-                 inp: int, out: int) -> float:
+def qps_capacity(c: Constants, e: EngineFactors, slots: int, w: Workload,
+                 inp: int, out: int, margin: float = 0.0) -> float:
     """Largest Poisson arrival rate of one replica with the SLOs met at the workload's
-    percentile and its live requests (at that percentile) in memory.
+    percentile and its live requests (at that percentile) within the engine's slots.
 
     Searched over the live requests N rather than the rate: the rate that keeps N in flight
     is explicit (:func:`_rate_at`), so each probe needs no fixed point; the search halves
     the ratio hi/lo (N spans 1 to thousands) until it is within 1 %."""
-    if mem_limit < 1:
+    if slots < 1:
         return 0.0
-    if not _open_meets(c, e, 1.0, w, inp, out, mem_limit):
+    if not _open_meets(c, e, 1.0, w, inp, out, slots, margin):
         # one request in flight already misses: at most a light load (TTFT queueing) fits;
         # none at all when a lone request misses (its TPOT or TTFT cannot improve)
-        if not _meets(queued(c, e, 1e-9, 1.0, inp, out), w):
+        if not _meets(queued(c, e, 1e-9, 1.0, inp, out, margin), w):
             return 0.0
-        lo, hi = 0.0, _rate_at(c, e, 1.0, inp, out)
+        lo, hi = 0.0, _rate_at(c, e, 1.0, inp, out, margin)
         for _ in range(12):  # to 0.03 % of the one-request rate
             mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if _meets(queued(c, e, mid, 1.0, inp, out), w) else (lo, mid)
+            lo, hi = ((mid, hi) if _meets(queued(c, e, mid, 1.0, inp, out, margin), w)
+                      else (lo, mid))
         return lo
-    lo, hi = 1.0, float(mem_limit) + 1.0  # lo meets, hi does not (memory)
+    lo, hi = 1.0, float(slots) + 1.0  # lo meets, hi does not (slots)
     while hi > 1.01 * lo:
         mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if _open_meets(c, e, mid, w, inp, out, mem_limit) else (lo, mid)
-    return _rate_at(c, e, lo, inp, out)
+        lo, hi = ((mid, hi) if _open_meets(c, e, mid, w, inp, out, slots, margin)
+                  else (lo, mid))
+    return _rate_at(c, e, lo, inp, out, margin)
+
+
+def slots(e: EngineFactors, plan: MemoryPlan, w: Workload, fill: float) -> int:
+    """Requests one replica runs at once: what its KV memory holds at the average request's
+    occupancy (paged KV grows with the output, so a running request holds its prompt and
+    on average ``kv_decode_fill`` of its output; the memory plan reserves whole sequences),
+    at most the engine's ``max_running_requests``."""
+    inp, out = max(w.input_tokens, 1), max(w.output_tokens, 1)
+    held = int(plan.max_concurrency * (inp + out) / (inp + min(fill, 1.0) * out))
+    return min(held, int(e.max_running_requests.value))
 
 
 def prediction(catalog: Catalog, layout: Layout, w: Workload, plan: MemoryPlan) -> Prediction:
     """Serving prediction of ``layout``: latencies at the stated load (closed loop at
-    ``w.concurrency``, else open loop at ``w.qps``, else at capacity) and capacities."""
+    ``w.concurrency``, else open loop at ``w.qps``, else at capacity: the SLO-bound
+    concurrency, or every slot in throughput mode) and capacities."""
+    e = engine_factors(catalog, w.engine, layout.gpu)
     if plan.max_concurrency < 1:
         return ZERO
-    c = constants(catalog, layout, plan)
-    e = engine_factors(catalog, w.engine)
+    c = constants(catalog, layout, plan, e)
+    running = slots(e, plan, w, c.decode_fill)
+    margin = (serving_calibration(catalog, layout.gpu, w.engine).margin
+              if w.calibration_margin else 0.0)
     inp, out = max(w.input_tokens, 1), max(w.output_tokens, 1)
     slo = w.ttft_ms is not None or w.tpot_ms is not None
-    mem = plan.max_concurrency
-    max_conc = max_concurrency(c, e, mem, w, inp, out)
+    max_conc = max_concurrency(c, e, running, w, inp, out, margin)
     if slo and max_conc == 0:
         return ZERO
     if slo:
-        qps = layout.dp * qps_capacity(c, e, mem, w, inp, out)
+        qps = layout.dp * qps_capacity(c, e, running, w, inp, out, margin)
     else:
-        full = closed_loop(c, e, max_conc, inp, out)
-        qps = layout.dp * max_conc / (full.ttft[50] + out * full.tpot[50])
+        full = closed_loop(c, e, max_conc, inp, out, margin)
+        qps = layout.dp * full.live / full.cycle
     notes: tuple[str, ...] = ()
     lat: Latency | None
     if w.concurrency is not None:
-        batch = -(-w.concurrency // layout.dp)
-        lat = closed_loop(c, e, batch, inp, out)
-        if batch > mem:
-            notes = (f"concurrency {w.concurrency} exceeds the {mem * layout.dp} that fit "
-                     "memory; figures assume it did",)
+        users = -(-w.concurrency // layout.dp)
+        lat = closed_loop(c, e, users, inp, out, margin, slots=running)
+        if lat.queued > 0:
+            wait_s = lat.ttft[50] - closed_loop(c, e, running, inp, out, margin).ttft[50]
+            notes = (f"{w.concurrency} users exceed the {running * layout.dp} requests the "
+                     f"engine runs at once ({_slot_limit(e, plan)}); "
+                     f"{lat.queued * layout.dp:,.0f} wait for a slot, adding "
+                     f"{wait_s:,.1f} s to TTFT",)
+        tokens = (lat.live + lat.queued) * layout.dp * out / lat.cycle
     elif w.qps is not None:
-        lat = open_loop(c, e, w.qps / layout.dp, inp, out)
+        lat = open_loop(c, e, w.qps / layout.dp, inp, out, max_live=running, margin=margin)
         if lat is None:
             return replace(ZERO, qps_capacity=qps, max_concurrency=max_conc * layout.dp,
                            notes=(f"{w.qps:g} requests/s overload this layout (it sustains "
                                   f"{qps:.3g}/s within the SLOs)",))
+        tokens = w.qps * out
     else:
-        lat = closed_loop(c, e, max_conc, inp, out)
-    # Little's law: each live request delivers ``out`` tokens per TTFT + out x TPOT
-    tokens = lat.live * layout.dp * out / (lat.ttft[50] + out * lat.tpot[50])
+        lat = closed_loop(c, e, max_conc, inp, out, margin)
+        tokens = lat.live * layout.dp * out / lat.cycle
     p = w.percentile
     return Prediction(
         tokens_per_s=tokens, tokens_per_s_per_gpu=tokens / layout.gpus,
@@ -466,3 +605,11 @@ def prediction(catalog: Catalog, layout: Layout, w: Workload, plan: MemoryPlan) 
         ttft_ms_p90=lat.ttft[90] * 1e3, ttft_ms_p99=lat.ttft[99] * 1e3,
         tpot_ms_p90=lat.tpot[90] * 1e3, tpot_ms_p99=lat.tpot[99] * 1e3,
         ttft_ms_slo=lat.ttft[p] * 1e3, tpot_ms_slo=lat.tpot[p] * 1e3)
+
+
+def _slot_limit(e: EngineFactors, plan: MemoryPlan) -> str:
+    """What limits the requests a replica runs at once, in words."""
+    engine_cap = int(e.max_running_requests.value)
+    if plan.max_concurrency <= engine_cap:
+        return f"KV memory holds {plan.max_concurrency} per replica"
+    return f"the engine runs at most {engine_cap} per replica"

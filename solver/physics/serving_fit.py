@@ -1,437 +1,572 @@
-"""Fit and check the serving engines' factors on measured TTFT/TPOT under load.
+"""Fit the serving model's labelled factors across measurement sources, and check it with
+whole sources held out.
 
-``serving_latency.csv`` (bench/data; AIConfigurator's measured silicon sample, see its .md)
-holds 2,326 closed-loop points: one model on one engine and layout, at a fixed concurrency.
-For each point the physics (:func:`solver.physics.serving.features`) gives A, P, S, W at the
-point's per-replica batch; the engine's latencies are linear in its factors::
+What is fitted (and nothing else): per GPU family, the achievable share of dense tensor
+peak of its serving GEMMs at each compute precision (``gemm_efficiency``) and of its memory
+bandwidth (``mem_bw_efficiency``); per serving engine, the five factors of
+:mod:`solver.physics.serving` (k_d, o_d, r, w, o_p). Every factor is confined to its physical
+range (:data:`solver.catalog.perf_factors.ENGINE_BOUNDS`; efficiencies in
+[:data:`EFFICIENCY_LOW`, :data:`EFFICIENCY_HIGH`]; the engine's TTFT overhead at most the
+lowest TTFT measured at low load on that engine), so no prediction can exceed the roofline.
 
-    TPOT = k_d A + i P + o_d + r B          TTFT = k_p S + w W + o_p
+The objective is the robust (soft-L1) sum of log errors log(predicted / measured) over the
+observations of :mod:`solver.physics.serving_data`, each source counting as the square root
+of its rows (the silicon sample's 3,900 rows would otherwise drown a 20-row blog), plus a weak
+prior that keeps a factor with little data near the catalog's value. ``scipy``'s bounded
+trust-region least squares solves it; a factor's finite differences recompute only the
+observations it touches.
 
-so each engine's factors are the non-negative least-squares solution of the *relative*
-errors (every point weighs the same, whatever its milliseconds). The reported error holds
-out whole configurations (leave-one-configuration-out: a configuration is the source's
-``cfgNNN``, every concurrency and length of it), so no point is predicted by factors that
-saw it. The fit writes nothing by itself: ``procure calibrate --serving --write`` puts the
-all-data fit into ``catalog/efficiency.yaml`` and the report into docs/calibration.md.
+*Leave one source out* refits everything without one source and predicts that source's
+rows: a family or engine seen only there falls back to its prior (the error a buyer of an
+unmeasured GPU should expect). That, per vendor, engine and metric, is what
+docs/calibration.md reports; the in-sample *fit check* is reported beside it and is not
+validation. ``procure calibrate --write-factors`` writes the all-source fit and the
+calibration table (rows and held-out error per family x engine) into
+``catalog/efficiency.yaml``.
 """
 
 from __future__ import annotations
 
-import csv
-import itertools
-import re
+import math
 import statistics
-from dataclasses import dataclass, field, replace
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from solver.catalog.data import Catalog
-from solver.physics.calibration import DATASET_TOKENS, match_gpu, match_model
-from solver.physics.calibration import _precision as calibration_precision
-from solver.physics.calibration import default_csv as calibration_csv
-from solver.physics.layout import Layout, Workload
-from solver.physics.memory import memory_plan
-from solver.physics.performance import estimate
-from solver.physics.serving import Features, constants, engine_factors, features, queued
+from solver.catalog.perf_factors import ENGINE_BOUNDS, EngineFactors, Factor, factors
+from solver.physics.serving_data import (
+    Observation,
+    Prepared,
+    Skipped,
+    holdout_group,
+    load_all,
+    predict,
+    prepare,
+)
 
-TPOT_FACTORS = ("tpot_kernel_scale", "tpot_prefill_interference", "tpot_overhead_ms",
-                "tpot_per_request_us")
-TTFT_FACTORS = ("ttft_kernel_scale", "ttft_wave_fraction", "ttft_overhead_ms")
-ENGINES = ("vllm", "sglang", "trtllm")
-_PRECISION = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "int4": "int4", "bf16": "bf16",
-              "fp16": "bf16", "w4a16": "int4", "mxfp4": "fp4"}
+FITTED_ENGINES = ("vllm", "sglang", "trtllm")
+ENGINE_FACTORS = ("tpot_kernel_scale", "tpot_overhead_ms", "tpot_per_request_us",
+                  "prefill_wait_share", "ttft_overhead_ms", "ttft_pipeline_steps")
+EFFICIENCY_LOW, EFFICIENCY_HIGH = 0.15, 0.95
+"""Range of a fitted efficiency: below 15 % of peak no shipping kernel runs; 95 % leaves the
+clock and tail effects no GEMM or copy escapes (the physical bound is 1)."""
+PRIOR_GEMM, PRIOR_BANDWIDTH, PRIOR_MOE = 0.70, 0.80, 0.5
+"""Where a family's efficiencies start and what a family with few rows stays near: the middle
+of the bands peer models reach (dense GEMMs 60-80 % of dense tensor peak, memory-bound decode
+70-90 % of bandwidth) and half of the dense efficiency for expert GEMMs. Fixed, so that a
+refit from a refitted catalog lands where the first one did."""
+PRIOR_SIGMA = 0.35
+"""Log-scale width of the prior on a family's efficiency (about +-40 %): a factor that far
+from its prior costs as much as one row off by ROBUST_SCALE."""
+ROBUST_SCALE = 0.15
+"""Errors beyond ~15 % count linearly, not quadratically (soft-L1): one odd row cannot pull
+a factor."""
+OVERLOAD_LOG_ERROR = math.log(4.0)
+"""Log error charged when the model calls a measured load impossible (overload)."""
+LOW_LOAD_USERS = 4.0
+MAX_EVALUATIONS = 200
+LAST_STATUS: list[int] = []
+
+
+@dataclass(frozen=True)
+class Param:
+    """One fitted factor: where it lives in efficiency.yaml, its catalog value and range."""
+
+    name: str
+    value0: float
+    low: float
+    high: float
+    family: str = ""
+    precision: str = ""
+    engine: str = ""
+    factor: str = ""
 
 
 @dataclass
-class Point:
-    """One measured point and its physics features (seconds)."""
+class Problem:
+    """The fitting problem: parameters, prepared rows, their weights and dependencies."""
 
-    row_id: str
-    group: str
-    engine: str
-    gpu: str
-    model: str
-    ttft_ms: float
-    tpot_ms: float
-    feat: Features | None = None
-    skipped: str = ""
+    params: list[Param]
+    rows: list[Prepared]
+    weights: list[float]
+    gemm_index: list[int]  # per row: the GEMM parameter
+    bw_index: list[int]
+    moe_index: list[int]  # per row: the expert-GEMM parameter, -1 = a dense model
+    engine_index: list[dict[str, int]]  # per row: factor -> parameter index
+    rows_of: list[list[int]]  # per parameter: the rows it touches
+    base_engines: dict[str, EngineFactors]
 
 
 @dataclass
-class EngineFit:
-    """Factors of one engine, in the order of TPOT_FACTORS and TTFT_FACTORS."""
+class Result:
+    """A fit: parameter values and the prediction of every row."""
 
-    tpot: tuple[float, ...]
-    ttft: tuple[float, ...]
+    values: dict[str, float]
+    predicted: dict[str, float | None]
 
 
 @dataclass
 class Report:
-    points: list[Point]
-    fits: dict[str, EngineFit]
-    held_out: dict[str, tuple[float, float]] = field(default_factory=dict)  # row -> (ttft, tpot)
+    """All-source fit, leave-one-source-out predictions, and what was left out."""
+
+    observations: list[Observation]
+    skipped: list[Skipped]
+    unpredictable: list[tuple[Observation, str]]
+    fit: Result
+    held_out: dict[str, float | None] = field(default_factory=dict)
+    params: list[Param] = field(default_factory=list)
 
 
-def default_csv() -> Path:
-    """The bundled measurement file (bench/data, next to calibration.csv)."""
-    return calibration_csv().parent / "serving_latency.csv"
+# --------------------------------------------------------------------------- problem
+def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
+    """Parameters for every family x compute precision and family bandwidth the rows use,
+    and the factors of every fitted engine they use; source weights; dependencies."""
+    eff = factors(catalog)
+    params: list[Param] = []
+    index: dict[tuple, int] = {}
+
+    def add(key: tuple, param: Param) -> int:
+        if key not in index:
+            index[key] = len(params)
+            params.append(param)
+        return index[key]
+
+    gemm_index, bw_index, moe_index, engine_index = [], [], [], []
+    low_load_ttft: dict[str, float] = {}
+    for p in rows:
+        o = p.obs
+        if o.metric == "ttft_ms" and o.load in ("closed", "static") and o.concurrency \
+                and o.concurrency / o.replicas <= LOW_LOAD_USERS:
+            low_load_ttft[o.engine] = min(low_load_ttft.get(o.engine, math.inf), o.value)
+    for p in rows:
+        gemm_index.append(add(("gemm", p.family, p.compute), Param(
+            f"families.{p.family}.gemm_efficiency.{p.compute}", PRIOR_GEMM,
+            EFFICIENCY_LOW, EFFICIENCY_HIGH, family=p.family, precision=p.compute)))
+        bw_index.append(add(("bw", p.family), Param(
+            f"families.{p.family}.mem_bw_efficiency", PRIOR_BANDWIDTH,
+            EFFICIENCY_LOW, EFFICIENCY_HIGH, family=p.family)))
+        moe_index.append(add(("moe",), Param(
+            "serving.moe_expert_gemm_efficiency", PRIOR_MOE, 0.05, 1.0))
+                         if p.expert_share > 0 else -1)
+        mine: dict[str, int] = {}
+        if p.obs.engine in FITTED_ENGINES:
+            for name in ENGINE_FACTORS:
+                low, high = ENGINE_BOUNDS[name]
+                if name == "ttft_overhead_ms":
+                    high = min(high, low_load_ttft.get(p.obs.engine, high))
+                value0 = 0.5 * (low + high) if name != "tpot_kernel_scale" else 1.0
+                mine[name] = add(("engine", p.obs.engine, name), Param(
+                    f"serving.engines.{p.obs.engine}.{name}", value0, low, high,
+                    engine=p.obs.engine, factor=name))
+        engine_index.append(mine)
+    rows_of: list[list[int]] = [[] for _ in params]
+    for i in range(len(rows)):
+        for j in (gemm_index[i], bw_index[i], moe_index[i], *engine_index[i].values()):
+            if j >= 0:
+                rows_of[j].append(i)
+    per_source: dict[str, int] = defaultdict(int)
+    for p in rows:
+        per_source[p.obs.source] += 1
+    weights = [per_source[p.obs.source] ** -0.25 for p in rows]
+    return Problem(params, rows, weights, gemm_index, bw_index, moe_index, engine_index,
+                   rows_of, dict(eff.serving.engines))
 
 
-def _group(row_id: str) -> str:
-    """The configuration of a point: the source's ``cfgNNN``, else the row id without its
-    concurrency and run number (every concurrency and length of one layout)."""
-    found = re.search(r"(cfg\d+)$", row_id)
-    if found:
-        return found.group(1)
-    return re.sub(r"_\d+$", "", re.sub(r"_c\d*_", "_", re.sub(r"_\d+x\d+_", "_", row_id)))
+def _engine(base: EngineFactors, values: dict[str, float]) -> EngineFactors:
+    """``base`` with the fitted factor values (no validation: the fit keeps them in range)."""
+    update = {name: Factor.model_construct(value=value, source="serving_fit", note="")
+              for name, value in values.items()}
+    return base.model_copy(update=update)
 
 
-def _precision(row: dict[str, str]) -> str:
-    for key in ("gemm_quant", "precision"):
-        value = (row.get(key) or "").strip().lower()
-        if value in _PRECISION:
-            return _PRECISION[value]
-    return "bf16"
+def _row_prediction(problem: Problem, x: list[float], i: int,
+                    engines: dict[str, EngineFactors]) -> float | None:
+    p = problem.rows[i]
+    moe = problem.moe_index[i]
+    return predict(p, engines[p.obs.engine], x[problem.gemm_index[i]],
+                   x[problem.bw_index[i]], x[moe] if moe >= 0 else None)
 
 
-def load_points(catalog: Catalog, path: Path) -> list[Point]:
-    """Map every row of ``path`` to a layout and compute its features."""
-    points: list[Point] = []
-    with path.open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            point = Point(row["row_id"], _group(row["row_id"]), row["engine"], row["gpu"],
-                          row["model_hf"], float(row["ttft_ms"]), float(row["tpot_ms"]))
-            points.append(point)
-            try:
-                point.feat = _features(catalog, row)
-            except (KeyError, ValueError, ZeroDivisionError) as exc:
-                point.skipped = f"{type(exc).__name__}: {exc}"
-    return points
+def _engines(problem: Problem, x: list[float]) -> dict[str, EngineFactors]:
+    out = dict(problem.base_engines)
+    for name in FITTED_ENGINES:
+        values = {prm.factor: x[j] for j, prm in enumerate(problem.params)
+                  if prm.engine == name}
+        if values:
+            out[name] = _engine(problem.base_engines[name], values)
+    return out
 
 
-def _features(catalog: Catalog, row: dict[str, str]) -> Features:
-    model = catalog.model(row["model_hf"]).id
-    tp, pp = int(float(row["tp"])), int(float(row["pp"]))
-    adp = max(1, int(float(row["attention_dp"] or 1)))
-    if adp > 1:
-        raise ValueError("attention data parallelism (each GPU reads only its own requests' "
-                         "KV while the experts are shared) is not a layout procure plans")
-    gpus = tp * pp * adp
-    if tp > 8:
-        raise ValueError("TP beyond 8 GPUs: the engines run these world sizes as expert "
-                         "parallelism with data-parallel attention, a layout procure does "
-                         "not plan (its serving TP stays within an 8-GPU NVLink board)")
-    # attention data parallelism: ``adp`` attention replicas share the experts; the
-    # per-GPU weights and batch are those of a tp x adp group serving batch_size each.
-    # One instance is one NVLink domain (8-GPU HGX board, or GB200's 72-GPU NVL72)
-    layout = Layout(model=model, gpu=row["gpu"], precision=_precision(row), tp=tp * adp,
-                    pp=pp, dp=1, gpus_per_node=max(8, gpus), fabric="none")
-    workload = Workload("inference", input_tokens=int(float(row["input_tokens"])),
-                        output_tokens=int(float(row["output_tokens"])))
-    c = _constants(catalog, layout, workload)
-    batch = float(row["batch_size"] or row["concurrency"]) * adp
-    return features(c, batch, workload.input_tokens, workload.output_tokens)
+def _robust(residual: float) -> float:
+    """Signed square root of the soft-L1 loss, so that least squares on it minimises
+    sum rho(r): errors beyond ROBUST_SCALE weigh linearly."""
+    scale = ROBUST_SCALE
+    rho = 2.0 * (math.sqrt(1.0 + (residual / scale) ** 2) - 1.0) * scale * scale
+    return math.copysign(math.sqrt(rho), residual)
 
 
-_CONSTANTS: dict[tuple, object] = {}
+def _log_error(predicted: float | None, measured: float) -> float:
+    if predicted is None or not predicted > 0.0 or not math.isfinite(predicted):
+        return OVERLOAD_LOG_ERROR
+    return max(-OVERLOAD_LOG_ERROR, min(OVERLOAD_LOG_ERROR, math.log(predicted / measured)))
 
 
-def _constants(catalog: Catalog, layout: Layout, workload: Workload):  # noqa: ANN202
-    key = (catalog.version, layout, workload)
-    if key not in _CONSTANTS:
-        _CONSTANTS[key] = constants(catalog, layout, memory_plan(catalog, layout, workload))
-    return _CONSTANTS[key]
-
-
-def _nnls(a, b):  # noqa: ANN001 - numpy arrays
-    """Non-negative least squares in a few unknowns: the best feasible active set."""
+def fit(problem: Problem, include: Iterable[int] | None = None, prior: bool = True) -> Result:
+    """Fit the parameters on the rows ``include`` (default all); predict every row. Without
+    ``prior`` the data alone decide (known-answer tests)."""
     import numpy as np
+    from scipy.optimize import least_squares
+    from scipy.sparse import lil_matrix
 
-    k = a.shape[1]
-    best, best_err = np.zeros(k), float("inf")
-    for size in range(k, 0, -1):
-        for active in itertools.combinations(range(k), size):
-            sol, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
-            if (sol < 0).any():
-                continue
-            err = float(((a[:, active] @ sol - b) ** 2).sum())
-            if err < best_err:
-                best = np.zeros(k)
-                best[list(active)] = sol
-                best_err = err
-    return best
+    active = sorted(set(range(len(problem.rows)) if include is None else include))
+    params = problem.params
+    x0 = np.array([p.value0 for p in params])
+    lows = np.array([p.low for p in params])
+    highs = np.array([p.high for p in params])
+    n_rows = len(active)
+    position = {row: k for k, row in enumerate(active)}
+    cache: dict[str, object] = {"x": None, "res": np.zeros(n_rows)}
 
+    def residuals(x: np.ndarray) -> np.ndarray:
+        last = cache["x"]
+        if last is None:
+            touched = active
+        else:
+            changed = np.nonzero(x != last)[0]
+            touched = sorted({i for j in changed for i in problem.rows_of[j] if i in position})
+        engines = _engines(problem, list(x))
+        res = cache["res"].copy()  # type: ignore[union-attr]
+        for i in touched:
+            measured = problem.rows[i].obs.value
+            error = _log_error(_row_prediction(problem, list(x), i, engines), measured)
+            res[position[i]] = problem.weights[i] * _robust(error)
+        cache["x"], cache["res"] = x.copy(), res
+        pull = [_prior(p, value) if prior else 0.0 for p, value in zip(params, x, strict=True)]
+        return np.concatenate([res, np.array(pull)])
 
-def _fit_relative(features: list[tuple[float, ...]], measured: list[float],
-                  fixed: list[float] | None = None) -> tuple[float, ...]:
-    """Factors x >= 0 of ``measured ~ fixed + features @ x`` by least absolute *relative*
-    error (iteratively reweighted least squares), then one common scale of ``x`` so the
-    median relative error is zero: every point weighs the same, and the fit is neither
-    optimistic nor pessimistic on the points it saw."""
-    import numpy as np
-
-    y = np.asarray(measured, dtype=float)
-    base = np.zeros(len(y)) if fixed is None else np.asarray(fixed, dtype=float) / y
-    a = np.asarray(features, dtype=float) / y[:, None]
-    target = 1.0 - base
-    weights = np.ones(len(y))
-    x = np.zeros(a.shape[1])
-    for _ in range(IRLS_ITERATIONS):
-        x = _nnls(a * weights[:, None], target * weights)
-        weights = 1.0 / np.sqrt(np.maximum(np.abs(a @ x - target), 0.02))
-    fitted = a @ x
-    lo, hi = 0.0, 10.0  # the median ratio grows with the scale: bisect it to 1
-    if np.median(base + hi * fitted) >= 1.0 > np.median(base):
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if np.median(base + mid * fitted) < 1.0 else (lo, mid)
-        x = x * 0.5 * (lo + hi)
-    return tuple(float(v) for v in x)
-
-
-IRLS_ITERATIONS = 15
-
-
-def _tpot_row(f: Features) -> tuple[float, ...]:
-    """TPOT features in ms (per unit of each factor of TPOT_FACTORS)."""
-    return (f.decode * 1e3, f.interference * 1e3, 1.0, f.batch * 1e-3)
+    sparsity = lil_matrix((n_rows + len(params), len(params)), dtype=int)
+    for j, rows in enumerate(problem.rows_of):
+        for i in rows:
+            if i in position:
+                sparsity[position[i], j] = 1
+        sparsity[n_rows + j, j] = 1
+    solution = least_squares(residuals, np.clip(x0, lows, highs), bounds=(lows, highs),
+                             jac_sparsity=sparsity, x_scale="jac", max_nfev=MAX_EVALUATIONS,
+                             diff_step=1e-3)
+    LAST_STATUS[:] = [solution.status, solution.nfev]
+    x = list(solution.x)
+    engines = _engines(problem, x)
+    predicted = {problem.rows[i].obs.id: _row_prediction(problem, x, i, engines)
+                 for i in range(len(problem.rows))}
+    return Result({p.name: v for p, v in zip(params, x, strict=True)}, predicted)
 
 
-def _ttft_row(f: Features) -> tuple[float, ...]:
-    """TTFT features in ms (per unit of each factor of TTFT_FACTORS)."""
-    return (f.prefill * 1e3, f.wait * 1e3, 1.0)
+def _prior(param: Param, value: float) -> float:
+    """Weak prior: log scale towards the band's middle for efficiencies; for engine factors a
+    tenth of the weight, towards the middle of their range (k_d towards 1)."""
+    if param.engine:
+        return 0.1 * ROBUST_SCALE * (value - param.value0) / (param.high - param.low)
+    return ROBUST_SCALE * math.log(value / param.value0) / PRIOR_SIGMA
 
 
-PREFILL_KERNEL_SCALE = 1.0
-"""k_p is not fitted: a prompt's prefill kernels are the physics calibrated on the prefill
-and latency rows of calibration.csv; the engine fit adds only what the engine adds."""
-
-
-def fit_engine(points: list[Point]) -> EngineFit:
-    """Factors of one engine on ``points`` (all with features)."""
-    feats = [p.feat for p in points]
-    tpot = _fit_relative([_tpot_row(f) for f in feats],  # type: ignore[arg-type]
-                         [p.tpot_ms for p in points])
-    rows = [_ttft_row(f) for f in feats]  # type: ignore[arg-type]
-    ttft = _fit_relative([r[1:] for r in rows], [p.ttft_ms for p in points],
-                         [PREFILL_KERNEL_SCALE * r[0] for r in rows])
-    return EngineFit(tpot=tpot, ttft=(PREFILL_KERNEL_SCALE, *ttft))
-
-
-def predict(fit: EngineFit, f: Features) -> tuple[float, float]:
-    """(TTFT, TPOT) in ms of one point at the median (the measurement's statistic)."""
-    ttft = sum(a * b for a, b in zip(fit.ttft, _ttft_row(f), strict=True))
-    tpot = sum(a * b for a, b in zip(fit.tpot, _tpot_row(f), strict=True))
-    return ttft, tpot
-
-
-def run(catalog: Catalog, path: Path | None = None) -> Report:
-    """Fit every engine on all its points, and predict each point with its whole
-    configuration held out."""
-    points = load_points(catalog, path or default_csv())
-    usable = [p for p in points if p.feat is not None]
-    report = Report(points, {})
-    for engine in ENGINES:
-        mine = [p for p in usable if p.engine == engine]
-        if not mine:
-            continue
-        report.fits[engine] = fit_engine(mine)
-        for group in sorted({p.group for p in mine}):
-            train = [p for p in mine if p.group != group]
-            if len(train) < 6:
-                continue
-            held = fit_engine(train)
-            for p in mine:
-                if p.group == group:
-                    report.held_out[p.row_id] = predict(held, p.feat)  # type: ignore[arg-type]
+def run(catalog: Catalog, folder: Path | None = None, held_out: bool = True,
+        progress: Callable[[str], None] | None = None) -> Report:
+    """Fit on every source; with ``held_out`` also refit once per source group without it
+    (``progress`` is told each group as it starts)."""
+    observations, skipped = load_all(catalog, folder)
+    rows: list[Prepared] = []
+    unpredictable: list[tuple[Observation, str]] = []
+    for o in observations:
+        found = prepare(catalog, o)
+        if isinstance(found, str):
+            unpredictable.append((o, found))
+        else:
+            rows.append(found)
+    problem = build_problem(catalog, rows)
+    report = Report(observations, skipped, unpredictable, fit(problem), params=problem.params)
+    if held_out:
+        for group in sorted({holdout_group(p.obs.source) for p in rows}):
+            if progress is not None:
+                progress(group)
+            train = [i for i, p in enumerate(rows) if holdout_group(p.obs.source) != group]
+            result = fit(problem, train)
+            for p in rows:
+                if holdout_group(p.obs.source) == group:
+                    report.held_out[p.obs.id] = result.predicted[p.obs.id]
     return report
 
 
-def errors(report: Report, key: str) -> dict[str, dict[str, float]]:
-    """Held-out error statistics per value of ``key`` (engine, gpu, model) and metric:
-    median |error|, signed median, points."""
+# --------------------------------------------------------------------------- statistics
+def vendor_of(catalog: Catalog, o: Observation) -> str:
+    return catalog.gpus[o.gpu].vendor
+
+
+def metric_class(o: Observation) -> str:
+    """TTFT, TPOT (incl. decode rates), throughput (incl. prefill rates, request latency)."""
+    if o.metric == "ttft_ms":
+        return "TTFT"
+    if o.metric in ("tpot_ms", "decode_tps"):
+        return "TPOT"
+    return "throughput"
+
+
+def error(predicted: float | None, o: Observation) -> float:
+    """predicted / measured - 1, with 'the model calls this load impossible' as +300 %
+    (latency) or -100 % (throughput)."""
+    if predicted is None:
+        return 3.0 if metric_class(o) != "throughput" else -1.0
+    return predicted / o.value - 1.0
+
+
+def summary(errors: list[float]) -> dict[str, float]:
+    """Rows, median |error| and median signed error."""
+    if not errors:
+        return {"n": 0, "abs": float("nan"), "signed": float("nan")}
+    return {"n": len(errors), "abs": statistics.median(abs(e) for e in errors),
+            "signed": statistics.median(errors)}
+
+
+def table(catalog: Catalog, report: Report, key, predictions: dict[str, float | None],
+          where=None) -> dict[tuple, dict[str, float]]:  # noqa: ANN001 - callables
+    """Error summaries grouped by ``key(observation)``, over the rows in ``predictions``."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for o in report.observations:
+        if o.id not in predictions or (where is not None and not where(o)):
+            continue
+        groups[key(o)].append(error(predictions[o.id], o))
+    return {k: summary(v) for k, v in sorted(groups.items())}
+
+
+def calibration_entries(catalog: Catalog, report: Report) -> dict[str, dict[str, float]]:
+    """Per 'family/engine': rows, sources and the median held-out |error| (percent)."""
+    groups: dict[str, list[Observation]] = defaultdict(list)
+    for o in report.observations:
+        if o.id in report.fit.predicted:
+            groups[f"{catalog.gpus[o.gpu].family}/{o.engine}"].append(o)
     out: dict[str, dict[str, float]] = {}
-    by: dict[str, list[Point]] = {}
-    for p in report.points:
-        if p.row_id in report.held_out:
-            by.setdefault(getattr(p, key), []).append(p)
-    by["all"] = [p for p in report.points if p.row_id in report.held_out]
-    for name, pts in by.items():
-        ttft = [report.held_out[p.row_id][0] / p.ttft_ms - 1.0 for p in pts]
-        tpot = [report.held_out[p.row_id][1] / p.tpot_ms - 1.0 for p in pts]
-        out[name] = {"n": len(pts),
-                     "ttft_abs": statistics.median(abs(e) for e in ttft),
-                     "ttft_signed": statistics.median(ttft),
-                     "tpot_abs": statistics.median(abs(e) for e in tpot),
-                     "tpot_signed": statistics.median(tpot)}
+    for name, obs in sorted(groups.items()):
+        held = [abs(error(report.held_out[o.id], o)) for o in obs if o.id in report.held_out]
+        out[name] = {"rows": len(obs), "sources": len({o.source for o in obs}),
+                     "held_out_error_pct": (round(100.0 * statistics.median(held), 1)
+                                            if held else None)}
     return out
 
 
-# --------------------------------------------------------------------------- MLPerf Server
-@dataclass
-class ServerRow:
-    """An MLPerf Server row (Poisson arrivals) with its measured and predicted latencies."""
-
-    id: str
-    layout: str
-    qps: float
-    measured: dict[str, float]   # mean_TTFT_ms, p99_TTFT_ms, mean_TPOT_ms, p99_TPOT_ms
-    predicted: dict[str, float]  # the same keys (median for the means)
-
-
-def mlperf_server(catalog: Catalog, csv_path: Path | None = None) -> list[ServerRow]:
-    """The MLPerf Server rows of calibration.csv on TensorRT-LLM, open loop at their
-    measured request rate (tokens/s / output tokens) and at the live requests per replica
-    that Little's law gives from the measured rate and latencies (the harness fills batches
-    up to its TPOT limit - a policy, not physics; our open loop alone would run smaller
-    batches). Means compared with our medians, p99 with
-    p99. Rows whose model or GPU is not in the catalog are left out."""
-    out: list[ServerRow] = []
-    with (csv_path or calibration_csv()).open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            if row["workload_kind"] != "inference-server":
-                continue
-            stats = dict(re.findall(r"(\w+_ms)=([\d.]+)", row["latency_stats"]))
-            model = match_model(catalog, row["model"])
-            gpu = match_gpu(catalog, row["gpu_family"], row["gpu_sku"])
-            tokens = next((v for k, v in DATASET_TOKENS.items()
-                           if k in row["benchmark_or_task"].lower()), None)
-            if not (stats and model and gpu and tokens):
-                continue
-            total = int(row["total_gpus"])
-            found = re.search(r"TP(\d+)", row["parallelism"])
-            qps = float(row["value"]) / tokens[1]
-            precision = calibration_precision(row["precision"], "fp8" in catalog.gpus[gpu].dense_tflops,
-                                   True)
-            best = None
-            for tp in ([int(found.group(1))] if found else [t for t in (1, 2, 4, 8)
-                                                            if total % t == 0]):
-                layout = Layout(model=model, gpu=gpu, precision=precision, tp=tp,
-                                dp=total // tp, gpus_per_node=max(total, 1))
-                workload = Workload("inference", input_tokens=tokens[0],
-                                    output_tokens=tokens[1], qps=qps, engine="trtllm",
-                                    percentile=99)
-                est = estimate(catalog, layout, workload)
-                if est.fits:  # latencies are taken at the measured load below
-                    best = est
-                    break
-            if best is None:
-                continue
-            p = best.predicted
-            # the harness batches up to its TPOT limit: compare TPOT at the live requests
-            # Little's law gives from the measurement, not at the smallest possible batch
-            per_replica = qps / best.layout.dp
-            live = per_replica * (float(stats["mean_TTFT_ms"]) + tokens[1]
-                                  * float(stats["mean_TPOT_ms"])) / 1e3
-            c = constants(catalog, best.layout, memory_plan(catalog, best.layout,
-                                                            best.workload))
-            lat = queued(c, engine_factors(catalog, "trtllm"), per_replica, live, *tokens)
-            if lat is None:  # the model says this replica cannot keep up with the rate
-                continue
-            p = replace(p, ttft_ms=lat.ttft[50] * 1e3, ttft_ms_p99=lat.ttft[99] * 1e3,
-                        tpot_ms=lat.tpot[50] * 1e3, tpot_ms_p99=lat.tpot[99] * 1e3)
-            out.append(ServerRow(
-                row["id"], f"{best.layout.tp}x{best.layout.dp} {gpu} {precision}", qps,
-                {k: float(v) for k, v in stats.items()},
-                {"mean_TTFT_ms": p.ttft_ms or 0.0, "p99_TTFT_ms": p.ttft_ms_p99 or 0.0,
-                 "mean_TPOT_ms": p.tpot_ms or 0.0, "p99_TPOT_ms": p.tpot_ms_p99 or 0.0}))
-    return out
+# --------------------------------------------------------------------------- roofline
+def roofline_share(catalog: Catalog, p: Prepared, output_tokens_per_s: float) -> float:
+    """The share of the GPUs' dense peak FLOP/s that a predicted output throughput needs at
+    the least: every prompt and output token's matmul FLOPs (2 x active parameters), spread
+    evenly over the replica's GPUs. Work conservation says <= 1."""
+    o = p.obs
+    requests = output_tokens_per_s / o.output_tokens / o.replicas  # per replica per second
+    tokens = requests * (o.input_tokens + o.output_tokens)
+    flops_per_gpu = tokens * 2.0 * p.base.geo.matmul_active_params / (o.tp * o.pp)
+    return flops_per_gpu / (catalog.gpus[o.gpu].dense_tflops[p.compute] * 1e12)
 
 
-# --------------------------------------------------------------------------- outputs
-_NOTES = {
-    "tpot_kernel_scale": "k_d: multiplier on the decode step's kernel time",
-    "tpot_prefill_interference": "i: share of the steady-state prefill a decode step sees",
-    "tpot_overhead_ms": "o_d: engine time per output token beyond the kernels, ms",
-    "ttft_kernel_scale": "k_p: multiplier on a prompt's own prefill time (fixed at 1: the calibrated prefill physics)",
-    "ttft_wave_fraction": "w: median wait behind other live requests' prefill, fraction",
+# --------------------------------------------------------------------------- report
+TARGETS = {"TTFT": 0.35, "TPOT": 0.20, "throughput": 0.20}
+"""Issue 26's targets on published sources (median |error|, with |bias| <= 10 %)."""
+
+
+def _fmt(stats: dict[str, float]) -> str:
+    if not stats["n"]:
+        return "- | - | -"
+    return f"{int(stats['n'])} | {stats['abs']:.1%} | {stats['signed']:+.1%}"
+
+
+def report_markdown(catalog: Catalog, report: Report) -> str:
+    """The serving section of docs/calibration.md."""
+    held, fitted = report.held_out, report.fit.predicted
+    lines = ["## Serving: throughput, TTFT and TPOT across sources, each held out", "",
+             "What is fitted: per GPU family, the share of dense tensor peak its serving GEMMs "
+             "reach at each compute precision and the share of memory bandwidth decode reaches; "
+             "the expert-GEMM efficiency of MoE models; per engine, k_d, o_d, r, w and o_p "
+             "(solver/physics/serving.py). Every factor is bounded to its physical range "
+             "(efficiencies 0.15-0.95 of peak, k_d >= 1, 0 <= w <= 1, o_p at most the lowest "
+             "TTFT measured at low load), so no prediction needs more FLOP/s or bytes/s than "
+             "the GPU has. *Held out*: each source group (one MLPerf round with every "
+             "submitter; otherwise one publication or dataset) is predicted by factors fitted "
+             "on all the others; a family or engine seen only there falls back to its prior. "
+             "*Fit check*: all sources in the fit (in-sample, not validation). Error = "
+             "predicted / measured - 1; cells: rows | median |error| | median signed error.", ""]
+    observed = [o for o in report.observations if o.id in fitted]
+    groups = sorted({holdout_group(o.source) for o in observed})
+    lines += ["### Held out, by vendor, engine and metric", "",
+              "| vendor | engine | metric | held out: rows, abs, signed | fit check |",
+              "|---|---|---|---|---|"]
+    by_vem = table(catalog, report, lambda o: (vendor_of(catalog, o), o.engine,
+                                               metric_class(o)), held)
+    fit_vem = table(catalog, report, lambda o: (vendor_of(catalog, o), o.engine,
+                                                metric_class(o)), fitted)
+    for key, stats in by_vem.items():
+        lines.append(f"| {' | '.join(key)} | {_fmt(stats)} | {_fmt(fit_vem[key])} |")
+    lines += ["", "### Held out, by vendor and metric; published sources only (the silicon "
+              "sample apart)", "", "| rows | metric | held out | target |", "|---|---|---|---|"]
+    for vendor in ("all", "nvidia", "amd"):
+        for metric in ("TTFT", "TPOT", "throughput"):
+            def keep(o: Observation, v: str = vendor, m: str = metric) -> bool:
+                return (o.source != "aic-silicon" and metric_class(o) == m
+                        and (v == "all" or vendor_of(catalog, o) == v))
+            stats = table(catalog, report, lambda o: 0, held, where=keep).get(0, summary([]))
+            lines.append(f"| {vendor} | {metric} | {_fmt(stats)} | <= {TARGETS[metric]:.0%}, "
+                         "|bias| <= 10 % |")
+    silicon = table(catalog, report, metric_class, held,
+                    where=lambda o: o.source == "aic-silicon")
+    lines += ["", "The silicon sample (AIConfigurator, closed loops) held out as one source: "
+              + "; ".join(f"{m} {_fmt(s)}" for m, s in silicon.items()) + ".", ""]
+    lines += ["### Held out, by source group", "",
+              "| source group | metric | held out | fit check |", "|---|---|---|---|"]
+    by_group = table(catalog, report, lambda o: (holdout_group(o.source), metric_class(o)), held)
+    fit_group = table(catalog, report, lambda o: (holdout_group(o.source), metric_class(o)),
+                      fitted)
+    for key, stats in by_group.items():
+        lines.append(f"| {key[0]} | {key[1]} | {_fmt(stats)} | {_fmt(fit_group[key])} |")
+    offline = [o for o in observed if o.file == "calibration.csv" and o.load == "offline"
+               and o.source.startswith("mlperf")]
+    if offline:
+        lines += ["", "### MLPerf Offline rows of calibration.csv (issue 26: <= 10 % median)", "",
+                  "| row | model | GPU | measured tokens/s | fit check | held out |",
+                  "|---|---|---|---|---|---|"]
+        for o in offline:
+            lines.append(f"| {o.id} | {o.model} | {o.gpu} | {o.value:,.0f} | "
+                         f"{error(fitted[o.id], o):+.1%} | {error(held.get(o.id), o):+.1%} |")
+        lines.append(f"| median | | | | {summary([error(fitted[o.id], o) for o in offline])['abs']:.1%} "
+                     f"| {summary([error(held.get(o.id), o) for o in offline])['abs']:.1%} |")
+    lines += ["", "### Fitted factors", "", "| factor | value | prior | range |",
+              "|---|---|---|---|"]
+    for prm in report.params:
+        lines.append(f"| {prm.name} | {report.fit.values[prm.name]:.4g} | {prm.value0:.4g} | "
+                     f"{prm.low:g}-{prm.high:g} |")
+    entries = calibration_entries(catalog, report)
+    lines += ["", "### Calibration per GPU family and engine (what a plan states)", "",
+              "| family / engine | rows | sources | held-out median abs error |",
+              "|---|---|---|---|"]
+    for name, e in entries.items():
+        err = "-" if e["held_out_error_pct"] is None else f"{e['held_out_error_pct']:.1f} %"
+        lines.append(f"| {name} | {e['rows']} | {e['sources']} | {err} |")
+    lines += ["", "A family x engine with fewer than `calibrated_min_rows` rows (or none: "
+              "consumer Blackwell, Hopper PCIe on most engines, AMD on SGLang) is planned with "
+              "an uncertainty margin: the held-out error of the nearest calibrated family "
+              "(solver/physics/coverage.py); the plan's `workloads[].calibration` states it.", ""]
+    shares = [_share(catalog, report, o) for o in observed]
+    worst = max((s for s in shares if s is not None), default=0.0)
+    lines += [f"Roofline check: the largest share of dense peak FLOP/s any prediction above "
+              f"needs (its matmul FLOPs at the fitted efficiencies' ceiling) is {worst:.0%}.", ""]
+    left = defaultdict(int)
+    for s_ in report.skipped:
+        left[s_.why.split(" (")[0]] += 1
+    for _, why in report.unpredictable:
+        left[why.split(":")[0][:80]] += 1
+    lines += ["Rows left out: " + "; ".join(f"{n} {why}" for why, n in
+                                            sorted(left.items(), key=lambda kv: -kv[1])) + ".",
+              "", "Source groups: " + ", ".join(groups) + ".", ""]
+    return "\n".join(lines)
+
+
+def _share(catalog: Catalog, report: Report, o: Observation) -> float | None:
+    """Roofline share of one throughput observation's prediction (None for latencies)."""
+    if metric_class(o) != "throughput" or o.metric not in ("output_tps", "output_tps_gpu",
+                                                           "total_tps"):
+        return None
+    predicted = report.fit.predicted.get(o.id)
+    if not predicted:
+        return None
+    found = prepare(catalog, o)
+    if isinstance(found, str):
+        return None
+    output = predicted
+    if o.metric == "output_tps_gpu":
+        output = predicted * o.gpus
+    elif o.metric == "total_tps":
+        output = predicted * o.output_tokens / (o.input_tokens + o.output_tokens)
+    return roofline_share(catalog, found, output)
+
+
+# --------------------------------------------------------------------------- writing
+def write_factors(catalog: Catalog, report: Report, efficiency_yaml: Path) -> None:
+    """Write the all-source fit into ``efficiency_yaml``: each fitted family efficiency and
+    the expert-GEMM efficiency in place (value, source ``serving_fit``), the engines' five
+    factors, and the ``serving.calibration`` table."""
+    lines = efficiency_yaml.read_text(encoding="utf-8").splitlines(keepends=True)
+    values = report.fit.values
+    for prm in report.params:
+        value = values[prm.name]
+        if prm.family:
+            key = f"gemm_efficiency.{prm.precision}" if prm.precision else "mem_bw_efficiency"
+            _set(lines, ["families:", f"  {prm.family}:", *_path(key)], value,
+                 "held-out fit across serving sources (procure calibrate)")
+        elif prm.engine:
+            _set(lines, ["serving:", "  engines:", f"    {prm.engine}:", f"      {prm.factor}:"],
+                 value, _ENGINE_NOTES[prm.factor])
+        else:
+            _set(lines, ["serving:", "  moe_expert_gemm_efficiency:"], value,
+                 "expert GEMMs relative to dense GEMMs (few rows per expert, imbalance), on "
+                 "the expert share of the active FLOPs; fitted across serving sources")
+    text = "".join(lines)
+    text = _replace_block(text, "  calibration:", calibration_yaml(catalog, report))
+    efficiency_yaml.write_text(text, encoding="utf-8")
+
+
+_ENGINE_NOTES = {
+    "tpot_kernel_scale": "k_d: multiplier >= 1 on the decode step's kernel time",
+    "tpot_overhead_ms": "o_d: engine time per decode step beyond the kernels, ms",
+    "tpot_per_request_us": "r: engine CPU time per running request per step, us",
+    "prefill_wait_share": "w: share of the other requests' prefill before the median "
+                          "request's first token",
     "ttft_overhead_ms": "o_p: fixed time to first token beyond the kernels, ms",
-    "tpot_per_request_us": "r: engine CPU time per live request per step, us",
+    "ttft_pipeline_steps": "s_p: engine steps between a prompt's prefill and its first "
+                           "token reaching the client",
 }
 
 
-ROOFLINE = """    roofline:
-      label: "the bare step physics, no engine: calibration rows measured outside vLLM, SGLang and TensorRT-LLM (llama.cpp, kernel benchmarks); optimistic for planning"
-      tpot_kernel_scale: {value: 1.0, source: notes, note: "kernels as modelled"}
-      tpot_prefill_interference: {value: 1.0, source: notes, note: "all of the steady-state prefill in every step"}
-      tpot_overhead_ms: {value: 0.0, source: notes, note: "none beyond the family's launch overhead"}
-      tpot_per_request_us: {value: 0.0, source: notes, note: "none"}
-      ttft_kernel_scale: {value: 1.0, source: notes, note: "kernels as modelled"}
-      ttft_wave_fraction: {value: 0.5, source: notes, note: "a synchronised wave: the median request waits for half the others' prefill"}
-      ttft_overhead_ms: {value: 0.0, source: notes, note: "none"}
-"""
+def _path(key: str) -> list[str]:
+    parts = key.split(".")
+    return [f"    {parts[0]}:"] + ([f"      {parts[1]}:"] if len(parts) > 1 else [])
 
 
-def engines_yaml(report: Report) -> str:
-    """The ``serving.engines`` block of efficiency.yaml: the all-data fit of every engine,
-    and the fixed ``roofline`` set."""
-    lines = ["  engines:"]
-    for engine, fit in report.fits.items():
-        n = sum(1 for p in report.points if p.engine == engine and p.feat is not None)
-        lines.append(f"    {engine}:")
-        lines.append(f'      label: "fit on {n} points of serving_latency.csv"')
-        for name, value in zip(TPOT_FACTORS + TTFT_FACTORS, fit.tpot + fit.ttft, strict=True):
-            lines.append(f'      {name}: {{value: {value:.4g}, source: serving_fit, '
-                         f'note: "{_NOTES[name]}"}}')
-    return "\n".join(lines) + "\n" + ROOFLINE
+def _set(lines: list[str], path: list[str], value: float, note: str) -> None:
+    """Replace the flow-mapping factor at ``path`` (YAML keys with their indentation) by
+    ``{value, source: serving_fit, note}``; add it under its parent when it is missing."""
+    start, end = 0, len(lines)
+    for depth, key in enumerate(path):
+        found = next((i for i in range(start, end) if lines[i].startswith(key)), None)
+        if found is None:
+            if depth == len(path) - 1:
+                lines.insert(start, f"{key} {{value: {value:.4g}, source: serving_fit, "
+                                    f'note: "{note}"}}\n')
+                return
+            raise KeyError(f"{' > '.join(p.strip() for p in path[:depth + 1])} not in the file")
+        indent = len(key) - len(key.lstrip())
+        start = found + 1
+        end = next((i for i in range(start, len(lines)) if lines[i].strip()
+                    and len(lines[i]) - len(lines[i].lstrip()) <= indent), len(lines))
+        if depth == len(path) - 1:
+            lines[found] = (f"{key} {{value: {value:.4g}, source: serving_fit, "
+                            f'note: "{note}"}}\n')
 
 
-def write_factors(report: Report, efficiency_yaml: Path) -> None:
-    """Replace the ``serving.engines`` block of ``efficiency_yaml`` with the fit."""
-    text = efficiency_yaml.read_text(encoding="utf-8").splitlines(keepends=True)
-    start = next(i for i, line in enumerate(text) if line.startswith("  engines:"))
+def calibration_yaml(catalog: Catalog, report: Report) -> str:
+    """The ``serving.calibration`` block: rows, sources, held-out error per family/engine."""
+    out = ["  calibration:  # written by procure calibrate --write-factors (docs/calibration.md)"]
+    for name, e in calibration_entries(catalog, report).items():
+        err = "null" if e["held_out_error_pct"] is None else f"{e['held_out_error_pct']:.1f}"
+        out.append(f'    "{name}": {{rows: {e["rows"]}, sources: {e["sources"]}, '
+                   f"held_out_error_pct: {err}}}")
+    return "\n".join(out) + "\n"
+
+
+def _replace_block(text: str, header: str, block: str) -> str:
+    """Replace the YAML block that starts with the line ``header`` (and its more-indented
+    lines) by ``block``; insert it before ``  default_engine:`` when it is missing."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip().startswith(header)), None)
+    if start is None:
+        anchor = next(i for i, line in enumerate(lines) if line.startswith("  default_engine:"))
+        return "".join(lines[:anchor]) + block + "".join(lines[anchor:])
     end = start + 1
-    while end < len(text) and (text[end].startswith("    ") or not text[end].strip()):
+    while end < len(lines) and (lines[end].startswith("    ") or not lines[end].strip()):
         end += 1
-    efficiency_yaml.write_text("".join(text[:start]) + engines_yaml(report)
-                               + "".join(text[end:]), encoding="utf-8")
-
-
-def report_markdown(report: Report, server: list[ServerRow]) -> str:
-    """The serving section of docs/calibration.md: held-out errors and factors."""
-    lines = ["## Serving latency under load (serving_latency.csv, held out by configuration)",
-             "",
-             "Each point is predicted with its engine's factors fitted on every *other* "
-             "configuration (leave-one-configuration-out; a configuration is the source's "
-             "`cfgNNN` or one layout at every concurrency and length). Error = predicted / "
-             "measured - 1; `|err|` median of absolute errors, `signed` median of errors "
-             "(negative = optimistic). Targets (issue 10, on the blind set): TTFT <= 25 %, "
-             "TPOT <= 12 %, signed within +-5 %.", ""]
-    skipped = [p for p in report.points if p.feat is None]
-    for key, title in (("engine", "engine"), ("gpu", "GPU"), ("model", "model")):
-        lines += [f"| {title} | points | TTFT abs | TTFT signed | TPOT abs | TPOT signed |",
-                  "|---|---|---|---|---|---|"]
-        for name, e in sorted(errors(report, key).items(), key=lambda kv: kv[0] == "all"):
-            lines.append(f"| {name} | {int(e['n'])} | {e['ttft_abs']:.1%} | "
-                         f"{e['ttft_signed']:+.1%} | {e['tpot_abs']:.1%} | "
-                         f"{e['tpot_signed']:+.1%} |")
-        lines.append("")
-    reasons = sorted({p.skipped.split(':', 1)[-1].strip() for p in skipped})
-    lines += [f"Left out: {len(skipped)} of {len(report.points)} points ("
-              + "; ".join(reasons) + ")." if skipped else "Every point is covered.", ""]
-    lines += ["Fitted factors (all points of the engine; `catalog/efficiency.yaml` "
-              "`serving.engines`):", "",
-              "| engine | k_d | i | o_d ms | r us | k_p | w | o_p ms |",
-              "|---|---|---|---|---|---|---|---|"]
-    for engine, fit in report.fits.items():
-        values = " | ".join(f"{v:.3g}" for v in fit.tpot + fit.ttft)
-        lines.append(f"| {engine} | {values} |")
-    lines += ["", "MLPerf Server rows (Poisson arrivals, TensorRT-LLM; TPOT at the live "
-              "requests Little's law gives from the measured rate and latencies, prefill "
-              "queued M/D/1 at the measured rate; target TPOT <= 15 %):", "",
-              "| row | layout | req/s | metric | measured | predicted | error |",
-              "|---|---|---|---|---|---|---|"]
-    for row in server:
-        for metric, measured in row.measured.items():
-            predicted = row.predicted[metric]
-            lines.append(f"| {row.id} | {row.layout} | {row.qps:.1f} | {metric} | "
-                         f"{measured:.4g} | {predicted:.4g} | {predicted / measured - 1:+.0%} |")
-    lines += ["", "Percentiles: a closed loop's wait is uniform over the wave (p90 = 1.8 x "
-              "the median wait); an open loop's prefill wait is M/D/1 with an exponential "
-              "tail and its TPOT is taken at N + z sqrt(N) live requests. Only the MLPerf "
-              "p99 values above check them: their p99 TTFT comes mostly from the spread of "
-              "the dataset's prompt lengths, which a fixed-length RFQ does not describe, so "
-              "the model under-predicts it; TPOT p99 is within the TPOT error.", "",
-              "Not in the fit: the decode steps some schedulers run between a prompt's "
-              "chunks (fitting them lowered the held-out TTFT error to 28.8 % but tripled "
-              "the MLPerf Server TTFT: it does not extrapolate to large batches).", ""]
-    return "\n".join(lines)
+    return "".join(lines[:start]) + block + "".join(lines[end:])

@@ -1,0 +1,99 @@
+"""Issue 26: the serving measurements as observations with sources, and what a plan says
+about how well its GPU family and engine are calibrated."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from solver.catalog.load import load_catalog
+from solver.physics import serving_data
+from solver.physics.coverage import serving_calibration
+
+CATALOG = load_catalog()
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return serving_data.load_all(CATALOG)
+
+
+def test_every_file_contributes_and_each_row_keeps_its_source(loaded):
+    observations, skipped = loaded
+    files = {o.file for o in observations}
+    assert files == {"serving_latency.csv", "serving_published.csv", "serving_found.csv",
+                     "calibration.csv"}
+    vendors = {CATALOG.gpus[o.gpu].vendor for o in observations}
+    assert vendors == {"nvidia", "amd"}
+    assert all(o.source and o.value > 0 for o in observations)
+    # nothing is dropped without a reason
+    assert all(s.why for s in skipped)
+
+
+def test_mlperf_rounds_are_held_out_whole():
+    assert serving_data.holdout_group("mlperf-v5.1-dell") == "mlperf-v5.1"
+    assert serving_data.holdout_group("mlperf-inf-v4.1") == "mlperf-v4.1"
+    assert serving_data.holdout_group("mlperf-v4.1-amd") == "mlperf-v4.1"
+    assert serving_data.holdout_group("nim") == "nim"
+
+
+def test_gpus_that_only_contain_a_catalog_name_are_not_mapped():
+    """GH200 contains "H200", an H100 NVL card "H100": neither is the catalog's SXM part."""
+    assert serving_data._gpu_id(CATALOG, "NVIDIA GH200 Grace Hopper Superchip 144GB") is None
+    assert serving_data._gpu_id(CATALOG, "NVIDIA H100-NVL-94GB") is None
+    assert serving_data._gpu_id(CATALOG, "NVIDIA H200-SXM-141GB") == "h200-sxm"
+    assert serving_data._gpu_id(CATALOG, "AMD Instinct MI325X 256GB HBM3e") == "mi325x"
+
+
+def test_a_poisson_row_takes_its_requests_in_flight_from_little(loaded):
+    observations, _ = loaded
+    server = [o for o in observations if o.load == "server" and o.live is not None]
+    assert server
+    o = server[0]
+    assert o.live > 0 and o.rate > 0
+
+
+def test_calibrated_family_plans_without_margin_uncalibrated_with_one():
+    calibrated = serving_calibration(CATALOG, "h100-sxm", "vllm")
+    assert calibrated.rows >= CATALOG.efficiency["serving"].get("calibrated_min_rows", 10)
+    assert calibrated.margin_applied_pct == 0.0 and calibrated.calibrated
+    consumer = serving_calibration(CATALOG, "rtx-5090", "vllm")  # no measured row
+    assert consumer.rows == 0 and consumer.margin_applied_pct >= 15.0
+    assert not consumer.calibrated
+    as_dict = consumer.to_dict()
+    assert set(as_dict) == {"family", "engine", "rows", "held_out_error_pct",
+                            "margin_applied_pct"}
+
+
+def test_the_margin_is_the_nearest_calibrated_family_error():
+    """An AMD family without rows on an engine borrows the error of the calibrated AMD
+    family on it (same vendor first), never less than the floor."""
+    eff = copy.deepcopy(CATALOG.efficiency)
+    eff["serving"]["calibration"] = {
+        "cdna3-oam/vllm": {"rows": 400, "sources": 5, "held_out_error_pct": 31.0},
+        "hopper-sxm/vllm": {"rows": 900, "sources": 9, "held_out_error_pct": 12.0},
+    }
+    catalog = CATALOG.model_copy(update={"efficiency": eff})
+    borrowed = serving_calibration(catalog, "mi355x", "vllm")
+    assert borrowed.margin_applied_pct == 31.0 and "cdna3-oam" in borrowed.basis
+    nvidia = serving_calibration(catalog, "rtx-pro-6000", "vllm")
+    assert nvidia.margin_applied_pct == max(15.0, 12.0)
+
+
+def test_a_margin_derates_the_prediction():
+    """The margin plans latencies that much higher and throughput that much lower."""
+    from solver.physics.layout import Layout, Workload
+    from solver.physics.performance import estimate
+
+    eff = copy.deepcopy(CATALOG.efficiency)
+    layout = Layout(model="llama-3.1-8b", gpu="h100-sxm", precision="fp8", tp=1)
+    workload = Workload("inference", input_tokens=1000, output_tokens=200, concurrency=16)
+    before = estimate(CATALOG, layout, workload).predicted
+    eff["serving"]["calibration"] = {}
+    eff["serving"]["uncalibrated_margin_floor_pct"] = 25.0
+    catalog = CATALOG.model_copy(update={"efficiency": eff})
+    after = estimate(catalog, layout, workload).predicted
+    assert after.ttft_ms == pytest.approx(before.ttft_ms * 1.25, rel=0.02)
+    assert after.tpot_ms == pytest.approx(before.tpot_ms * 1.25, rel=1e-6)
+    assert after.tokens_per_s == pytest.approx(before.tokens_per_s / 1.25, rel=0.02)
