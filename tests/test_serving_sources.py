@@ -72,9 +72,11 @@ def test_the_margin_is_the_nearest_calibrated_family_error():
     eff = copy.deepcopy(CATALOG.efficiency)
     eff["serving"]["calibration"] = {
         "cdna3-oam/vllm": {"rows": 400, "sources": 5, "held_out_error_pct": 31.0},
+        "cdna4-oam/vllm": {"rows": 400, "sources": 1, "held_out_error_pct": 9.0},
         "hopper-sxm/vllm": {"rows": 900, "sources": 9, "held_out_error_pct": 12.0},
     }
     catalog = CATALOG.model_copy(update={"efficiency": eff})
+    # one source is not a calibration, however many rows it has
     borrowed = serving_calibration(catalog, "mi355x", "vllm")
     assert borrowed.margin_applied_pct == 31.0 and "cdna3-oam" in borrowed.basis
     nvidia = serving_calibration(catalog, "rtx-pro-6000", "vllm")

@@ -8,7 +8,8 @@ one with fewer (an AMD family on an engine nobody measured, a consumer card) is 
 with an uncertainty margin: its latencies ``1 + margin`` higher and its throughput that
 much lower, where the margin is the held-out error of the nearest calibrated family on that
 engine (same vendor first, else the worst calibrated family), never below
-``uncalibrated_margin_floor_pct``. The plan states both (JSON ``workloads[].calibration``).
+``uncalibrated_margin_floor_pct``. Calibrated means at least ``calibrated_min_rows`` rows from
+at least two sources. The plan states both (JSON ``workloads[].calibration``).
 """
 
 from __future__ import annotations
@@ -92,5 +93,7 @@ def _calibration(catalog: Catalog, gpu_id: str, engine: str) -> ServingCalibrati
 
 
 def _calibrated(entry: CalibrationEntry, min_rows: int) -> bool:
-    return (entry.rows >= min_rows and entry.sources >= 1
+    """Enough rows from at least two sources: one source alone cannot be held out without
+    leaving the family x engine unmeasured."""
+    return (entry.rows >= min_rows and entry.sources >= 2
             and entry.held_out_error_pct is not None)

@@ -213,16 +213,18 @@ def _log_error(predicted: float | None, measured: float) -> float:
     return max(-OVERLOAD_LOG_ERROR, min(OVERLOAD_LOG_ERROR, math.log(predicted / measured)))
 
 
-def fit(problem: Problem, include: Iterable[int] | None = None, prior: bool = True) -> Result:
+def fit(problem: Problem, include: Iterable[int] | None = None, prior: bool = True,
+        start: dict[str, float] | None = None) -> Result:
     """Fit the parameters on the rows ``include`` (default all); predict every row. Without
-    ``prior`` the data alone decide (known-answer tests)."""
+    ``prior`` the data alone decide (known-answer tests); ``start`` (parameter values, e.g.
+    the all-source fit) is where the search starts, the priors stay where they are."""
     import numpy as np
     from scipy.optimize import least_squares
     from scipy.sparse import lil_matrix
 
     active = sorted(set(range(len(problem.rows)) if include is None else include))
     params = problem.params
-    x0 = np.array([p.value0 for p in params])
+    x0 = np.array([(start or {}).get(p.name, p.value0) for p in params])
     lows = np.array([p.low for p in params])
     highs = np.array([p.high for p in params])
     n_rows = len(active)
@@ -291,7 +293,7 @@ def run(catalog: Catalog, folder: Path | None = None, held_out: bool = True,
             if progress is not None:
                 progress(group)
             train = [i for i, p in enumerate(rows) if holdout_group(p.obs.source) != group]
-            result = fit(problem, train)
+            result = fit(problem, train, start=report.fit.values)
             for p in rows:
                 if holdout_group(p.obs.source) == group:
                     report.held_out[p.obs.id] = result.predicted[p.obs.id]
