@@ -88,10 +88,13 @@ def test_fit_check_interconnect_cliff(catalog, fabric, low, high, rdma):
 
 
 def test_serving_outputs_filled(catalog):
-    """The tokens/s bound is validation: the serving factors were fitted on
-    serving_latency.csv (AIConfigurator), not on the guide's 500-2,000 tokens/s."""
+    """Validation against the guide, which no factor was fitted to: an 8 x RTX PRO 6000 box
+    serves a 70B FP8 chat to 32-64 concurrent users (domain.md), and 500-2,000 tokens/s is
+    its interactive throughput. The planner's best split of the box holds at least 32 users
+    at p90 SLOs even on vLLM, which has no measurement on this GPU and is planned with its
+    calibration margin."""
     work = Workload("inference", 2000, 400, concurrency=48, ttft_ms=2000, tpot_ms=50)
-    est = estimate(catalog, Layout("llama-3.1-70b", "rtx-pro-6000", "fp8", tp=8), work)
+    est = best_layout(catalog, "llama-3.1-70b", "rtx-pro-6000", 8, work, precision="fp8")
     p = est.predicted
     assert est.fits
     assert p.max_concurrency and p.max_concurrency >= 32
@@ -100,8 +103,12 @@ def test_serving_outputs_filled(catalog):
                                                     qps=p.qps_capacity, ttft_ms=2000,
                                                     tpot_ms=50)).predicted
     assert loaded.ttft_ms_slo <= 2000 and loaded.tpot_ms_slo <= 50
-    assert p.ttft_ms and p.ttft_ms < 2000 and p.tpot_ms and p.tpot_ms < 50
-    assert 500 <= p.tokens_per_s <= 4000  # the guide's interactive 70B FP8 figure, x2 margin
+    # so do the users it holds (closed loop), at the guide's interactive throughput
+    full = estimate(catalog, est.layout, Workload("inference", 2000, 400,
+                                                  concurrency=p.max_concurrency, ttft_ms=2000,
+                                                  tpot_ms=50)).predicted
+    assert full.ttft_ms_slo <= 2000 and full.tpot_ms_slo <= 50
+    assert 500 <= full.tokens_per_s <= 4000  # the guide's interactive 70B FP8 figure, x2
 
 
 # --- validation: the guide's statements that no factor was fitted to ------------------------

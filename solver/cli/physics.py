@@ -184,6 +184,10 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
     _check_context(cat, model, kind, workload_kwargs, context_flag)
     workload = Workload(kind=kind, **workload_kwargs)
+    if kind in ("inference", "batch_inference") and gpu in cat.gpus:
+        from solver.physics.serving import engine_factors
+
+        engine_factors(cat, workload.engine, gpu)  # an engine off its vendors: exit 2
     est = best_layout(cat, model, gpu, gpus, workload, precision=precision,
                       gpus_per_node=gpus_per_node or min(gpus, 8), fabric=fabric, tp=tp, pp=pp)
     data = estimate_json(est)

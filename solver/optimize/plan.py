@@ -65,9 +65,11 @@ def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
     if spec.kind == "inference" and spec.concurrency:
         # replicas take load in proportion to their capacity: each replica of this
         # candidate carries concurrency × its capacity / the total capacity of all replicas
+        # (a rented unit runs ``replicas_per_unit`` copies of the estimate's layout)
+        per_layout = max(1, cand.replicas_per_unit)
         share = max(1, math.ceil(spec.concurrency * cand.concurrency_capacity
-                                 / max(total_replicas_capacity, 1e-9) - 1e-9))
-        share = min(share, int(cand.concurrency_capacity) or share)
+                                 / max(total_replicas_capacity, 1e-9) / per_layout - 1e-9))
+        share = min(share, int(cand.concurrency_capacity / per_layout) or share)
         return estimate_layout(catalog, est.layout, replace(est.workload, concurrency=share))
     return est
 

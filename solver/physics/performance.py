@@ -46,6 +46,7 @@ from solver.physics.memory import (
     memory_plan,
     sequence_parallel,
 )
+from solver.physics.serving import engine_runs_on
 from solver.physics.serving import prediction as serving_prediction
 
 ZERO_MEMORY = MemoryBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -86,6 +87,11 @@ def unsupported_reason(catalog: Catalog, layout: Layout, workload: Workload) -> 
             return f"{workload.kind} cannot train {prec} weights (bf16 or fp8 only)"
         if workload.kind != "qlora" and prec == "fp8" and "fp8" not in gpu.dense_tflops:
             return f"fp8 training needs FP8 tensor cores; {gpu.id} has none"
+    if workload.kind in SERVING_KINDS and not engine_runs_on(catalog, workload.engine, gpu.id) \
+            and workload.engine in factors(catalog).serving.engines:
+        engine = factors(catalog).serving.engines[workload.engine]
+        return (f"{engine.label or workload.engine} does not run on {gpu.vendor} GPUs; it runs "
+                f"on {', '.join(engine.vendors)}")
     if workload.kind not in SERVING_KINDS and layout.dp % max(1, workload.context_parallel):
         return (f"context parallelism {workload.context_parallel} must divide the "
                 f"data-parallel GPUs (dp {layout.dp})")
