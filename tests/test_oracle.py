@@ -413,6 +413,11 @@ class Oracle:
     visited: int
 
 
+class SearchTooLarge(AssertionError):
+    """The branch and bound visited more nodes than its budget: the instance must be
+    restricted (a random instance is drawn anew; a scenario's test fails)."""
+
+
 def oracle(cat, rfq, node_budget: int = 3_000_000, spans=SPANS) -> Oracle:
     """The cheapest plan for ``rfq`` by exhaustive branch and bound over every workload's
     units (minimal replica multisets, one job each). Pruning is exact: cost and every
@@ -492,7 +497,8 @@ def oracle(cat, rfq, node_budget: int = 3_000_000, spans=SPANS) -> Oracle:
 
     def bound_ok(floor) -> bool:
         state["visited"] += 1
-        assert state["visited"] < node_budget, "oracle search too large: restrict the instance"
+        if state["visited"] >= node_budget:
+            raise SearchTooLarge("oracle search too large: restrict the instance")
         total = plus(additive[-1], floor)
         if total[0] >= state["best"] * (1 - 1e-12):
             return False
@@ -591,8 +597,8 @@ def describe(found: Oracle) -> str:
                      f"{u.fabric} {u.what}" for u, n in found.plan)
 
 
-def check_against_solve(cat, rfq) -> tuple[Oracle, dict]:
-    found = oracle(cat, rfq)
+def check_against_solve(cat, rfq, found: Oracle | None = None) -> tuple[Oracle, dict]:
+    found = oracle(cat, rfq) if found is None else found
     plan = solve_rfq(rfq, cat, explain=False)
     got = plan_objective(plan, rfq)
     if found.cost is None:
@@ -668,46 +674,61 @@ def random_rfq_data(rng: random.Random, index: int) -> dict:
 LIMITS = {"max_gpus": "gpus", "max_power_kw": "power_kw", "max_rack_units": "rack_units"}
 
 
-def random_instances(cat, count: int, seed: int):
-    """(rfq, limit kinds that the unlimited optimum violates): each RFQ is first solved by the
-    oracle without limits, then one or two limits are set below what that optimum uses (and
-    sometimes one above), so that they bind (or make the RFQ infeasible)."""
-    from solver.rfq.schema import validate_rfq
-
+def random_instances(cat, seed: int):
+    """(rfq, limit kinds set to bind, the oracle's answer), drawn without end: each RFQ is
+    first solved by the oracle without limits, then one or two limits are set below what that
+    optimum uses (and sometimes one above), so that they bind (or make the RFQ infeasible).
+    An RFQ too large to search exhaustively is drawn anew (the instance is restricted,
+    never the enumeration)."""
     rng = random.Random(seed)
-    out = []
-    index = 0
-    while len(out) < count:
+    index = drawn = too_large = 0
+    while True:
         index += 1
         data = random_rfq_data(rng, index)
-        free = oracle(cat, validate_rfq(data, cat))
-        if free.cost is None or not 2 <= free.priced.nodes <= 6:  # room to trade nodes
+        try:
+            instance = _bind_limits(cat, rng, data)
+        except SearchTooLarge:
+            too_large += 1
+            assert too_large <= 8 + drawn, "most random instances are too large for the oracle"
             continue
-        binding = []
-        for limit in rng.sample(sorted(LIMITS), rng.choice((1, 1, 2))):
-            used = getattr(free.priced, LIMITS[limit])
-            if rng.random() < 0.2:  # a limit that does not bind
-                data["constraints"][limit] = (round(used * 1.3, 2) if limit == "max_power_kw"
-                                              else int(used * 1.3) + 1)
-                continue
-            if limit == "max_power_kw":
-                values = [round(used * f, 2) for f in (0.99, 0.97, 0.9, 0.75, 0.5)]
-            else:
-                values = sorted({max(1, v) for v in (used - 1, used - 2, int(used * 0.75),
-                                                     int(used * 0.5))}, reverse=True)
-            # the loosest value below what the unlimited optimum uses that still has a plan
-            # (the limit then shapes the optimum), or now and then the tightest (infeasible)
-            value = values[-1]
-            if rng.random() < 0.75:
-                for v in values:
-                    data["constraints"][limit] = v
-                    if oracle(cat, validate_rfq(data, cat)).cost is not None:
-                        value = v
-                        break
-            data["constraints"][limit] = value
-            binding.append(limit)
-        out.append((validate_rfq(data, cat), binding))
-    return out
+        if instance is not None:
+            drawn += 1
+            yield instance
+
+
+def _bind_limits(cat, rng, data):
+    """(rfq, limits set to bind, the oracle's answer) for one drawn RFQ, or None where the
+    unlimited optimum leaves no room to trade nodes."""
+    from solver.rfq.schema import validate_rfq
+
+    free = oracle(cat, validate_rfq(data, cat))
+    if free.cost is None or not 2 <= free.priced.nodes <= 6:  # room to trade nodes
+        return None
+    binding = []
+    for limit in rng.sample(sorted(LIMITS), rng.choice((1, 1, 2))):
+        used = getattr(free.priced, LIMITS[limit])
+        if rng.random() < 0.2:  # a limit that does not bind
+            data["constraints"][limit] = (round(used * 1.3, 2) if limit == "max_power_kw"
+                                          else int(used * 1.3) + 1)
+            continue
+        if limit == "max_power_kw":
+            values = [round(used * f, 2) for f in (0.99, 0.97, 0.9, 0.75, 0.5)]
+        else:
+            values = sorted({max(1, v) for v in (used - 1, used - 2, int(used * 0.75),
+                                                 int(used * 0.5))}, reverse=True)
+        # the loosest value below what the unlimited optimum uses that still has a plan
+        # (the limit then shapes the optimum), or now and then the tightest (infeasible)
+        value = values[-1]
+        if rng.random() < 0.75:
+            for v in values:
+                data["constraints"][limit] = v
+                if oracle(cat, validate_rfq(data, cat)).cost is not None:
+                    value = v
+                    break
+        data["constraints"][limit] = value
+        binding.append(limit)
+    rfq = validate_rfq(data, cat)
+    return rfq, binding, oracle(cat, rfq)
 
 
 def test_random_rfqs_match_the_oracle_and_limits_bind(cat):
@@ -715,13 +736,18 @@ def test_random_rfqs_match_the_oracle_and_limits_bind(cat):
     binds: dict[str, int] = dict.fromkeys(LIMITS, 0)
     changed = dict.fromkeys(LIMITS, 0)
     infeasible = 0
-    for rfq, binding in random_instances(cat, 24, seed=20261203):
-        found, plan = check_against_solve(cat, rfq)
+    # at least 24 instances, and on until every limit kind has shaped a feasible optimum and
+    # one instance is infeasible (a bound-shaped optimum is rarer than an infeasible one:
+    # one node fewer is often no plan at all), at most 72
+    for n, (rfq, binding, found) in enumerate(random_instances(cat, seed=20261203), 1):
+        check_against_solve(cat, rfq, found)
         for limit in binding:
             binds[limit] += 1
             if found.cost is not None:
                 changed[limit] += 1  # a feasible optimum shaped by the limit
         infeasible += found.cost is None
+        if n >= 72 or (n >= 24 and all(changed.values()) and infeasible):
+            break
     print(f"binding {binds}, with a plan {changed}, infeasible {infeasible}, "
           f"{time.perf_counter() - started:.0f} s")
     assert all(changed.values()), changed

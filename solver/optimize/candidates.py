@@ -39,14 +39,13 @@ from solver.physics.goodput import hours_at_goodput, job_goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.memory import microbatches, weight_bytes_per_param
 from solver.physics.performance import (
-    best_layout,
+    clear_caches as clear_physics_caches,
+)
+from solver.physics.performance import (
     estimate,
     ranked_layouts,
     training_rate_bound,
     virtual_stages,
-)
-from solver.physics.performance import (
-    clear_caches as clear_physics_caches,
 )
 from solver.rfq.schema import AnyWorkload, Rfq, ServingWorkload, TrainingWorkload
 
@@ -121,17 +120,22 @@ def _serving_candidates(catalog: Catalog, spec: ServingWorkload, node: NodeType,
     out: list[Candidate] = []
     fitted_in_node = False
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
-        est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
-                          gpus_per_node=node.gpus, fabric="none", dp=1, server=node.server)
-        if not usable_serving(est):
-            rejected.append(f"{node.key} {precision} x{size}: {est.reason or 'no capacity'}")
+        ranked = ranked_layouts(catalog, model_id, node.gpu, size, workload,
+                                precision=precision, gpus_per_node=node.gpus, fabric="none",
+                                dp=1, server=node.server)
+        usable = [e for e in ranked if usable_serving(e)]
+        if not usable:
+            rejected.append(f"{node.key} {precision} x{size}: "
+                            f"{ranked[0].reason or 'no capacity'}")
             continue
         fitted_in_node = True
-        too_slow = batch_request_too_slow(spec, est)
-        if too_slow:
-            rejected.append(f"{node.key} {precision} x{size}: {too_slow}")
+        fast = [e for e in usable if not batch_request_too_slow(spec, e)]
+        if not fast:
+            rejected.append(f"{node.key} {precision} x{size}: "
+                            f"{batch_request_too_slow(spec, usable[0])}")
             continue
-        out.append(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0))
+        out.extend(_serving_candidate(name, spec, node, est, size, 1, "none", 0.0)
+                   for est in capacity_front(fast))
     gpu = catalog.gpus[node.gpu]
     weights_share = (catalog.model(model_id).params_b
                      * weight_bytes_per_param(factors(catalog), precision)
@@ -144,21 +148,42 @@ def _serving_candidates(catalog: Catalog, spec: ServingWorkload, node: NodeType,
         found = 0
         for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
             size = nodes * node.gpus
-            est = best_layout(catalog, model_id, node.gpu, size, workload, precision=precision,
-                              gpus_per_node=node.gpus, fabric=fabric.id, dp=1,
-                              server=node.server)
-            if not usable_serving(est):
+            ranked = ranked_layouts(catalog, model_id, node.gpu, size, workload,
+                                    precision=precision, gpus_per_node=node.gpus,
+                                    fabric=fabric.id, dp=1, server=node.server)
+            usable = [e for e in ranked if usable_serving(e)]
+            if not usable:
                 continue
-            too_slow = batch_request_too_slow(spec, est)
-            if too_slow:
-                rejected.append(f"{node.key} {precision} x{size} over {fabric.id}: {too_slow}")
+            fast = [e for e in usable if not batch_request_too_slow(spec, e)]
+            if not fast:
+                rejected.append(f"{node.key} {precision} x{size} over {fabric.id}: "
+                                f"{batch_request_too_slow(spec, usable[0])}")
                 continue
-            out.append(_serving_candidate(name, spec, node, est, size, nodes, fabric.id,
-                                          _network(node, catalog, fabric, nodes)))
+            network = _network(node, catalog, fabric, nodes)
+            out.extend(_serving_candidate(name, spec, node, est, size, nodes, fabric.id, network)
+                       for est in capacity_front(fast))
             found += 1
             if found == 2:
                 break
     return out
+
+
+def capacity_front(estimates: list[Estimate]) -> list[Estimate]:
+    """The splits of one replica size whose (concurrent requests, requests/s) capacity no
+    other split of that size matches or beats in both (ties: the better-ranked split).
+    A replica of a given size costs the same whichever split it runs, so only this front
+    can be in an optimum: a TP split may serve more requests per second while a pipeline
+    split of the same GPUs holds more concurrent requests (PCIe GPUs without NVLink)."""
+    def capacity(est: Estimate) -> tuple[float, float]:
+        return (float(est.predicted.max_concurrency or 0), float(est.predicted.qps_capacity or 0.0))
+
+    front: list[Estimate] = []
+    for i, est in enumerate(estimates):
+        conc, qps = capacity(est)
+        if not any((c >= conc and q >= qps) and ((c, q) != (conc, qps) or j < i)
+                   for j, (c, q) in enumerate(map(capacity, estimates)) if j != i):
+            front.append(est)
+    return front
 
 
 def _serving_candidate(name: str, spec: ServingWorkload, node: NodeType, est: Estimate, size: int,
