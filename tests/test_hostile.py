@@ -301,7 +301,6 @@ OVERLAYS: dict[str, tuple[dict[str, bytes], str]] = {
 def test_catalog_overlay_rejected(case: str, tmp_path: Path) -> None:
     files, reason = OVERLAYS[case]
     write(tmp_path / case, files)
-    load_catalog.cache_clear()
     with pytest.raises(InputError) as info:
         load_catalog(str(tmp_path / case))
     assert reason in str(info.value), str(info.value)
@@ -309,7 +308,6 @@ def test_catalog_overlay_rejected(case: str, tmp_path: Path) -> None:
 
 def test_prices_csv_with_bom_applies(tmp_path: Path) -> None:
     write(tmp_path, {"prices.csv": b"\xef\xbb\xbfid,price_usd\nl4,1234\n"})
-    load_catalog.cache_clear()
     assert load_catalog(str(tmp_path)).gpus["l4"].price_usd == 1234
 
 

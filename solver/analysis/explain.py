@@ -290,6 +290,7 @@ def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None, policy: str = "
 
 def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
     """The guide's warnings for a plan."""
+    catalog = rfq.catalog(catalog)
     costs = catalog.costs
     floor = costs.scaling_efficiency_floor.value
     weights_max = costs.weights_vram_fraction_max.value
@@ -337,6 +338,7 @@ def solve_rfq(rfq: Any, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     processes build its candidates) with, unless ``explain`` is False, the guide's decision
     path, warnings and the buy-or-rent comparison (:func:`annotate`). A plan whose time ran
     out is returned as it is."""
+    catalog = rfq.catalog(catalog)
     plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table,
                              workers=workers)
     if explain and used is not None:
@@ -347,6 +349,7 @@ def solve_rfq(rfq: Any, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
 def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
              table: CandidateTable | None = None) -> dict[str, Any]:
     """Add the decision path and warnings to a plan (in place; also returned)."""
+    catalog = rfq.catalog(catalog)
     floor = catalog.costs.scaling_efficiency_floor.value
     entries = {e["name"]: e for e in plan.get("workloads", [])}
     path: list[dict[str, Any]] = []
@@ -366,6 +369,7 @@ def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
 def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: CandidateTable,
                     solver: str = DEFAULT_SOLVER) -> list[dict[str, Any]]:
     """The alternatives a buyer asks about, each re-solved: cost difference and why it lost."""
+    catalog = rfq.catalog(catalog)
     base_tco = (plan.get("cost") or {}).get("tco_usd")
     limits = Limits.from_rfq(rfq)
     options: list[tuple[str, list[Constraint], Limits]] = []

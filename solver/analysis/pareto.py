@@ -342,6 +342,7 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
              ) -> dict[str, Any]:
     """The Pareto frontier as the JSON of contract.md (points sorted by cost)."""
     start = time.perf_counter()
+    catalog = rfq.catalog(catalog)
     choice = parse_metric(rfq, metric)
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
     base = build_candidates(catalog, rfq, all_sizes=True)

@@ -181,7 +181,7 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     if gpus % ((tp or 1) * (pp or 1)):
         raise _bad("--gpus", gpus, f"not divisible by tp x pp = {(tp or 1) * (pp or 1)}")
     cat = load_catalog(catalog)
-    model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
+    cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
     _check_context(cat, model, kind, workload_kwargs, context_flag)
     workload = Workload(kind=kind, **workload_kwargs)
     if kind in ("inference", "batch_inference") and gpu in cat.gpus:
@@ -195,28 +195,30 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     return data
 
 
-def _model_and_precision(cat, model: str, precision: str | None, kind: str,  # noqa: ANN001
-                         gpu: str) -> tuple[str, str, list[str]]:
-    """The model id (a catalog id/alias, or a config.json path relative to the working
-    directory) and the precision: ``--precision``, else for serving the checkpoint's own
+def _model_and_precision(cat: Catalog, model: str, precision: str | None, kind: str,
+                         gpu: str) -> tuple[Catalog, str, str, list[str]]:
+    """The catalog that knows the model (a config file's model added to it), the model id
+    (a catalog id/alias, or a config.json path relative to the working directory) and the
+    precision: ``--precision``, else for serving the checkpoint's own
     quantisation (said in a note), else bf16."""
     from solver.catalog.data import resolve_model
     from solver.physics.layout import SERVING_KINDS
     from solver.physics.performance import check_ids
 
+    base = cat
     try:
-        model = resolve_model(cat, model, Path.cwd())
+        cat, model = resolve_model(cat, model, Path.cwd())
     except KeyError:
         check_ids(cat, model, gpu if gpu in cat.gpus else next(iter(cat.gpus)))
     notes: list[str] = []
     entry = cat.model(model)
-    if entry.architecture is not None and model not in cat.models:  # a user's file: say
+    if entry.architecture is not None and model not in base.models:  # a user's file: say
         notes.extend(entry.architecture.notes)  # what was assumed or read from it
     if precision is not None:
-        return model, precision, notes
+        return cat, model, precision, notes
     default = entry.default_precision
     if kind not in SERVING_KINDS or default is None:
-        return model, "bf16", notes
+        return cat, model, "bf16", notes
     chosen = default
     card = cat.gpus.get(gpu)
     if card is not None and default not in card.dense_tflops and default in ("fp4", "fp8"):
@@ -225,7 +227,7 @@ def _model_and_precision(cat, model: str, precision: str | None, kind: str,  # n
                      f"weight-only, modelled as {chosen}")
     notes.append(f"precision {chosen}: the checkpoint's own quantisation ({default}); "
                  "pass --precision to change it")
-    return model, chosen, notes
+    return cat, model, chosen, notes
 
 
 def fit(
@@ -475,8 +477,7 @@ def _serving_fit(cat: Catalog, catalog: str | None, path: Path, write_factors: b
             raise _bad("--write-factors", str(target_yaml), "not a clone of the "
                        "repository: no catalog/efficiency.yaml to write")
         serving_fit.write_factors(cat, serving, target_yaml)
-        load_catalog.cache_clear()  # the file changed under the cached catalog
-        cat = load_catalog(catalog)
+        cat = load_catalog(catalog)  # memoised by content: the new file is read
         out.print(f"wrote the serving factors and calibration table to {target_yaml}")
     return cat, serving
 

@@ -34,7 +34,7 @@ def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = 
         from solver.rfq.overrides import apply_overrides
 
         catalog, rfq = apply_overrides(catalog, rfq, overrides or [], overrides_file)
-    return catalog, rfq
+    return rfq.catalog(catalog), rfq
 
 
 def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):

@@ -475,6 +475,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     instant) raises :class:`~solver.optimize.backends.TimeLimitReached` once passed.
     ``workers`` > 1: a large RFQ's workloads are built in that many forked processes
     (:mod:`solver.optimize.candidate_workers`; the same table, for a first build only)."""
+    catalog = rfq.catalog(catalog)
     params = params or CostParams.from_catalog(catalog, rfq.horizon_years)
     types = node_types(catalog, rfq, params)
     _, _, fabrics = allowed_entries(catalog, rfq)

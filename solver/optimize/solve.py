@@ -62,6 +62,7 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     ``workers``: processes for building the table (a first build only; see
     :mod:`solver.optimize.candidate_workers`)."""
     started = time.perf_counter()
+    catalog = rfq.catalog(catalog)
     deadline = None if time_limit is None else started + time_limit
     if table is None:
         try:

@@ -140,6 +140,7 @@ def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
                   today: dt.date | None = None) -> dict[str, Any]:
     """Everything the quote says, as plain values (strings already formatted)."""
     today = today or dt.date.today()
+    catalog = rfq.catalog(catalog)
     feasible = plan["status"] in ("optimal", "feasible")
     a = assumptions(catalog, rfq, plan)
     specs = {w.name: w for w in rfq.workloads}

@@ -19,13 +19,20 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from solver.catalog.data import Catalog, model_from_architecture, model_from_file, register_model
+from solver.catalog.data import (
+    Catalog,
+    Model,
+    model_from_architecture,
+    model_from_file,
+    model_key,
+)
 from solver.catalog.hf_config import parse_hf_config
 from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
 from solver.common.inputs import guard, parse, read_text, reject_bool
@@ -49,7 +56,26 @@ class _Strict(BaseModel):
 
 
 def _catalog(info: ValidationInfo) -> Catalog | None:
-    return (info.context or {}).get("catalog") if info.context else None
+    """The catalog in the validation context, with the models this RFQ brings so far
+    (inline architectures and config files, :meth:`Catalog.with_models`)."""
+    context = info.context if isinstance(info.context, dict) else None
+    catalog = context.get("catalog") if context else None
+    if catalog is None or context is None:
+        return catalog
+    return catalog.with_models(context.get("models", {}).values())
+
+
+def _remember(info: ValidationInfo, model: Model) -> None:
+    """Keep ``model`` in the validation context so that later checks find it; one name
+    cannot stand for two different architectures in one RFQ."""
+    if not isinstance(info.context, dict):
+        return
+    known = info.context.setdefault("models", {})
+    other = known.get(model.id)
+    if other is not None and model_key(other) != model_key(model):
+        raise ValueError(f"model {model.id!r} names two different architectures in this RFQ; "
+                         "give each its own model name")
+    known[model.id] = model
 
 
 def _check_ids(values: list[str] | None, known: list[str], what: str) -> list[str] | None:
@@ -146,14 +172,16 @@ class _WorkloadBase(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _inline_architecture(cls, data: Any) -> Any:
+    def _inline_architecture(cls, data: Any, info: ValidationInfo) -> Any:
         if isinstance(data, dict) and data.get("architecture") is not None:
             arch = data["architecture"]
             if not isinstance(arch, dict):
                 raise ValueError("architecture must be a mapping of Hugging Face config fields")
             data = dict(data)
             name = str(data.get("model") or f"{data.get('name', 'workload')}-model")
-            data["model"] = _register_inline(name, arch)
+            model = _inline_model(name, arch)
+            _remember(info, model)
+            data["model"] = model.id
         return data
 
     @field_validator("model")
@@ -165,18 +193,35 @@ class _WorkloadBase(_Strict):
         if value.endswith(".json"):
             base = (info.context or {}).get("base_dir")
             try:
-                return model_from_file(value, base).id
+                model = model_from_file(value, base)
             except InputError as exc:
                 raise ValueError(_config_reason(exc)) from None
+            _remember(info, model)
+            return model.id
         if not catalog.has_model(value):
             _check_ids([value], catalog.model_ids(), "model")
         return value
 
-    def __setstate__(self, state: dict[Any, Any]) -> None:
-        """Unpickled in a worker process: make an inline architecture findable there too."""
-        super().__setstate__(state)
-        if self.architecture is not None:
-            _register_inline(self.model, self.architecture)
+    _user_model: Model | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _keep_user_model(self, info: ValidationInfo) -> _WorkloadBase:
+        """The model an inline architecture or a config file defines, kept with the
+        workload (what :meth:`Rfq.user_models` hands to :meth:`Catalog.with_models`)."""
+        context = info.context if isinstance(info.context, dict) else {}
+        known = context.get("models", {}).get(self.model)
+        if known is not None:
+            self._user_model = known
+        elif self.architecture is not None:
+            self._user_model = _inline_model(self.model, self.architecture)
+        elif self.model.endswith(".json") and Path(self.model).is_absolute():
+            self._user_model = model_from_file(self.model)
+        return self
+
+    @property
+    def user_model(self) -> Model | None:
+        """The model this workload defines itself (inline architecture or config file)."""
+        return self._user_model
 
 
 def _config_reason(exc: InputError) -> str:
@@ -185,16 +230,18 @@ def _config_reason(exc: InputError) -> str:
                      for p in exc.problems)
 
 
-def _register_inline(name: str, arch: dict[str, Any]) -> str:
-    """Parse an inline ``architecture:`` block and register it as model ``name``."""
+def _inline_model(name: str, arch: dict[str, Any]) -> Model:
+    """The model of an inline ``architecture:`` block, named ``name``."""
     try:
         parsed = parse_hf_config(arch, "architecture")
     except InputError as exc:
         raise ValueError("; ".join(f"architecture.{p.field}"
                                    + (f" = {p.value!r}" if p.value is not None else "")
                                    + f": {p.reason}" for p in exc.problems)) from None
-    model = model_from_architecture(parsed, name, "inline architecture in the RFQ")
-    return register_model(model)
+    try:
+        return model_from_architecture(parsed, name, "inline architecture in the RFQ")
+    except InputError as exc:
+        raise ValueError(_config_reason(exc)) from None
 
 
 Engine = Literal["vllm", "sglang", "trtllm"]
@@ -328,6 +375,16 @@ class Rfq(_Strict):
     @classmethod
     def _demand_over_time(cls, data: Any) -> Any:
         return expand_demand_over_time(data)
+
+    def user_models(self) -> tuple[Model, ...]:
+        """The models the RFQ defines itself (inline architectures, config files)."""
+        return tuple(w.user_model for w in self.workloads if w.user_model is not None)
+
+    def catalog(self, catalog: Catalog) -> Catalog:
+        """``catalog`` with this RFQ's own models (:meth:`Catalog.with_models`): the catalog
+        every stage that solves or presents this RFQ reads. The same catalog object when the
+        RFQ defines no model or it was extended already."""
+        return catalog.with_models(self.user_models())
 
     @field_validator("workloads")
     @classmethod
