@@ -38,7 +38,7 @@ from solver.analysis.explain import solve_rfq
 from solver.catalog.load import load_catalog
 from solver.rfq.schema import validate_rfq
 catalog = load_catalog()
-plan = solve_rfq(validate_rfq(json.loads(sys.argv[1]), catalog), catalog, explain=False)
+plan = solve_rfq(validate_rfq(json.loads(sys.argv[1]), catalog), catalog, explain=False).to_json()
 work = plan["workloads"][0]
 print(json.dumps([work["memory"]["weights_gb"], work["gpus"], work["gpu"],
                   plan["cost"]["tco_usd"]]))
@@ -63,7 +63,7 @@ def test_same_name_models_get_their_own_plans(catalog, cold, order):
     assert cold[16] != cold[128]  # the two models really differ (weights, GPUs, cost)
     for layers in order:
         rfq = validate_rfq(acme(layers), catalog)
-        assert headline(solve_rfq(rfq, catalog, explain=False)) == cold[layers]
+        assert headline(solve_rfq(rfq, catalog, explain=False).to_json()) == cold[layers]
 
 
 def test_rfq_models_change_the_catalog_content(catalog):

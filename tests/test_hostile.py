@@ -24,11 +24,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plans import cost, tiny_plan
 
 from solver.batch.runner import run_batch
 from solver.catalog.load import load_catalog
 from solver.common.errors import InputError, Problem, short
 from solver.common.inputs import MAX_DEPTH, parse_json, parse_yaml
+from solver.optimize.plan_model import Plan
 from solver.rfq.overrides import apply_overrides, parse_assignment
 from solver.rfq.schema import iter_csv_rfqs, load_rfq, validate_rfq
 
@@ -219,10 +221,10 @@ def test_csv_with_bom_and_huge_number(tmp_path: Path, catalog: Any) -> None:
 # --- batch: nothing lost ------------------------------------------------------------------
 
 
-def _fake_solve(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:
+def _fake_solve(rfq: Any, catalog: Any, **_: Any) -> Plan:
     if rfq.id == "good-boom":
         raise RuntimeError("x" * 100_000)
-    return {"status": "optimal", "cluster": {}, "cost": {"tco_usd": 1.0}}
+    return tiny_plan(rfq=rfq.id, cost=cost(1.0))
 
 
 def test_batch_around_hostile_files_loses_no_good_rfq(tmp_path: Path) -> None:
@@ -262,7 +264,7 @@ def test_batch_refuses_unwritable_export_and_db_before_solving(tmp_path: Path) -
     write(tmp_path / "in", good_files())
     calls: list[str] = []
 
-    def solve(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:
+    def solve(rfq: Any, catalog: Any, **_: Any) -> Plan:
         calls.append(rfq.id)
         return _fake_solve(rfq, catalog)
 

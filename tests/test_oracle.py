@@ -593,7 +593,7 @@ def describe(found: Oracle) -> str:
 
 def check_against_solve(cat, rfq) -> tuple[Oracle, dict]:
     found = oracle(cat, rfq)
-    plan = solve_rfq(rfq, cat, explain=False)
+    plan = solve_rfq(rfq, cat, explain=False).to_json()
     got = plan_objective(plan, rfq)
     if found.cost is None:
         assert plan["status"] == "infeasible", (rfq.id, plan["status"], got)
@@ -745,7 +745,7 @@ def test_time_limited_solve_is_reported_as_feasible_or_timeout(cat):
     names = {w.name for w in rfq.workloads}
     seen = []
     for limit in (1e-9, 3.0, 6.0, 10.0, 15.0, 30.0):
-        plan = solve_rfq(rfq, cat, time_limit=limit, explain=False)
+        plan = solve_rfq(rfq, cat, time_limit=limit, explain=False).to_json()
         status = plan["status"]
         assert status in ("timeout", "feasible", "optimal"), (limit, status)
         if status == "timeout":

@@ -24,6 +24,7 @@ from solver.optimize.costs import CostParams, NodeCost
 from solver.optimize.mip import planned_demand
 from solver.optimize.placement import place
 from solver.optimize.plan import chosen, cost_breakdown
+from solver.optimize.plan_model import Plan
 from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.solve import run_mip
 from solver.physics.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
@@ -44,7 +45,7 @@ def chat_rfq(catalog, **fields):
 def solved(catalog, rfq):
     """(plan, table) of an RFQ, solved with an explicit candidate table."""
     table = build_candidates(catalog, rfq)
-    plan = solve_rfq(rfq, catalog, table=table, explain=False)
+    plan = solve_rfq(rfq, catalog, table=table, explain=False).to_json()
     assert plan["status"] == "optimal", plan["infeasibility"]
     return plan, table
 
@@ -137,7 +138,7 @@ def test_explain_prices_the_n_plus_1_insurance(catalog):
 
     rfq = chat_rfq(catalog, redundancy="n+1")
     plan, table = solved(catalog, rfq)
-    alternatives = counterfactuals(rfq, catalog, plan, table, "highs")
+    alternatives = counterfactuals(rfq, catalog, Plan.model_validate(plan), table, "highs")
     insurance = [a for a in alternatives if "n+1" in a["alternative"]]
     assert len(insurance) == 1 and insurance[0]["feasible"]
     assert insurance[0]["delta_usd"] <= 0

@@ -340,7 +340,8 @@ def spread(points: list[Point], count: int | None) -> list[Point]:
 def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
              points: int | None = None, solver: str = DEFAULT_SOLVER, explain: bool = True
              ) -> dict[str, Any]:
-    """The Pareto frontier as the JSON of contract.md (points sorted by cost)."""
+    """The Pareto frontier (points sorted by cost), each point's ``plan`` a
+    :class:`~solver.optimize.plan_model.Plan`; :func:`frontier_json` is its JSON."""
     start = time.perf_counter()
     catalog = rfq.catalog(catalog)
     choice = parse_metric(rfq, metric)
@@ -361,9 +362,10 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
     for point in kept:
         plan = assemble(catalog, rfq, point.table, point.solution)
         if explain:
-            annotate(plan, rfq, catalog, point.table)
-        entry: dict[str, Any] = {cost_key: plan["cost"][cost_key],
-                                 choice.metric: round(point.metric, 4), "plan": plan}
+            plan = annotate(plan, rfq, catalog, point.table)
+        cost = plan.cost.tco_usd if cost_key == "tco_usd" else plan.cost.capex_usd
+        entry: dict[str, Any] = {cost_key: cost, choice.metric: round(point.metric, 4),
+                                 "plan": plan}
         if point.level is not None:
             entry["slo_level"] = round(point.level, 4)
         out_points.append(entry)
@@ -371,3 +373,10 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
             "lower_is_better": {cost_key: True, choice.metric: choice.lower_is_better},
             "method": method, "candidates_solved": len(found),
             "seconds": round(time.perf_counter() - start, 3), "points": out_points}
+
+
+def frontier_json(result: dict[str, Any]) -> dict[str, Any]:
+    """The frontier of :func:`frontier` as JSON (``procure pareto --json``): each point's
+    plan as the plan JSON."""
+    return {**result, "points": [{**point, "plan": point["plan"].to_json()}
+                                 for point in result["points"]]}

@@ -1,16 +1,61 @@
 """Plain words for plans: money, counts, the cluster, assumptions, layouts, targets, fixes.
 
-Shared by the terminal (``procure solve/explain``), the quote document and the dashboard so
-that all of them say the same thing about the same plan. Pure functions of the plan JSON
-(contract.md), the RFQ and the catalog; no Rich, no Streamlit.
+Shared by the terminal (``procure solve/explain``), the quote document, the batch export and
+the dashboard so that all of them say the same thing about the same plan. Pure functions of
+the plan JSON (docs/plan.md), the RFQ and the catalog; no Rich, no Streamlit.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 TRAINING = frozenset({"lora", "qlora", "full_finetune", "pretrain"})
+
+
+@dataclass(frozen=True)
+class CostLabel:
+    """How one cost term of a plan (``cost.*``) is named wherever it is shown."""
+
+    label: str
+    """In a table row, a spreadsheet column or a chart legend: ``Power``."""
+    words: str
+    """In a sentence: ``power``."""
+    running: bool = False
+    """A running cost: the amount covers the whole horizon (tables say so)."""
+
+
+COST_LABELS: dict[str, CostLabel] = {
+    "gpus_usd": CostLabel("GPUs", "GPUs"),
+    "servers_usd": CostLabel("Servers (without GPUs)", "servers"),
+    "network_usd": CostLabel("Network (NICs, switches, cables)", "network"),
+    "storage_usd": CostLabel("Shared storage", "storage"),
+    "capex_usd": CostLabel("Capex (hardware)", "capex"),
+    "power_usd": CostLabel("Power", "power", running=True),
+    "operations_usd": CostLabel("Operations and engineering", "operations", running=True),
+    "multinode_overhead_usd": CostLabel("Coupled-node engineering overhead",
+                                        "multi-node overhead", running=True),
+    "rental_usd": CostLabel("Rental", "rental", running=True),
+    "tco_usd": CostLabel("Total cost of ownership", "TCO", running=True),
+}
+"""The one table of cost labels (terminal, quote, explain, batch export, dashboard), in the
+plan's ``cost`` order."""
+
+CAPEX_TERMS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd")
+"""The terms that add up to ``capex_usd``."""
+COST_TERMS = CAPEX_TERMS + ("power_usd", "operations_usd", "multinode_overhead_usd",
+                            "rental_usd")
+"""The terms that add up to ``tco_usd`` (capex terms, running costs, rental)."""
+
+
+def cost_label(key: str, horizon_years: float | None = None) -> str:
+    """A cost term's label; a running cost says the horizon it covers when given."""
+    known = COST_LABELS.get(key)
+    label = known.label if known else key.removesuffix("_usd").replace("_", " ").capitalize()
+    if horizon_years and known is not None and known.running:
+        label += f" ({years(horizon_years)})"
+    return label
 
 
 def usd(value: float | None) -> str:

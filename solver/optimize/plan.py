@@ -1,4 +1,5 @@
-"""Turn a MIP solution into the plan a user reads (the JSON of contract.md)."""
+"""Turn a MIP solution into the plan a user reads: the typed :class:`Plan`
+(:mod:`solver.optimize.plan_model`, docs/plan.md)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from solver.optimize.mip import (
     target_utilization,
 )
 from solver.optimize.placement import place
+from solver.optimize.plan_model import Plan
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.rental import add_sourcing
 from solver.optimize.schedule import schedule_for
@@ -250,10 +252,10 @@ def training_entry(catalog: Catalog, spec: Any, cand: Candidate) -> dict[str, An
     return entry
 
 
-def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution
-             ) -> dict[str, Any]:
-    """The plan JSON (without decision path and warnings, which explain adds), with its
-    placement (one entry per bought node) and bill of materials recomputed from it."""
+def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution) -> Plan:
+    """The plan (without decision path and warnings, which explain adds), with its
+    placement (one entry per bought node) and bill of materials recomputed from it. The
+    parts are put together as plain values, then checked into the frozen :class:`Plan`."""
     values = solution.values
     nodes = []
     bought: dict[str, int] = {}
@@ -301,4 +303,4 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
     add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/optimize/rental.py)
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
     plan["schedule"] = schedule_for(catalog, rfq, table, plan)  # solver/optimize/schedule.py
-    return plan
+    return Plan.model_validate(plan)

@@ -35,6 +35,7 @@ from typing import Any
 
 from solver.optimize.costs import HOURS_PER_YEAR, CostParams, NodeCost
 from solver.optimize.mip import demand_of, replica_bound
+from solver.optimize.plan_model import BuyVsRent, Plan
 from solver.optimize.records import (
     POWERS_OF_TWO,
     Candidate,
@@ -284,8 +285,8 @@ def bom_rental(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- buy vs rent
-def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any],
-                residual: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+def buy_vs_rent(table: Any, rfq: Any, plan: Plan,
+                residual: tuple[float, float] | None = None) -> list[BuyVsRent]:
     """For each workload: the cheapest owned-alone and rented-alone cost (each workload on
     its own, from the candidate table), the break-even hours of use over the horizon and
     the break-even utilisation above which owning wins, the break-even horizon (months of
@@ -294,7 +295,7 @@ def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any],
     value fraction, yearly price decline); default :func:`residual_params`."""
     horizon_h = HOURS_PER_YEAR * table.params.horizon_years
     specs = {s.name: s for s in rfq.workloads}
-    chosen = {e["name"]: e.get("sourcing", "owned") for e in plan.get("workloads", [])}
+    chosen = {e.name: e.sourcing or "owned" for e in plan.workloads}
     out = []
     for name, cands in table.candidates.items():
         spec = specs[name]
@@ -314,7 +315,7 @@ def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any],
                         "breakeven_utilization": round(breakeven_h / horizon_h, 4)})
             row.update(owned_horizon_terms(table, spec, own, per_hour, used, residual))
         row["why"] = _why(row)
-        out.append(row)
+        out.append(BuyVsRent.model_validate(row))
     return out
 
 
@@ -353,13 +354,13 @@ def _why(row: dict[str, Any]) -> str:
     return f"owning wins: used {used:,.0f} h, above the break-even {even:,.0f} h"
 
 
-def resale_text(row: dict[str, Any]) -> str:
+def resale_text(row: BuyVsRent) -> str:
     """A one-off job's buy-run-resell cost against renting, in words (<= 76 chars)."""
-    resold = row.get("owned_resold_usd")
-    if resold is None or row.get("rented_usd") is None:
+    resold = row.owned_resold_usd
+    if resold is None or row.rented_usd is None:
         return ""
-    verdict = "dearer than" if resold > row["rented_usd"] else "cheaper than"
-    return (f"buy, run the job, resell at {row['residual_value_fraction']:.0%}: "
+    verdict = "dearer than" if resold > row.rented_usd else "cheaper than"
+    return (f"buy, run the job, resell at {row.residual_value_fraction or 0.0:.0%}: "
             f"{_usd(resold)} ({verdict} renting)")
 
 
@@ -417,12 +418,14 @@ def owned_horizon_terms(table: Any, spec: Any, own: tuple[float, Any, int], per_
     return out
 
 
-def cumulative_costs(row: dict[str, Any], horizon_years: float, step_months: float = 1.0
+def cumulative_costs(row: BuyVsRent, horizon_years: float, step_months: float = 1.0
                      ) -> dict[str, list[float]] | None:
     """Cumulative cost month by month of owning (capex at month 0, then running costs) and
     of renting (the rented capacity's $/h for the hours it is used, spread over time from
     month 0) for one ``buy_vs_rent`` row; ``None`` when the row lacks either side."""
-    if row.get("owned_capex_usd") is None or row.get("rent_usd_per_hour") is None:
+    capex, running = row.owned_capex_usd, row.owned_running_usd_per_month
+    per_hour, used = row.rent_usd_per_hour, row.hours_used
+    if capex is None or running is None or per_hour is None or used is None:
         return None
     months: list[float] = []
     month = 0.0
@@ -431,8 +434,8 @@ def cumulative_costs(row: dict[str, Any], horizon_years: float, step_months: flo
         months.append(round(month, 6))
         month += step_months
     per_month = HOURS_PER_YEAR / 12.0
-    buy = [row["owned_capex_usd"] + row["owned_running_usd_per_month"] * m for m in months]
-    rent = [row["rent_usd_per_hour"] * min(m * per_month, row["hours_used"]) for m in months]
+    buy = [capex + running * m for m in months]
+    rent = [per_hour * min(m * per_month, used) for m in months]
     return {"month": months, "buy_usd": [round(v, 2) for v in buy],
             "rent_usd": [round(v, 2) for v in rent]}
 
@@ -442,42 +445,42 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:,.0f}"
 
 
-def rent_lines(plan: dict[str, Any]) -> list[str]:
+def rent_lines(plan: Plan) -> list[str]:
     """What the plan rents, one short line per offer and workload (fits 80 columns)."""
     out = []
-    for entry in plan.get("workloads", []):
-        for rent in entry.get("rental") or []:
-            term = rent["price_type"].replace("_", " ")
-            out.append(f"{entry['name']}: {rent['instances']} x {rent['gpus_per_instance']} "
-                       f"{rent['gpu']} from {rent['offer']} ({term})")
-            out.append(f"  {rent['gpu_hours']:,.1f} GPU-h x {rent['usd_per_gpu_hour']:g} USD/GPU-h"
-                       f" = {_usd(rent['usd'])} (price as of {rent['as_of']})")
+    for entry in plan.workloads:
+        for rent in entry.rental or []:
+            term = rent.price_type.replace("_", " ")
+            out.append(f"{entry.name}: {rent.instances} x {rent.gpus_per_instance} "
+                       f"{rent.gpu} from {rent.offer} ({term})")
+            out.append(f"  {rent.gpu_hours:,.1f} GPU-h x {rent.usd_per_gpu_hour:g} USD/GPU-h"
+                       f" = {_usd(rent.usd)} (price as of {rent.as_of})")
     return out
 
 
-def buy_vs_rent_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The buy-versus-rent comparison of ``plan['buy_vs_rent']`` as lines of <= 78 chars."""
+def buy_vs_rent_lines(rows: list[BuyVsRent]) -> list[str]:
+    """The buy-versus-rent comparison of ``plan.buy_vs_rent`` as lines of <= 78 chars."""
     out = []
     for row in rows:
-        out.append(f"{row['workload']}: chosen {row['chosen']}; alone: own "
-                   f"{_usd(row['owned_usd'])}, rent {_usd(row['rented_usd'])}")
-        if row.get("breakeven_hours") is not None:
-            out.append(f"  rent {row['rent_offer']} at {row['rent_usd_per_hour']:,.2f} USD/h; "
-                       f"used {row['hours_used']:,.0f} h")
-            out.append(f"  break-even {row['breakeven_hours']:,.0f} h = "
-                       f"{row['breakeven_utilization']:.1%} of the horizon: above it, "
+        out.append(f"{row.workload}: chosen {row.chosen}; alone: own "
+                   f"{_usd(row.owned_usd)}, rent {_usd(row.rented_usd)}")
+        if row.breakeven_hours is not None:
+            out.append(f"  rent {row.rent_offer} at {row.rent_usd_per_hour or 0.0:,.2f} USD/h; "
+                       f"used {row.hours_used or 0.0:,.0f} h")
+            out.append(f"  break-even {row.breakeven_hours:,.0f} h = "
+                       f"{row.breakeven_utilization or 0.0:.1%} of the horizon: above it, "
                        "owning wins")
             out.append(f"  {breakeven_horizon_text(row)}")
             if resale_text(row):
                 out.append(f"  {resale_text(row)}")
-        out.append(f"  {row['why']}")
+        out.append(f"  {row.why}")
     return out
 
 
-def breakeven_horizon_text(row: dict[str, Any]) -> str:
+def breakeven_horizon_text(row: BuyVsRent) -> str:
     """The break-even horizon of a ``buy_vs_rent`` row in words (<= 76 chars)."""
-    months = row.get("breakeven_months")
-    if row.get("owned_capex_usd") is None:
+    months = row.breakeven_months
+    if row.owned_capex_usd is None:
         return ""
     if months is None:
         return "break-even horizon: none (renting costs less per hour than running owned)"

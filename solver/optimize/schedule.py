@@ -15,6 +15,7 @@ from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.linear import LinearModel
 from solver.optimize.mip import Demand, planned_demand, replica_bound, target_utilization
+from solver.optimize.plan_model import Plan
 
 
 def single_period(plan: dict[str, Any], horizon_years: float) -> list[dict[str, Any]]:
@@ -339,21 +340,21 @@ def _period_lines(table: Any, nodes: dict[str, int], switches: int,
     return lines
 
 
-def schedule_lines(plan: dict[str, Any]) -> list[str]:
+def schedule_lines(plan: Plan) -> list[str]:
     """A phased schedule as short lines (fits 80 columns); empty for one period."""
-    schedule = plan.get("schedule") or []
-    phasing = plan.get("phasing")
+    schedule = plan.schedule
+    phasing = plan.phasing
     if len(schedule) < 2 or not phasing:
         return []
-    out = [f"phased TCO ${phasing['tco_usd']:,.0f}; buying all at month 0: "
-           f"${phasing['buy_all_now_tco_usd']:,.0f}",
-           f"(later hardware {phasing['hardware_price_decline_per_year']:.0%} a year cheaper)"]
+    out = [f"phased TCO ${phasing.tco_usd:,.0f}; buying all at month 0: "
+           f"${phasing.buy_all_now_tco_usd or 0.0:,.0f}",
+           f"(later hardware {phasing.hardware_price_decline_per_year:.0%} a year cheaper)"]
     for period in schedule:
-        end = period["start_month"] + period["months"]
-        runs = ", ".join(f"{name} {run['owned_gpus']} owned + {run['rented_gpus']} rented GPUs"
-                         for name, run in period["runs"].items())
-        out.append(f"months {period['start_month']:g}-{end:g}: buy {period['nodes_bought']} "
-                   f"node(s), {period['gpus_bought']} GPUs, ${period['capex_usd']:,.0f}; "
-                   f"rent ${period['rental_usd']:,.0f}")
+        end = period.start_month + period.months
+        runs = ", ".join(f"{name} {run.owned_gpus} owned + {run.rented_gpus} rented GPUs"
+                         for name, run in period.runs.items())
+        out.append(f"months {period.start_month:g}-{end:g}: buy {period.nodes_bought} "
+                   f"node(s), {period.gpus_bought} GPUs, ${period.capex_usd:,.0f}; "
+                   f"rent ${period.rental_usd:,.0f}")
         out.append(f"  {runs}")
     return out
