@@ -304,11 +304,15 @@ class OpexLine(Record):
 
 
 class Opex(Record):
+    """Running costs per year."""
+
     lines: list[OpexLine] = Field(description="running costs")
     total_usd: float = Field(description="running cost per year, USD")
 
 
 class RentalBill(Record):
+    """Rented capacity on the bill: not capex, part of the TCO."""
+
     lines: list[BomLine] = Field(description="rented GPU-hours per offer and workload")
     total_usd: float = Field(description="rental over the horizon, USD")
 
@@ -478,7 +482,7 @@ def plan_markdown() -> str:
              "bytes, `_ms`",
              "milliseconds, `_s` seconds, `_kw` kilowatts, `_hours`, `months`); fractions are "
              "0..1. A field",
-             "marked *omitted* is left out when it does not apply (never written as `null`); "
+             "present *when it applies* is left out otherwise (never written as `null`); "
              "every other",
              "field is always present, `null` only where its type says so. This file is "
              "generated from",
@@ -501,10 +505,11 @@ def plan_markdown() -> str:
     for model in order:
         doc = " ".join((model.__doc__ or "").split())
         lines += [f"## {model.__name__}", ""] + ([doc, ""] if doc else [])
-        lines += ["| field | type | | meaning |", "|---|---|---|---|"]
+        lines += ["| field | type | present | meaning |", "|---|---|---|---|"]
         for name, field in model.model_fields.items():
-            shown = _type_name(field.annotation).replace("|", "\\|")
-            presence = "omitted" if field.exclude_if is not None else ""
+            omittable = field.exclude_if is not None
+            shown = _type_name(field.annotation, drop_null=omittable).replace("|", "\\|")
+            presence = "when it applies" if omittable else "always"
             lines.append(f"| `{name}` | {shown} | {presence} | {field.description or ''} |")
         lines.append("")
     return "\n".join(lines)
@@ -519,7 +524,7 @@ def _records_in(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
-def _type_name(annotation: Any) -> str:
+def _type_name(annotation: Any, drop_null: bool = False) -> str:
     if isinstance(annotation, type):
         return annotation.__name__ if issubclass(annotation, BaseModel) else {
             "str": "string", "int": "integer", "float": "number", "bool": "boolean",
@@ -533,7 +538,7 @@ def _type_name(annotation: Any) -> str:
     if args and origin is Literal:
         return " or ".join(repr(a) for a in args)
     if args:
-        return " | ".join(_type_name(a) for a in args)
+        return " | ".join(_type_name(a) for a in args if not (drop_null and a is type(None)))
     return str(annotation)
 
 
