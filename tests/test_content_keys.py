@@ -99,3 +99,43 @@ def test_catalog_memo_reads_a_changed_file(tmp_path):
     (tmp_path / "prices.csv").write_text("id,price_usd\nl4,4321\n")
     assert load_catalog(str(tmp_path)).gpus["l4"].price_usd == 4321
     assert load_catalog(str(tmp_path)) is load_catalog(str(tmp_path))
+
+
+# --- one source of serving engines: catalog/efficiency.yaml serving.engines ----------------
+
+def _overlay_with_engine(tmp_path):
+    """An overlay catalog whose efficiency.yaml adds engine ``acme-serve`` (vLLM's factors)."""
+    import yaml
+
+    serving = yaml.safe_load((REPO_ROOT / "catalog" / "efficiency.yaml").read_text())["serving"]
+    serving["engines"]["acme-serve"] = dict(serving["engines"]["vllm"], label="test engine")
+    (tmp_path / "efficiency.yaml").write_text(yaml.safe_dump({"serving": serving}))
+    return str(tmp_path)
+
+
+def test_an_engine_added_to_the_catalog_is_valid_in_rfqs_and_estimate(tmp_path):
+    """Issue 30: engines were hard-coded in rfq/schema.py and cli/physics.py; an engine is
+    a factor set, so a catalog that adds one makes it valid everywhere."""
+    from solver.catalog.load import load_catalog
+    from solver.common.errors import InputError
+    from solver.rfq.schema import serving_engines
+
+    data = acme(16)
+    data["workloads"][0]["engine"] = "acme-serve"
+    builtin = load_catalog()
+    with pytest.raises(InputError) as info:
+        validate_rfq(data, builtin)
+    assert "acme-serve" in str(info.value) and "vllm" in str(info.value)
+    overlay = load_catalog(_overlay_with_engine(tmp_path))
+    assert validate_rfq(data, overlay).workloads[0].engine == "acme-serve"
+    # no engine named: the catalog's default; a calibration-only set is not offered
+    assert validate_rfq(acme(16), builtin).workloads[0].engine == serving_engines(builtin)[0]
+    assert "roofline" not in serving_engines(builtin)[1]
+    cli = [sys.executable, "-m", "solver.cli.main", "estimate", "--model", "llama-3.1-8b",
+           "--gpu", "l4", "--gpus", "1", "--kind", "inference", "--engine", "acme-serve",
+           "--json"]
+    refused = subprocess.run(cli, capture_output=True, text=True, cwd=REPO_ROOT)
+    assert refused.returncode == 2 and "--engine" in refused.stderr
+    accepted = subprocess.run(cli + ["--catalog", str(tmp_path)], capture_output=True,
+                              text=True, cwd=REPO_ROOT)
+    assert accepted.returncode == 0, accepted.stderr

@@ -178,7 +178,7 @@ def with_rental_prices(catalog: Catalog, factor: float) -> Catalog:
     """The catalog with every rental offer's $/GPU-hour multiplied by ``factor``."""
     offers = {key: offer.model_copy(update={
         "usd_per_gpu_hour": offer.usd_per_gpu_hour * factor})
-        for key, offer in getattr(catalog, "rental", {}).items()}
+        for key, offer in catalog.rental.items()}
     return catalog.model_copy(update={"rental": offers})
 
 
@@ -189,13 +189,13 @@ def with_growth(catalog: Catalog, rfq: Rfq, growth: float) -> Rfq:
     data = rfq.model_dump(mode="json", exclude_none=True)
     serving = 0
     for work, spec in zip(data["workloads"], rfq.workloads, strict=True):
-        if work.get("kind") != "inference":
+        if spec.kind != "inference":
             continue
         serving += 1
-        before = getattr(spec, "growth_per_year", None) or 0.0
-        periods = getattr(spec, "periods", None)
+        before = spec.growth_per_year or 0.0
+        periods = spec.periods
         for key in ("qps", "concurrency"):
-            first = getattr(periods[0], key, None) if periods else getattr(spec, key, None)
+            first = getattr(periods[0] if periods else spec, key)
             if first is None:
                 work.pop(key, None)
                 continue

@@ -126,6 +126,8 @@ class EngineFactors(_Frozen):
     measurement sources, each confined to :data:`ENGINE_BOUNDS`)."""
 
     label: str = ""
+    planning: bool = Field(default=True, description="whether an RFQ or procure estimate may "
+                           "name it (false: a reference set for calibration only)")
     vendors: tuple[Literal["nvidia", "amd"], ...] = Field(
         default=("nvidia", "amd"), description="GPU vendors the engine runs on")
     token_budget: Factor = Field(description="max tokens per engine step (prefill chunk + "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -28,7 +29,6 @@ PREDICTED_KEYS = ("tokens_per_s", "tokens_per_s_per_gpu", "ttft_ms", "tpot_ms",
                   "step_time_s", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99",
                   "ttft_ms_slo", "tpot_ms_slo")
 PERCENTILE_KEYS = frozenset(PREDICTED_KEYS[9:])
-ENGINES = ("vllm", "sglang", "trtllm")
 PERCENTILES = (50, 90, 95, 99)
 
 
@@ -36,7 +36,7 @@ def _bad(field: str, value: object, reason: str) -> InputError:
     return InputError([Problem("command line", field, value, reason)])
 
 
-def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> str:
+def _check_choice(field: str, value: str, choices: Sequence[str]) -> str:
     if value not in choices:
         raise _bad(field, value, f"must be one of {', '.join(choices)}")
     return value
@@ -58,13 +58,12 @@ def _concurrency(value: str | None) -> int | None:
     return number
 
 
-def _serving_load(kind: str, concurrency: str | None, qps: float | None, engine: str,
+def _serving_load(kind: str, concurrency: str | None, qps: float | None, engine: str | None,
                   percentile: int) -> dict:
     """The serving-under-load options as Workload fields, checked: ``--qps`` (open loop,
-    Poisson arrivals) or ``--concurrency`` (closed loop), not both; ``--engine`` one of
-    ENGINES; ``--percentile`` one of PERCENTILES. Training kinds take neither qps nor a
-    percentile."""
-    _check_choice("--engine", engine, ENGINES)
+    Poisson arrivals) or ``--concurrency`` (closed loop), not both; ``--percentile`` one of
+    PERCENTILES (``--engine`` is checked against the catalog's engines once it is loaded,
+    :func:`_engine`). Training kinds take neither qps nor a percentile."""
     if percentile not in PERCENTILES:
         raise _bad("--percentile", percentile,
                    f"must be one of {', '.join(map(str, PERCENTILES))}")
@@ -183,6 +182,8 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     cat = load_catalog(catalog)
     cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
     _check_context(cat, model, kind, workload_kwargs, context_flag)
+    if "engine" in workload_kwargs:
+        workload_kwargs = {**workload_kwargs, "engine": _engine(cat, workload_kwargs["engine"])}
     workload = Workload(kind=kind, **workload_kwargs)
     if kind in ("inference", "batch_inference") and gpu in cat.gpus:
         from solver.physics.serving import engine_factors
@@ -193,6 +194,15 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     data = estimate_json(est)
     data["notes"] = notes + data["notes"]
     return data
+
+
+def _engine(cat: Catalog, engine: str | None) -> str:
+    """``--engine``: one of the catalog's serving engines (``efficiency.yaml``
+    ``serving.engines``), the catalog's default engine when not given."""
+    from solver.rfq.schema import serving_engines
+
+    default, engines = serving_engines(cat)
+    return _check_choice("--engine", engine or default, engines)
 
 
 def _model_and_precision(cat: Catalog, model: str, precision: str | None, kind: str,
@@ -309,8 +319,10 @@ def estimate(
     qps: Annotated[float | None, typer.Option(
         "--qps", help="Requests per second, Poisson arrivals (open loop; instead of "
         "--concurrency).")] = None,
-    engine: Annotated[str, typer.Option(
-        "--engine", help="Serving engine: vllm, sglang or trtllm.")] = "vllm",
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="Serving engine: one of the catalog's efficiency.yaml "
+        "serving.engines; default its serving.default_engine.")]
+    = None,
     percentile: Annotated[int, typer.Option(
         "--percentile", help="Percentile the SLOs are checked at: 50, 90, 95 or 99.")] = 90,
     fabric: Annotated[str, typer.Option("--fabric")] = "none",
@@ -332,7 +344,7 @@ def _estimate_request(kind: str, input_tokens: int, output_tokens: int, seq_len:
                       sequence_parallel: bool | None, zero: str | None,
                       interleave: int | None, context_parallel: int, ttft_ms: float | None,
                       tpot_ms: float | None, concurrency: str | None, qps: float | None,
-                      engine: str, percentile: int) -> dict:
+                      engine: str | None, percentile: int) -> dict:
     """``procure estimate``'s workload options as Workload fields, checked in order (sizes,
     training knobs, SLOs, serving load): a bad value raises :class:`InputError` naming the
     flag (exit 2)."""

@@ -19,7 +19,22 @@ def rfq_schema() -> dict:
     schema = Rfq.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "procure RFQ"
+    _engines_from_the_catalog(schema)
     return schema
+
+
+def _engines_from_the_catalog(schema: dict) -> None:
+    """``engine``: the built-in catalog's serving engines (``efficiency.yaml``
+    ``serving.engines``, the one list of them), and its default engine."""
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import serving_engines
+
+    default, engines = serving_engines(load_catalog())
+    for definition in schema.get("$defs", {}).values():
+        field = definition.get("properties", {}).get("engine")
+        if field is not None:
+            field["anyOf"] = [{"enum": engines, "type": "string"}, {"type": "null"}]
+            field["default"] = default
 
 
 def plan_json_schema() -> dict:

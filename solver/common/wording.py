@@ -110,11 +110,16 @@ def assumptions(catalog: Any, rfq: Any, plan: dict[str, Any] | None = None) -> d
             if key in seen:
                 continue
             seen.add(key)
-            entry = catalog.gpus.get(key) if kind == "GPU" else catalog.servers.get(key)
-            if entry is not None:
-                prices.append({"item": key, "kind": kind, "price_usd": entry.price_usd,
-                               "as_of": getattr(entry, "price_as_of", None) or entry.as_of,
-                               "source": getattr(entry, "price_source", "") or entry.source})
+            gpu = catalog.gpus.get(key) if kind == "GPU" else None
+            server = catalog.servers.get(key) if kind == "server" else None
+            if gpu is not None:
+                prices.append({"item": key, "kind": kind, "price_usd": gpu.price_usd,
+                               "as_of": gpu.price_as_of or gpu.as_of,
+                               "source": gpu.price_source or gpu.source})
+            elif server is not None:
+                prices.append({"item": key, "kind": kind, "price_usd": server.price_usd,
+                               "as_of": server.price_as_of or server.as_of,
+                               "source": server.source})
     fabric = catalog.fabrics.get(cluster.get("fabric", "none"))
     if fabric is not None and cluster.get("coupled"):
         prices.append({"item": fabric.id, "kind": "fabric (NIC + switch port)",
@@ -137,11 +142,9 @@ def assumptions(catalog: Any, rfq: Any, plan: dict[str, Any] | None = None) -> d
 def serving_assumptions(rfq: Any) -> list[dict[str, Any]]:
     """What each online workload is planned for: engine, the percentile its SLOs hold at,
     the utilisation the capacity is sized for, and redundancy (``none`` or ``n+1``)."""
-    return [{"workload": w.name, "engine": getattr(w, "engine", "vllm"),
-             "slo_percentile": getattr(w, "slo_percentile", 90),
-             "target_utilization": getattr(w, "target_utilization", 1.0),
-             "redundancy": getattr(w, "redundancy", "none")}
-            for w in getattr(rfq, "workloads", []) if getattr(w, "kind", None) == "inference"]
+    return [{"workload": w.name, "engine": w.engine, "slo_percentile": w.slo_percentile,
+             "target_utilization": w.target_utilization, "redundancy": w.redundancy}
+            for w in rfq.workloads if w.kind == "inference"]
 
 
 def assumption_lines(a: dict[str, Any]) -> list[str]:

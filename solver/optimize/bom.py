@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from solver.catalog.data import Catalog
+from solver.catalog.data import Catalog, Fabric, Gpu, Server
 from solver.optimize.costs import HOURS_PER_YEAR, CostParams, node_cost
 from solver.optimize.network import switch_counts
 from solver.optimize.rental import bom_rental
@@ -42,8 +42,9 @@ def _opex(item: str, description: str, quantity: float, unit: str, unit_usd: flo
             "source": source, "category": category}
 
 
-def _price_type(entry: Any) -> str:
-    return str(getattr(entry, "price_type", None) or DEFAULT_PRICE_TYPE)
+def _price_type(entry: Gpu | Server | Fabric) -> str:
+    """A GPU's or server's price type; a fabric carries none (the default)."""
+    return DEFAULT_PRICE_TYPE if isinstance(entry, Fabric) else entry.price_type
 
 
 def _switch_lines(tag: str, name: str, ports: int, radix: int, switch_usd: float,
@@ -116,8 +117,8 @@ def _hardware_lines(catalog: Catalog, nodes: list[dict[str, Any]]) -> list[dict[
     for server_id, qty in server_count.items():
         server = catalog.servers[server_id]
         lines.append(_line(server_id, f"{server.name} (without GPUs)", qty, server.price_usd,
-                           _price_type(server), getattr(server, "price_as_of", None)
-                           or server.as_of, server.source, "servers_usd"))
+                           _price_type(server), server.price_as_of or server.as_of,
+                           server.source, "servers_usd"))
     return lines
 
 

@@ -272,7 +272,7 @@ def coupled_training_rdma_only(catalog: Catalog, rfq: Rfq) -> bool:
     """Whether training jobs that couple nodes must run on an RDMA fabric: the RFQ's
     ``constraints.coupled_training_fabric``, else the vendor profile's engineering policy
     (the guide: coupled training on InfiniBand/RoCE)."""
-    wanted = getattr(rfq.constraints, "coupled_training_fabric", None)
+    wanted = rfq.constraints.coupled_training_fabric
     if wanted is None:
         wanted = catalog.vendors[rfq.constraints.vendor or "open"].coupled_training_fabric
     return wanted == "rdma"

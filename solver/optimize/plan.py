@@ -133,12 +133,12 @@ def slo_margins(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
     or its median when it gives no percentile - ``basis`` says which), ``margin`` = 1 -
     predicted / target and ``met``.
     """
-    percentile = int(getattr(spec, "slo_percentile", 90))
+    percentile = spec.slo_percentile
     capacity = sum(c.concurrency_capacity * n for c, n in picks)
     loaded = [at_load(catalog, spec, cand, n, capacity).predicted for cand, n in picks]
     out: dict[str, dict[str, Any]] = {}
     for metric, slo in SLO_METRICS:
-        target = getattr(spec, metric, None)
+        target = getattr(spec, metric)
         if not target:
             continue
         values = [(getattr(p, f"{metric}_slo", None), getattr(p, metric)) for p in loaded]
@@ -213,9 +213,9 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
         entry["utilization"] = _round(utilization(spec, picks), 3)
     if spec.kind == "inference":
         entry["target_utilization"] = target_utilization(spec)
-        entry["slo_percentile"] = getattr(spec, "slo_percentile", 90)
-        entry["engine"] = getattr(spec, "engine", "vllm")
-        entry["redundancy"] = getattr(spec, "redundancy", "none")
+        entry["slo_percentile"] = spec.slo_percentile
+        entry["engine"] = spec.engine
+        entry["redundancy"] = spec.redundancy
         entry["margins"] = slo_margins(catalog, spec, picks)
     if len(picks) > 1:
         entry["layouts"] = [{"gpu": c.layout.gpu, "precision": c.layout.precision,

@@ -47,14 +47,15 @@ from solver.optimize.records import (
 )
 from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import best_layout
+from solver.rfq.schema import Rfq
 
 RENTED_PREFIX = "rent:"
 MAX_RENTED_INSTANCES = 64
 JOB_SIZES_KEPT = 3  # meeting sizes kept per offer and precision (larger ones cost more)
 
 
-def rental_mode(rfq: Any) -> str:
-    return getattr(rfq, "rental", None) or "forbid"
+def rental_mode(rfq: Rfq) -> str:
+    return rfq.rental
 
 
 def owned_allowed(rfq: Any) -> bool:
@@ -69,7 +70,7 @@ def allowed_offers(catalog: Any, rfq: Any) -> list[Any]:
         return []
     c = rfq.constraints
     out = []
-    for offer in getattr(catalog, "rental", {}).values():
+    for offer in catalog.rental.values():
         gpu = catalog.gpus.get(offer.gpu)
         if gpu is None or (c.gpus is not None and offer.gpu not in c.gpus):
             continue
@@ -218,7 +219,7 @@ def reprice_rented(cand: Any, catalog: Any, rfq: Any, params: CostParams) -> Any
     and the horizon in ``params`` (the physics is unchanged; what-if and sensitivity)."""
     from dataclasses import replace
 
-    offer = getattr(catalog, "rental", {}).get(cand.rental.id, cand.rental)
+    offer = catalog.rental.get(cand.rental.id, cand.rental)
     spec = next(s for s in rfq.workloads if s.name == cand.workload)
     hours = hours_used(spec, cand.hours_to_complete, params.horizon_years)
     return replace(cand, rental=offer, rental_usd=unit_cost_usd(offer, cand.gpus, hours))

@@ -16,6 +16,7 @@ from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.linear import LinearModel
 from solver.optimize.mip import Demand, planned_demand, replica_bound, target_utilization
 from solver.optimize.plan_model import Plan
+from solver.rfq.schema import Rfq
 
 
 def single_period(plan: dict[str, Any], horizon_years: float) -> list[dict[str, Any]]:
@@ -39,8 +40,8 @@ class Period:
     months: float
 
 
-def has_demand_over_time(rfq: Any) -> bool:
-    return any(getattr(w, "periods", None) for w in rfq.workloads)
+def has_demand_over_time(rfq: Rfq) -> bool:
+    return any(w.kind == "inference" and w.periods for w in rfq.workloads)
 
 
 def periods_of(rfq: Any) -> list[Period]:
@@ -49,7 +50,7 @@ def periods_of(rfq: Any) -> list[Period]:
     cuts = {0.0, horizon}
     for work in rfq.workloads:
         start = 0.0
-        for period in getattr(work, "periods", None) or []:
+        for period in (work.periods if work.kind == "inference" else None) or []:
             start += period.months
             if start < horizon - 1e-9:
                 cuts.add(round(start, 6))
@@ -61,7 +62,7 @@ def demand_at(spec: Any, month: float) -> Any:
     """A serving workload's demand in force at ``month`` (its last period holds on), as
     capacity to buy: divided by the workload's ``target_utilization`` like the one-period
     MIP's demand (solver/optimize/mip.py planned_demand)."""
-    periods = getattr(spec, "periods", None)
+    periods = spec.periods if spec.kind == "inference" else None
     if not periods:
         return planned_demand(spec)
     start = 0.0
@@ -221,7 +222,7 @@ def _packing_rows(model: LinearModel, table: Any, cands: dict[str, list[Any]],
 
 def _decline(catalog: Any) -> float:
     """``costs.hardware_price_decline_per_year`` (0 when the catalog has none)."""
-    param = getattr(catalog.costs, "hardware_price_decline_per_year", None)
+    param = catalog.costs.hardware_price_decline_per_year
     value = float(param.value) if param is not None else 0.0
     if not 0.0 <= value < 0.9:
         raise InputError([Problem("costs.yaml", "hardware_price_decline_per_year.value", value,

@@ -34,6 +34,7 @@ from solver.catalog.data import (
     model_key,
 )
 from solver.catalog.hf_config import parse_hf_config
+from solver.catalog.perf_factors import factors
 from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
 from solver.common.inputs import guard, parse, read_text, reject_bool
 from solver.rfq.periods import expand_demand_over_time
@@ -63,6 +64,15 @@ def _catalog(info: ValidationInfo) -> Catalog | None:
     if catalog is None or context is None:
         return catalog
     return catalog.with_models(context.get("models", {}).values())
+
+
+def serving_engines(catalog: Catalog) -> tuple[str, list[str]]:
+    """(default engine, the engines an RFQ may name) of the catalog: ``efficiency.yaml``
+    ``serving.engines`` is the one list of serving engines (an engine is a factor set, not
+    a name in the code; a set marked ``planning: false`` serves calibration only)."""
+    serving = factors(catalog).serving
+    return serving.default_engine, sorted(name for name, engine in serving.engines.items()
+                                          if engine.planning)
 
 
 def _remember(info: ValidationInfo, model: Model) -> None:
@@ -244,7 +254,6 @@ def _inline_model(name: str, arch: dict[str, Any]) -> Model:
         raise ValueError(_config_reason(exc)) from None
 
 
-Engine = Literal["vllm", "sglang", "trtllm"]
 SloPercentile = Literal[50, 90, 95, 99]
 Redundancy = Literal["none", "n+1"]
 
@@ -252,8 +261,27 @@ Redundancy = Literal["none", "n+1"]
 class _ServingBase(_WorkloadBase):
     input_tokens: int = Field(ge=1, le=2_000_000)
     output_tokens: int = Field(ge=1, le=200_000)
-    engine: Engine = Field(default="vllm", description="serving engine whose measured "
-                           "factors the physics uses: vllm, sglang or trtllm")
+    engine: str | None = Field(
+        default=None, pattern=ID_PATTERN, max_length=64,
+        description="serving engine whose measured factors the physics uses: one of the "
+        "catalog's efficiency.yaml serving.engines; default its serving.default_engine")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_engine(cls, data: Any, info: ValidationInfo) -> Any:
+        """No engine named: the catalog's default engine (efficiency.yaml)."""
+        catalog = _catalog(info)
+        if isinstance(data, dict) and data.get("engine") is None and catalog is not None:
+            data = {**data, "engine": serving_engines(catalog)[0]}
+        return data
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str | None, info: ValidationInfo) -> str | None:
+        catalog = _catalog(info)
+        if value is not None and catalog is not None:
+            _check_ids([value], serving_engines(catalog)[1], "serving engine")
+        return value
 
     @model_validator(mode="after")
     def _context(self, info: ValidationInfo) -> _ServingBase:
