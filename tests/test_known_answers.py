@@ -1,0 +1,124 @@
+"""Issue 30: known answers worked out by hand, and every limit row of the MIP made to bind.
+
+Three mutants survived the default test run before these tests (only the oracle, under
+``slow``, caught them): the KV cache doubled for models without a config file, the server's
+base power dropped from the node cost, and the ``max_power_kw`` row flipped to ``>=``. Each
+test here fails for one of them (bench/mutants.py runs a wider sample)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from solver.analysis.explain import solve_rfq
+from solver.optimize.costs import CostParams, node_cost
+from solver.physics.layout import Layout, Workload
+from solver.physics.memory import memory_plan
+from solver.rfq.schema import validate_rfq
+
+GB = 1e9
+
+
+# --- one node's cost over the horizon, by hand ----------------------------------------------
+
+def test_node_cost_by_hand(catalog):
+    """One PCIe server (base 1,400 W, $30,000, 4 U) with 8 RTX PRO 6000 (600 W, $8,565) over
+    3 years at $0.12/kWh, load factor 0.7, PUE 1.4, operations $8,000 + engineering $15,000
+    per node-year and $300 per rack unit-year (catalog/costs.yaml)."""
+    server, gpu = catalog.servers["pcie-8gpu"], catalog.gpus["rtx-pro-6000"]
+    assert (server.base_power_w, server.price_usd, server.rack_units) == (1400, 30000, 4)
+    assert (gpu.tdp_w, gpu.price_usd) == (600, 8565)
+    params = CostParams.from_catalog(catalog, 3)
+    assert (params.electricity_usd_per_kwh, params.load_factor, params.pue) == (0.12, 0.7, 1.4)
+    cost = node_cost(params, server, gpu, 8)
+    assert cost.power_kw == pytest.approx(6.2)                 # 8 x 600 W + 1,400 W
+    kwh = 6.2 * 0.7 * 1.4 * 8760 * 3                            # 159,677.28 kWh
+    assert cost.power_usd == pytest.approx(kwh * 0.12)          # $19,161.27
+    assert cost.power_usd == pytest.approx(19_161.2736)
+    assert cost.operations_usd == pytest.approx(3 * (8000 + 15000 + 4 * 300))  # $72,600
+    assert cost.capex_usd == pytest.approx(8 * 8565 + 30000)    # $98,520
+    assert cost.tco_usd == pytest.approx(98_520 + 19_161.2736 + 72_600)
+    half = node_cost(params, server, gpu, 4)                    # the base power stays
+    assert half.power_kw == pytest.approx(3.8)
+
+
+# --- KV bytes of a model without a config file, by hand -------------------------------------
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_kv_cache_of_a_config_less_model_by_hand(catalog, tp):
+    """qwen2.5-7b has no config.json in the catalog: its KV cache comes from the summary
+    figures. Per token: K and V x 28 layers x 4 KV heads x 128 = 28,672 elements, bf16
+    2 bytes each, +5 % paging (efficiency.yaml); TP splits the KV heads."""
+    model = catalog.models["qwen2.5-7b"]
+    assert model.architecture is None and model.config is None
+    assert (model.layers, model.kv_heads, model.head_dim) == (28, 4, 128)
+    per_token = 2 * 28 * 4 * 128 * 2 * 1.05 / tp               # bytes per GPU
+    layout = Layout(model="qwen2.5-7b", gpu="l40s", precision="bf16", tp=tp,
+                    gpus_per_node=max(tp, 1))
+    work = Workload("inference", input_tokens=1000, output_tokens=200, concurrency=10)
+    plan = memory_plan(catalog, layout, work)
+    assert plan.kv_bytes_per_token_gpu == pytest.approx(per_token)
+    assert plan.breakdown.kv_cache_gb == pytest.approx(10 * 1200 * per_token / GB)
+
+
+# --- every limit row binds: the plan respects it and changes --------------------------------
+
+def _chat(concurrency: int, **constraints) -> dict:
+    return {"id": "limits", "constraints": {"vendor": "kentino", **constraints},
+            "workloads": [{"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
+                           "precision": "fp8", "concurrency": concurrency,
+                           "input_tokens": 2000, "output_tokens": 400, "ttft_ms": 3000,
+                           "tpot_ms": 60}]}
+
+
+def _solve(catalog, data):
+    return solve_rfq(validate_rfq(data, catalog), catalog, explain=False)
+
+
+@pytest.fixture(scope="module")
+def free(catalog):
+    """Unlimited optima the limits are set against (kentino: one 8-GPU RTX PRO 6000 box;
+    open: one MI300X box of 6 U; RTX PRO 6000 or B200: two boxes)."""
+    return {"kentino": _solve(catalog, _chat(1024)),
+            "open": _solve(catalog, _chat(2048, vendor="open")),
+            "two-boxes": _solve(catalog, _chat(2048, vendor="open",
+                                               gpus=["rtx-pro-6000", "b200-sxm"]))}
+
+
+LIMIT_CASES = [  # (limit, the free optimum it is set against, cluster figure it caps)
+    ("max_nodes", "two-boxes", "total_nodes"),
+    ("max_gpus", "kentino", "total_gpus"),
+    ("max_power_kw", "kentino", "power_kw"),
+    ("max_rack_units", "open", "rack_units"),
+]
+
+
+@pytest.mark.parametrize(("limit", "base", "figure"), LIMIT_CASES)
+def test_a_binding_limit_is_respected_and_changes_the_plan(catalog, free, limit, base, figure):
+    plan = free[base]
+    used = getattr(plan.cluster, figure)
+    value = round(used * 0.95, 2) if limit == "max_power_kw" else used - 1
+    data = {"kentino": _chat(1024), "open": _chat(2048, vendor="open"),
+            "two-boxes": _chat(2048, vendor="open", gpus=["rtx-pro-6000", "b200-sxm"])}[base]
+    data = copy.deepcopy(data)
+    data["constraints"][limit] = value
+    limited = _solve(catalog, data)
+    assert limited.status == "optimal"
+    assert getattr(limited.cluster, figure) <= value + 1e-9          # respected
+    assert limited.cluster != plan.cluster                            # the plan changed
+    assert limited.cost.tco_usd > plan.cost.tco_usd                   # and costs more
+    loose = copy.deepcopy(data)
+    loose["constraints"][limit] = used                                # at the optimum: same plan
+    assert _solve(catalog, loose).cost.tco_usd == pytest.approx(plan.cost.tco_usd)
+
+
+def test_a_budget_below_the_optimum_is_infeasible_and_names_the_budget(catalog, free):
+    """The budget row caps the objective: a cent below the optimum leaves no plan (and the
+    answer names the budget that suffices); at the optimum the same plan comes back."""
+    tco = free["kentino"].cost.tco_usd
+    short = _solve(catalog, dict(_chat(1024), budget_usd=tco - 1.0))
+    assert short.status == "infeasible"
+    assert short.infeasibility.closest["budget_usd"] == pytest.approx(tco)
+    enough = _solve(catalog, dict(_chat(1024), budget_usd=tco + 1.0))
+    assert enough.cost.tco_usd == pytest.approx(tco) and enough.cost.tco_usd <= tco + 1.0
