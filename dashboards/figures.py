@@ -1,6 +1,6 @@
 """Plotly figures of the dashboard: the cluster, the cost breakdown, the frontier, the tornado.
 
-Pure functions of the plan / frontier / report dicts of contract.md (no Streamlit), so they
+Pure functions of the plan / frontier / report of docs/plan.md (no Streamlit), so they
 can be checked without a browser. The cluster picture places each workload's replicas on
 the nodes bought, first fit; the solver decides *how many* GPUs of which kind each layout
 uses, the picture shows one way to put them in the boxes.

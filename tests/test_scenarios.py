@@ -1,6 +1,6 @@
 """Every example in scenarios/ is solved; its qualitative outcome is asserted (issue 4).
 
-Outcomes are the guide's verdicts (domain.md): node count, coupled or not, fabric class,
+Outcomes are the guide's verdicts (the buying guide (docs/buying-guide.md)): node count, coupled or not, fabric class,
 SLO margins, and the counterfactual each scenario is about (re-solved with the one RFQ
 field it turns on) — never what the RFQ itself pins (a forced precision, names, kinds) nor
 a bound the demand or deadline rows guarantee anyway, and never dollar figures.

@@ -30,7 +30,7 @@ from solver.optimize.plan_model import Plan
 from solver.rfq.schema import Rfq
 
 SolveFn = Callable[..., Plan]
-"""``solve_fn(rfq, catalog, solver=..., time_limit=...) -> plan dict`` (contract.md)."""
+"""``solve_fn(rfq, catalog, solver=..., time_limit=...) -> Plan`` (docs/plan.md)."""
 
 IN_FLIGHT_PER_WORKER = 4
 PARENT_CHECK_SECONDS = 0.5

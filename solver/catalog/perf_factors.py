@@ -1,7 +1,7 @@
 """Labelled empirical factors of the performance and memory model (``catalog/efficiency.yaml``).
 
 Every number the physics needs that is not a hardware fact or an architecture fact lives
-here, each with its value, source and note (conventions.md §2: never a bare ``* 0.7``).
+here, each with its value, source and note (never a bare ``* 0.7`` in the code).
 Factors come in two groups:
 
 * per GPU *family* (``Gpu.family``): achievable fractions of dense tensor peak (GEMMs in

@@ -1,4 +1,4 @@
-"""Solver backends behind one small interface (conventions.md §5).
+"""Solver backends behind one small interface.
 
 A :class:`LinearModel` is a plain mixed-integer linear program (variables with bounds and
 integrality, named constraints, a linear objective to minimise). Each backend has a name,

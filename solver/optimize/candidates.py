@@ -4,7 +4,7 @@ For every workload this enumerates node types (server × GPU SKU × GPUs populat
 TP × PP splits, GPU counts and fabrics; asks the physics (:mod:`solver.physics.performance`) what each
 would do; drops what does not fit or cannot meet its targets; and keeps for each what the
 MIP needs: GPUs used, nodes spanned, fabric, capacity and per-unit network cost. The MIP
-(:mod:`solver.optimize.mip`) reads only this table (conventions.md §3).
+(:mod:`solver.optimize.mip`) reads only this table.
 
 A *unit* of a serving workload is one replica (the MIP chooses how many); a unit of a
 training workload is the whole job (the MIP chooses exactly one).

@@ -23,7 +23,7 @@ Parameters
     O           extra engineering cost of each coupled node beyond the first *of one
                 coupled group*: (overhead factor - 1) × engineering per node-year × horizon.
                 A group spanning n_c nodes pays (n_c - 1) O; independent replicas and
-                in-node groups pay nothing (domain.md: "each additional node of a coupled
+                in-node groups pay nothing (docs/buying-guide.md: "each additional node of a coupled
                 cluster costs 4-5x the first" is per coupled job, not per estate)
     D^conc_w, D^qps_w   serving capacity to buy: the stated demand (concurrency, requests/s;
                 batch: requests / deadline) divided by the workload's target utilisation

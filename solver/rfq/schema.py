@@ -1,6 +1,6 @@
 """The RFQ (request for quotation) schema and its loaders: YAML, JSON and the CSV batch form.
 
-Validation happens at the edge (conventions.md §7): :func:`load_rfq` returns a frozen
+Validation happens at the edge: :func:`load_rfq` returns a frozen
 :class:`Rfq` or raises :class:`~solver.common.errors.InputError` whose problems name the file, the
 field path (``workloads[1].deadline_hours``), the value and the reason. Ids are checked
 against the catalog passed in the validation context, and an unknown model id lists the
