@@ -363,7 +363,8 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
         plan = assemble(catalog, rfq, point.table, point.solution)
         if explain:
             plan = annotate(plan, rfq, catalog, point.table)
-        cost = plan.cost.tco_usd if cost_key == "tco_usd" else plan.cost.capex_usd
+        cost = (0.0 if plan.cost is None else plan.cost.tco_usd if cost_key == "tco_usd"
+                else plan.cost.capex_usd)
         entry: dict[str, Any] = {cost_key: cost, choice.metric: round(point.metric, 4),
                                  "plan": plan}
         if point.level is not None:

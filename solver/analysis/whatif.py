@@ -234,7 +234,7 @@ def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
         base_table = build_candidates(catalog, rfq)
     points = []
     for value in values:
-        if kind == "rental-price":
+        if base_table is not None:  # rental-price: reprice the one table
             cat = with_rental_prices(catalog, value)
             plan = solve_rfq(rfq, cat, solver=solver, table=reprice(base_table, cat, rfq))
         else:

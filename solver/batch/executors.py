@@ -253,7 +253,7 @@ class DaskExecutor:
         from dask.distributed import as_completed
 
         limit = self.threads * IN_FLIGHT_PER_WORKER
-        in_flight: dict[str, list[SolveTask]] = {}
+        in_flight: dict[Any, list[SolveTask]] = {}  # by the future's key
         completed = as_completed()
         for chunk in _chunks(tasks, DASK_RFQS_PER_TASK):
             future = self._client.submit(_solve_chunk, chunk, self._catalog, self._solve,

@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -38,6 +39,24 @@ from solver.common.memo import Memo
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
+COMPUTE_PRECISIONS = ("bf16", "fp8", "int8", "fp4")
+"""Precisions tensor cores compute in (int4 weights are computed in a wider precision)."""
+
+
+def one_of(allowed: tuple[str, ...]) -> Callable[[str], str]:
+    """A validator: the value is one of ``allowed``."""
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"unknown precision {value!r}; use one of {', '.join(allowed)}")
+        return value
+    return check
+
+
+PrecisionKey = Annotated[str, AfterValidator(one_of(PRECISIONS))]
+"""A weight precision as a table key: checked like :data:`Precision`, typed ``str`` so that
+a layout's precision (any string the RFQ and CLI checked) looks it up."""
+ComputeKey = Annotated[str, AfterValidator(one_of(COMPUTE_PRECISIONS))]
+"""A compute precision as a table key (see :data:`PrecisionKey`)."""
 FormFactor = Literal["pcie", "sxm", "oam", "superchip"]
 PriceType = Literal["msrp", "street", "quote", "derived"]
 VENDOR_STACKS = {"nvidia": "cuda", "amd": "rocm"}
@@ -66,7 +85,7 @@ class Gpu(_Entry):
     family: str = Field(description="efficiency class, e.g. blackwell-pcie, hopper-sxm")
     memory_gb: float = Field(gt=0, description="vendor GB (1e9 bytes)")
     mem_bw_gbs: float = Field(gt=0)
-    dense_tflops: dict[Literal["bf16", "fp8", "int8", "fp4"], float]
+    dense_tflops: dict[ComputeKey, float]
     tdp_w: float = Field(gt=0)
     form_factor: FormFactor
     pcie_gen: int = Field(ge=3, le=6)

@@ -16,16 +16,14 @@ Factors come in two groups:
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from solver.catalog.data import Catalog, content_key
+from solver.catalog.data import Catalog, ComputeKey, PrecisionKey, content_key
 from solver.common.errors import InputError, problems_from_pydantic
 from solver.common.memo import Memo
 
-ComputePrecision = Literal["bf16", "fp8", "int8", "fp4"]
-WeightPrecision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
+ComputePrecision = ComputeKey
+WeightPrecision = PrecisionKey
 
 
 class Factor(BaseModel):

@@ -146,13 +146,13 @@ def _verdict(data: dict) -> None:
     out.print(f"{fits}, {comfy}" + (f" — {data['reason']}" if data["reason"] else ""))
 
 
-def _check_context(cat: object, model: str, kind: str, workload_kwargs: dict,
+def _check_context(cat: Catalog, model: str, kind: str, workload_kwargs: dict,
                    context_flag: str | None) -> None:
     """Tokens per request (serving) or sequence length (training) within the model's context
     window: beyond it the memory and speed figures are meaningless (no error before)."""
-    if model not in cat.model_ids():  # type: ignore[attr-defined]
+    if not cat.has_model(model):
         return
-    limit = cat.model(model).max_context  # type: ignore[attr-defined]
+    limit = cat.model(model).max_context
     if kind in ("inference", "batch_inference"):
         tokens = workload_kwargs.get("input_tokens", 0) + workload_kwargs.get("output_tokens", 0)
         flag = context_flag or "--input-tokens + --output-tokens"
@@ -168,7 +168,7 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
                   fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
     from solver.catalog.data import PRECISIONS
     from solver.catalog.load import load_catalog
-    from solver.physics.layout import KINDS, Workload
+    from solver.physics.layout import KIND_OF, KINDS, Workload
     from solver.physics.performance import best_layout
 
     _check_choice("--kind", kind, KINDS)
@@ -184,7 +184,7 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     _check_context(cat, model, kind, workload_kwargs, context_flag)
     if "engine" in workload_kwargs:
         workload_kwargs = {**workload_kwargs, "engine": _engine(cat, workload_kwargs["engine"])}
-    workload = Workload(kind=kind, **workload_kwargs)
+    workload = Workload(kind=KIND_OF[kind], **workload_kwargs)  # kind checked above
     if kind in ("inference", "batch_inference") and gpu in cat.gpus:
         from solver.physics.serving import engine_factors
 

@@ -257,7 +257,7 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
     placement (one entry per bought node) and bill of materials recomputed from it. The
     parts are put together as plain values, then checked into the frozen :class:`Plan`."""
     values = solution.values
-    nodes = []
+    nodes: list[dict[str, Any]] = []
     bought: dict[str, int] = {}
     power_kw = 0.0
     rack_units = 0

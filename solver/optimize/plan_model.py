@@ -530,7 +530,7 @@ def _type_name(annotation: Any, drop_null: bool = False) -> str:
             "str": "string", "int": "integer", "float": "number", "bool": "boolean",
             "NoneType": "null"}.get(annotation.__name__, annotation.__name__)
     origin = getattr(annotation, "__origin__", None)
-    args = getattr(annotation, "__args__", ()) or ()
+    args: tuple[Any, ...] = getattr(annotation, "__args__", ()) or ()
     if origin is list:
         return f"list of {_type_name(args[0])}"
     if origin is dict:

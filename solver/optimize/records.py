@@ -5,7 +5,7 @@ and rented ones (:mod:`solver.optimize.rental`) are both built from these record
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from solver.catalog.data import Fabric, Gpu
@@ -91,20 +91,20 @@ def physics_workload(spec: AnyWorkload) -> Workload:
     the catalog's default when it gave none) and, for online inference, the percentile the
     SLOs are checked at; batch inference has no latency SLO (percentile 50)."""
     if spec.kind == "inference":
-        return Workload(kind=spec.kind, input_tokens=spec.input_tokens,
-                        output_tokens=spec.output_tokens, concurrency=None,
-                        ttft_ms=spec.ttft_ms, tpot_ms=spec.tpot_ms,
-                        percentile=spec.slo_percentile, **_engine(spec))
+        return _engine(spec, Workload(kind=spec.kind, input_tokens=spec.input_tokens,
+                                      output_tokens=spec.output_tokens, concurrency=None,
+                                      ttft_ms=spec.ttft_ms, tpot_ms=spec.tpot_ms,
+                                      percentile=spec.slo_percentile))
     if spec.kind == "batch_inference":
-        return Workload(kind=spec.kind, input_tokens=spec.input_tokens,
-                        output_tokens=spec.output_tokens, concurrency=None, percentile=50,
-                        **_engine(spec))
+        return _engine(spec, Workload(kind=spec.kind, input_tokens=spec.input_tokens,
+                                      output_tokens=spec.output_tokens, concurrency=None,
+                                      percentile=50))
     return Workload(kind=spec.kind, seq_len=spec.seq_len)
 
 
-def _engine(spec: ServingWorkload) -> dict[str, str]:
-    """The RFQ's engine, when it names one (else the physics' default)."""
-    return {"engine": spec.engine} if spec.engine else {}
+def _engine(spec: ServingWorkload, work: Workload) -> Workload:
+    """``work`` with the RFQ's engine, when it names one (else the physics' default)."""
+    return replace(work, engine=spec.engine) if spec.engine else work
 
 
 def precisions_for(spec: AnyWorkload, gpu: Gpu) -> list[str]:

@@ -141,12 +141,13 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
     now = _buy_now(model, table, periods)
     now_solution = backend.solve(now, None)
     schedule = _periods_out(table, cands, once, periods, solution.values, factor, fe_cable)
-    summary = {"tco_usd": round(solution.objective or 0.0, 2),
-               "buy_all_now_tco_usd": (round(now_solution.objective, 2)
-                                       if now_solution.objective is not None else None),
-               "hardware_price_decline_per_year": decline}
-    if summary["buy_all_now_tco_usd"] is not None:
-        summary["saving_usd"] = round(summary["buy_all_now_tco_usd"] - summary["tco_usd"], 2)
+    tco = round(solution.objective or 0.0, 2)
+    now_tco = (round(now_solution.objective, 2) if now_solution.objective is not None
+               else None)
+    summary: dict[str, Any] = {"tco_usd": tco, "buy_all_now_tco_usd": now_tco,
+                               "hardware_price_decline_per_year": decline}
+    if now_tco is not None:
+        summary["saving_usd"] = round(now_tco - tco, 2)
     return schedule, summary
 
 

@@ -465,7 +465,7 @@ def _check_bools(data: dict, source: str) -> None:
     workloads = data.get("workloads")
     for index, workload in enumerate(workloads if isinstance(workloads, list) else []):
         if isinstance(workload, dict):
-            check(workload, kinds.get(workload.get("kind"), TrainingWorkload),
+            check(workload, kinds.get(str(workload.get("kind")), TrainingWorkload),
                   f"workloads[{index}].")
     if problems:
         raise InputError(problems)
