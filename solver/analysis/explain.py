@@ -51,7 +51,7 @@ GLOSSARY: dict[str, str] = {
 }
 
 
-def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, str]:
+def _reference_fit(catalog: Catalog, spec: AnyWorkload, precision: str) -> tuple[bool, str]:
     """Does the workload fit the guide's 8 × 96 GB node at this precision, with its reserve?"""
     model = catalog.model(spec.model)
     gpu = catalog.gpus.get(REFERENCE_GPU)
@@ -245,7 +245,7 @@ def _steps_4_5(steps: list[DecisionStep], catalog: Catalog, spec: AnyWorkload,
          f"{spec.kind}, {model.params_b:.3g}B parameters"
          + (" → multi-node with NDR InfiniBand or SXM" if pretrain_big else "") + layout_note)
 
-def _guide_precision(spec: Any) -> str:
+def _guide_precision(spec: AnyWorkload) -> str:
     """The precision the guide's step 1 asks about: FP8 (BF16 for full training, INT4 QLoRA)."""
     if spec.kind == "qlora":
         return "int4"

@@ -23,7 +23,7 @@ from solver.optimize.plan_model import Period, Plan
 from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.rental import reprice_rented
 from solver.optimize.storage import training_storage
-from solver.rfq.schema import Rfq, validate_rfq
+from solver.rfq.schema import AnyWorkload, Rfq, TrainingWorkload, validate_rfq
 
 Signature = tuple[tuple[tuple[str, int], ...], str]
 
@@ -95,7 +95,7 @@ def with_candidates(table: CandidateTable, workload: str,
     return replace(table, candidates={**table.candidates, workload: candidates})
 
 
-def rebuild_workload(catalog: Catalog, rfq: Rfq, table: CandidateTable, spec: Any,
+def rebuild_workload(catalog: Catalog, rfq: Rfq, table: CandidateTable, spec: AnyWorkload,
                      all_sizes: bool = False) -> CandidateTable:
     """Re-run the estimate stage for one (modified) workload only, keeping the others."""
     alone = rfq.model_copy(update={"workloads": [spec]})
@@ -135,8 +135,8 @@ def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable
             out.append(cand)
         candidates[name] = out
     specs = {spec.name: spec for spec in rfq.workloads}
-    storage = {name: training_storage(catalog, params, specs[name]) for name in table.storage
-               if name in specs}
+    storage = {name: training_storage(catalog, params, spec) for name, spec in specs.items()
+               if name in table.storage and isinstance(spec, TrainingWorkload)}
     return replace(table, node_types=node_types, fabrics=fabrics, candidates=candidates,
                    params=params, storage=storage)
 

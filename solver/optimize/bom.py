@@ -22,7 +22,7 @@ from solver.optimize.costs import HOURS_PER_YEAR, CostParams, node_cost
 from solver.optimize.network import switch_counts
 from solver.optimize.rental import bom_rental
 from solver.optimize.storage import training_storage
-from solver.physics.layout import TRAINING_KINDS
+from solver.rfq.schema import Rfq, TrainingWorkload
 
 DEFAULT_PRICE_TYPE = "list"
 
@@ -78,7 +78,7 @@ def _groups(placement: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return groups
 
 
-def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
+def bill_of_materials(catalog: Catalog, rfq: Rfq, params: CostParams,
                       plan: dict[str, Any]) -> dict[str, Any]:
     """The bill of materials of a feasible plan (module docstring)."""
     nodes = plan["cluster"]["nodes"]
@@ -153,7 +153,7 @@ def _frontend_lines(catalog: Catalog, params: CostParams,
     return lines
 
 
-def _storage_lines(catalog: Catalog, rfq: Any, params: CostParams, plan: dict[str, Any],
+def _storage_lines(catalog: Catalog, rfq: Rfq, params: CostParams, plan: dict[str, Any],
                    groups: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Shared storage of the coupled cluster and each training job's checkpoint + dataset
     storage (capacity and write bandwidth)."""
@@ -171,7 +171,7 @@ def _storage_lines(catalog: Catalog, rfq: Any, params: CostParams, plan: dict[st
     specs = {spec.name: spec for spec in rfq.workloads}
     for work in plan["workloads"]:
         spec = specs[work["name"]]
-        if spec.kind not in TRAINING_KINDS:
+        if not isinstance(spec, TrainingWorkload):
             continue
         st = training_storage(catalog, params, spec)
         lines.append(_line(f"storage-tb-{spec.name}", f"Checkpoint + dataset storage for "

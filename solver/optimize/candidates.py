@@ -36,7 +36,7 @@ from solver.optimize.records import (
 from solver.optimize.rental import owned_allowed, rented_candidates
 from solver.optimize.storage import training_storage
 from solver.physics.goodput import hours_at_goodput, job_goodput
-from solver.physics.layout import TRAINING_KINDS, Estimate
+from solver.physics.layout import Estimate
 from solver.physics.memory import microbatches, weight_bytes_per_param
 from solver.physics.performance import (
     best_layout,
@@ -491,7 +491,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     candidates = {spec.name: found for spec, (found, _) in zip(specs, built, strict=True)}
     rejected = {spec.name: why for spec, (_, why) in zip(specs, built, strict=True)}
     storage = {spec.name: training_storage(catalog, params, spec) for spec in specs
-               if spec.kind in TRAINING_KINDS}
+               if isinstance(spec, TrainingWorkload)}
     return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected,
                           storage)
 

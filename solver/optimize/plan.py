@@ -27,7 +27,7 @@ from solver.optimize.schedule import schedule_for
 from solver.physics.goodput import goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.performance import estimate as estimate_layout
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import AnyWorkload, InferenceWorkload, Rfq, TrainingWorkload
 
 COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
              "operations_usd", "multinode_overhead_usd", "rental_usd", "tco_usd")
@@ -60,7 +60,7 @@ def cost_breakdown(table: CandidateTable, values: dict[str, float]) -> dict[str,
     return {key: round(cost[key], 2) for key in COST_KEYS}
 
 
-def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
+def at_load(catalog: Catalog, spec: AnyWorkload, cand: Candidate, replicas: int,
             total_replicas_capacity: float) -> Estimate:
     """The candidate evaluated at its share of the workload's concurrency (when given)."""
     est = cand.estimate
@@ -81,7 +81,7 @@ PERCENTILE_KEYS = ("ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99")
 physics gives them; ``ttft_ms`` / ``tpot_ms`` stay the median)."""
 
 
-def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estimate
+def _predicted_at_load(spec: AnyWorkload, cand: Candidate, replicas: int, loaded: Estimate
                        ) -> dict[str, Any]:
     """Per-request latency at this workload's actual load, capacity for all replicas."""
     pred = loaded.predicted
@@ -106,7 +106,7 @@ def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estima
     }
 
 
-def utilization(spec: Any, picks: list[tuple[Candidate, int]]) -> float | None:
+def utilization(spec: AnyWorkload, picks: list[tuple[Candidate, int]]) -> float | None:
     """Stated demand / capacity bought for a serving workload: concurrency against the
     replicas' concurrency, requests/s against their request rate; the larger when both are
     stated (the binding one). None when nothing was bought."""
@@ -124,7 +124,7 @@ def utilization(spec: Any, picks: list[tuple[Candidate, int]]) -> float | None:
 SLO_METRICS = (("ttft_ms", "ttft"), ("tpot_ms", "tpot"))
 
 
-def slo_margins(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
+def slo_margins(catalog: Catalog, spec: InferenceWorkload, picks: list[tuple[Candidate, int]]
                 ) -> dict[str, dict[str, Any]]:
     """Each latency SLO of an online workload against the prediction at its percentile.
 
@@ -185,7 +185,7 @@ def redundancy_check(plan: dict[str, Any], picks: dict[str, list[tuple[Candidate
                              "qps_one_node_down": _round(worst[1], 3)}
 
 
-def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
+def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candidate, int]]
                    ) -> dict[str, Any]:
     """The plan's entry for one workload: its main layout, memory and predictions."""
     cand, replicas = picks[0]
@@ -204,7 +204,7 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
         "memory": memory,
         "predicted": _predicted_at_load(spec, cand, replicas, loaded),
     }
-    if is_job:  # issue 15: the training knobs it runs with, goodput and deadline margin
+    if isinstance(spec, TrainingWorkload):  # the training knobs, goodput, deadline margin
         entry["training"] = training_entry(catalog, spec, cand)
     demand = demand_of(spec)
     if not is_job:
@@ -233,7 +233,7 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
     return entry
 
 
-def training_entry(catalog: Catalog, spec: Any, cand: Candidate) -> dict[str, Any]:
+def training_entry(catalog: Catalog, spec: TrainingWorkload, cand: Candidate) -> dict[str, Any]:
     """A training job's knobs (recompute, ZeRO stage, batch, SP, interleave, CP), its
     expected goodput (failures, checkpoints) and the margin to its deadline."""
     good = goodput(catalog, cand.estimate)

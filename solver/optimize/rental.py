@@ -33,12 +33,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from solver.catalog.data import Catalog
 from solver.optimize.costs import HOURS_PER_YEAR, CostParams, NodeCost
 from solver.optimize.mip import demand_of, replica_bound
 from solver.optimize.plan_model import BuyVsRent, Plan
 from solver.optimize.records import (
     POWERS_OF_TWO,
     Candidate,
+    CandidateTable,
     NodeType,
     batch_request_too_slow,
     physics_workload,
@@ -47,7 +49,7 @@ from solver.optimize.records import (
 )
 from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import best_layout
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import AnyWorkload, Rfq, TrainingWorkload
 
 RENTED_PREFIX = "rent:"
 MAX_RENTED_INSTANCES = 64
@@ -58,12 +60,12 @@ def rental_mode(rfq: Rfq) -> str:
     return rfq.rental
 
 
-def owned_allowed(rfq: Any) -> bool:
+def owned_allowed(rfq: Rfq) -> bool:
     """Whether bought nodes may run workloads (``rental: only`` rents everything)."""
     return rental_mode(rfq) != "only"
 
 
-def allowed_offers(catalog: Any, rfq: Any) -> list[Any]:
+def allowed_offers(catalog: Catalog, rfq: Rfq) -> list[Any]:
     """Offers the RFQ may rent: none when ``rental: forbid``; else those whose GPU the
     RFQ allows (``constraints.gpus``, ``datacenter_grade_only``)."""
     if rental_mode(rfq) == "forbid":
@@ -80,7 +82,7 @@ def allowed_offers(catalog: Any, rfq: Any) -> list[Any]:
     return out
 
 
-def offer_fabric(rfq: Any, offer: Any) -> str:
+def offer_fabric(rfq: Rfq, offer: Any) -> str:
     """The offer's fabric, or ``none`` when the RFQ's ``constraints.fabrics`` excludes it."""
     allowed = rfq.constraints.fabrics
     if offer.fabric != "none" and allowed is not None and offer.fabric not in allowed:
@@ -88,7 +90,7 @@ def offer_fabric(rfq: Any, offer: Any) -> str:
     return offer.fabric
 
 
-def instance_node(catalog: Any, offer: Any) -> Any:
+def instance_node(catalog: Catalog, offer: Any) -> Any:
     """A cost-free node type standing for one instance (for the physics only): the offer's
     GPU, ``gpus_per_instance`` GPUs, in the smallest catalog server that takes that GPU."""
     gpu = catalog.gpus[offer.gpu]
@@ -102,7 +104,7 @@ def instance_node(catalog: Any, offer: Any) -> Any:
                     stack=gpu.stack)
 
 
-def hours_used(spec: Any, cand_hours: float | None, horizon_years: float) -> float:
+def hours_used(spec: AnyWorkload, cand_hours: float | None, horizon_years: float) -> float:
     """Hours a rented unit is paid for before the minimum term: the job's run, the batch
     deadline window, or the whole horizon for always-on serving."""
     if spec.kind in TRAINING_KINDS:
@@ -117,7 +119,7 @@ def unit_cost_usd(offer: Any, gpus: int, hours: float) -> float:
     return gpus * offer.usd_per_gpu_hour * offer.billed_hours(hours)
 
 
-def rented_candidates(catalog: Any, rfq: Any, spec: Any, params: CostParams,
+def rented_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, params: CostParams,
                       rejected: list[str]) -> list[Any]:
     """Every rented candidate of one workload (module docstring)."""
     out: list[Any] = []
@@ -127,7 +129,7 @@ def rented_candidates(catalog: Any, rfq: Any, spec: Any, params: CostParams,
             rejected.append(f"{RENTED_PREFIX}{offer.id}: no catalog server models this GPU")
             continue
         for precision in precisions_for(spec, catalog.gpus[offer.gpu]):
-            if spec.kind in TRAINING_KINDS:
+            if isinstance(spec, TrainingWorkload):
                 out += _rented_jobs(catalog, rfq, spec, offer, node, precision, params,
                                     rejected)
             else:
@@ -136,15 +138,15 @@ def rented_candidates(catalog: Any, rfq: Any, spec: Any, params: CostParams,
     return out
 
 
-def _instance_counts(rfq: Any, offer: Any) -> list[int]:
+def _instance_counts(rfq: Rfq, offer: Any) -> list[int]:
     """Instances one rented group may span: 1, and 2, 4, ... when the offer has a fabric."""
     if offer_fabric(rfq, offer) == "none":
         return [1]
     return [1] + [m for m in (2, 4, 8, 16, 32, 64) if m <= MAX_RENTED_INSTANCES]
 
 
-def _rented_jobs(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, precision: str,
-                 params: CostParams, rejected: list[str]) -> list[Any]:
+def _rented_jobs(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload, offer: Any, node: Any,
+                 precision: str, params: CostParams, rejected: list[str]) -> list[Any]:
     """A job on ``m`` whole instances for m = 1, 2, 4, ...: the first sizes that meet the
     deadline (larger ones are faster but rarely cheaper; ``JOB_SIZES_KEPT`` are kept)."""
     workload = physics_workload(spec)
@@ -176,7 +178,7 @@ def _rented_jobs(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, preci
     return out
 
 
-def _rented_serving(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, precision: str,
+def _rented_serving(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, offer: Any, node: Any, precision: str,
                     params: CostParams, rejected: list[str]) -> list[Any]:
     """Serving units on one offer: one instance running k/s replicas of an s-GPU layout
     (s = 1, 2, ... k), or - when none fits one instance - a replica over m instances."""
@@ -214,7 +216,7 @@ def _rented_serving(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, pr
     return out
 
 
-def reprice_rented(cand: Any, catalog: Any, rfq: Any, params: CostParams) -> Any:
+def reprice_rented(cand: Any, catalog: Catalog, rfq: Rfq, params: CostParams) -> Any:
     """A rented candidate with its cost recomputed for the catalog's current offer price
     and the horizon in ``params`` (the physics is unchanged; what-if and sensitivity)."""
     from dataclasses import replace
@@ -286,7 +288,7 @@ def bom_rental(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- buy vs rent
-def buy_vs_rent(table: Any, rfq: Any, plan: Plan,
+def buy_vs_rent(table: CandidateTable, rfq: Rfq, plan: Plan,
                 residual: tuple[float, float] | None = None) -> list[BuyVsRent]:
     """For each workload: the cheapest owned-alone and rented-alone cost (each workload on
     its own, from the candidate table), the break-even hours of use over the horizon and
@@ -320,7 +322,7 @@ def buy_vs_rent(table: Any, rfq: Any, plan: Plan,
     return out
 
 
-def _cheapest(table: Any, spec: Any, cands: list[Any]) -> tuple[float, Any, int] | None:
+def _cheapest(table: CandidateTable, spec: AnyWorkload, cands: list[Any]) -> tuple[float, Any, int] | None:
     """(USD, candidate, units) of the cheapest way to run one workload alone on these
     candidates: a job's cheapest candidate; serving: the cheapest candidate at the replica
     count that alone meets demand. Owned costs count whole nodes over the horizon plus
@@ -379,7 +381,7 @@ def residual_value_usd(capex_usd: float, months: float, fraction: float,
     return capex_usd * fraction * (1.0 - decline) ** (max(0.0, months) / 12.0)
 
 
-def owned_horizon_terms(table: Any, spec: Any, own: tuple[float, Any, int], per_hour: float,
+def owned_horizon_terms(table: CandidateTable, spec: AnyWorkload, own: tuple[float, Any, int], per_hour: float,
                         used: float, residual: tuple[float, float] | None = None
                         ) -> dict[str, Any]:
     """Owned-alone cost split into what is paid up front and per month, the break-even

@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.linear import LinearModel
 from solver.optimize.mip import Demand, planned_demand, replica_bound, target_utilization
 from solver.optimize.plan_model import Plan
-from solver.rfq.schema import Rfq
+from solver.optimize.records import CandidateTable
+from solver.rfq.schema import AnyWorkload, Rfq
 
 
 def single_period(plan: dict[str, Any], horizon_years: float) -> list[dict[str, Any]]:
@@ -44,7 +46,7 @@ def has_demand_over_time(rfq: Rfq) -> bool:
     return any(w.kind == "inference" and w.periods for w in rfq.workloads)
 
 
-def periods_of(rfq: Any) -> list[Period]:
+def periods_of(rfq: Rfq) -> list[Period]:
     """The union of every workload's period boundaries, up to the horizon."""
     horizon = 12.0 * rfq.horizon_years
     cuts = {0.0, horizon}
@@ -58,7 +60,7 @@ def periods_of(rfq: Any) -> list[Period]:
     return [Period(a, b - a) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def demand_at(spec: Any, month: float) -> Any:
+def demand_at(spec: AnyWorkload, month: float) -> Any:
     """A serving workload's demand in force at ``month`` (its last period holds on), as
     capacity to buy: divided by the workload's ``target_utilization`` like the one-period
     MIP's demand (solver/optimize/mip.py planned_demand)."""
@@ -77,7 +79,7 @@ def demand_at(spec: Any, month: float) -> Any:
                   float(f"{float(chosen.qps or 0.0) / util:.12g}"))
 
 
-def schedule_for(catalog: Any, rfq: Any, table: Any, plan: dict[str, Any]
+def schedule_for(catalog: Catalog, rfq: Rfq, table: CandidateTable, plan: dict[str, Any]
                  ) -> list[dict[str, Any]]:
     """The plan's schedule: one period, or - when a workload gives demand over time - the
     phased purchase of :func:`phased` (its comparison with buying everything at month 0
@@ -99,7 +101,7 @@ def _usable(cand: Any) -> bool:
     return cand.rented or not cand.spanning
 
 
-def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
+def phased(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str | None = None
            ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
     r"""Buy capacity per period, rent to bridge (docs/rental.md, "Demand over time").
 
@@ -153,7 +155,7 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
 
 
 
-def _purchase_vars(model: LinearModel, table: Any, periods: list[Period],
+def _purchase_vars(model: LinearModel, table: CandidateTable, periods: list[Period],
                    factor: Any, fe_cable: float) -> None:
     """B[t,p]: nodes of type t bought at the start of period p, at the declined capex plus
     their front-end cables and power/operations for the rest of the horizon."""
@@ -167,7 +169,7 @@ def _purchase_vars(model: LinearModel, table: Any, periods: list[Period],
                                      + per_year * (horizon_months - period.start_month) / 12.0)
 
 
-def _unit_vars(model: LinearModel, table: Any, cands: dict[str, list[Any]],
+def _unit_vars(model: LinearModel, table: CandidateTable, cands: dict[str, list[Any]],
                specs: dict[str, Any], once: set[str], periods: list[Period]) -> None:
     """x[c,p]: units of candidate c in period p (jobs and batch once, in the first period);
     rented units pay their billed hours, a job its rental and storage."""
@@ -205,7 +207,7 @@ def _demand_rows(model: LinearModel, cands: dict[str, list[Any]], specs: dict[st
                                                for c in cs}, ">=", demand.qps)
 
 
-def _packing_rows(model: LinearModel, table: Any, cands: dict[str, list[Any]],
+def _packing_rows(model: LinearModel, table: CandidateTable, cands: dict[str, list[Any]],
                   once: set[str], periods: list[Period]) -> None:
     """Owned GPUs in use in period p fit on the nodes bought up to p."""
     for key, node in table.node_types.items():
@@ -221,7 +223,7 @@ def _packing_rows(model: LinearModel, table: Any, cands: dict[str, list[Any]],
                 coeffs[f"B[{key},{q}]"] = -float(node.gpus)
             model.add(f"packing[{key},{p}]", coeffs, "<=", 0.0)
 
-def _decline(catalog: Any) -> float:
+def _decline(catalog: Catalog) -> float:
     """``costs.hardware_price_decline_per_year`` (0 when the catalog has none)."""
     param = catalog.costs.hardware_price_decline_per_year
     value = float(param.value) if param is not None else 0.0
@@ -231,7 +233,7 @@ def _decline(catalog: Any) -> float:
     return value
 
 
-def _frontend(model: Any, table: Any, periods: list[Period], factor: Any) -> None:
+def _frontend(model: Any, table: CandidateTable, periods: list[Period], factor: Any) -> None:
     """Front-end ToR switches bought per period (single tier: an approximation above one
     switch's ports), enough for every owned node's front-end ports."""
     p_ = table.params
@@ -246,7 +248,7 @@ def _frontend(model: Any, table: Any, periods: list[Period], factor: Any) -> Non
         model.add(f"frontend[{p}]", coeffs, "<=", 0.0)
 
 
-def _final_limits(model: Any, table: Any, rfq: Any, last: int) -> None:
+def _final_limits(model: Any, table: CandidateTable, rfq: Rfq, last: int) -> None:
     """The RFQ's owned limits on the estate at the end (capacity only grows)."""
     c = rfq.constraints
     nodes = table.node_types
@@ -263,7 +265,7 @@ def _final_limits(model: Any, table: Any, rfq: Any, last: int) -> None:
         model.add("budget", dict(model.objective), "<=", rfq.budget_usd)
 
 
-def _buy_now(model: Any, table: Any, periods: list[Period]) -> Any:
+def _buy_now(model: Any, table: CandidateTable, periods: list[Period]) -> Any:
     """The same model with every purchase at month 0 (the buy-everything-now reference)."""
     from copy import deepcopy
 
@@ -276,7 +278,7 @@ def _buy_now(model: Any, table: Any, periods: list[Period]) -> Any:
     return now
 
 
-def _periods_out(table: Any, cands: dict[str, list[Any]], once: set[str],
+def _periods_out(table: CandidateTable, cands: dict[str, list[Any]], once: set[str],
                  periods: list[Period], values: dict[str, float], factor: Any,
                  fe_cable: float) -> list[dict[str, Any]]:
     out = []
@@ -316,7 +318,7 @@ def _periods_out(table: Any, cands: dict[str, list[Any]], once: set[str],
     return out
 
 
-def _period_lines(table: Any, nodes: dict[str, int], switches: int,
+def _period_lines(table: CandidateTable, nodes: dict[str, int], switches: int,
                   factor: float) -> list[dict[str, Any]]:
     """What one period buys, line by line: each node type (server with its GPUs) at the
     period's declined price, their front-end cables, and the front-end switches."""

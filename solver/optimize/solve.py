@@ -27,9 +27,8 @@ from solver.optimize.mip import Limits, build_model
 from solver.optimize.plan import assemble
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
-from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import estimate as estimate_layout
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import AnyWorkload, BatchInferenceWorkload, Rfq, TrainingWorkload
 
 LIMIT_LABELS = {
     "budget_usd": ("budget", "budget_usd", "tco_usd"),
@@ -245,12 +244,12 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
-def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:
+def _relax_workload(catalog: Catalog, rfq: Rfq, spec: AnyWorkload) -> tuple[dict[str, Any], str]:
     """Re-solve one workload alone with its targets relaxed, to say what is achievable:
     (what was found, the fix in words)."""
     found: dict[str, Any] = {}
     fix = ""
-    if spec.kind in TRAINING_KINDS:
+    if isinstance(spec, TrainingWorkload):
         fix = _relax_training(catalog, rfq, spec, found)
     elif spec.kind == "batch_inference":
         fix = _relax_batch(catalog, rfq, spec, found)
@@ -261,7 +260,8 @@ def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, An
     return found, fix
 
 
-def _relax_training(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+def _relax_training(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload,
+                    found: dict[str, Any]) -> str:
     """The deadline the fastest allowed layout needs, or the nodes the model needs when
     nothing fits within ``max_nodes``; fills ``found``, returns the fix ('' if none)."""
     fix = ""
@@ -297,7 +297,8 @@ def _relax_training(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]
     return fix
 
 
-def _relax_batch(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+def _relax_batch(catalog: Catalog, rfq: Rfq, spec: BatchInferenceWorkload,
+                 found: dict[str, Any]) -> str:
     """The deadline one request alone needs on the fastest allowed replica."""
     fix = ""
     relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
@@ -315,7 +316,7 @@ def _relax_batch(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -
     return fix
 
 
-def _relax_slo(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+def _relax_slo(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, Any]) -> str:
     """The best TPOT and TTFT any allowed layout reaches at one request."""
     fix = ""
     relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
@@ -334,7 +335,7 @@ def _relax_slo(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> 
     return fix
 
 
-def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, Any]) -> str:
     """The GPUs of the whole catalog that run the workload within its targets."""
     open_rfq = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
         update={"vendor": None, "gpus": None, "fabrics": None})})
@@ -346,5 +347,5 @@ def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any])
                  "relax the targets or choose a smaller model/precision")
 
 
-def _alone(rfq: Rfq, spec: Any) -> Rfq:
+def _alone(rfq: Rfq, spec: AnyWorkload) -> Rfq:
     return rfq.model_copy(update={"workloads": [spec]})

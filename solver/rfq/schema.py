@@ -175,9 +175,9 @@ class _WorkloadBase(_Strict):
             return tuple(self.precisions)
         if self.precision is not None:
             return (self.precision,)
-        kind = getattr(self, "kind", "inference")
-        if kind in TRAINING_PRECISIONS:
-            return tuple(p for p in ("bf16", "fp8", "int4") if p in TRAINING_PRECISIONS[kind])
+        if isinstance(self, TrainingWorkload):
+            return tuple(p for p in ("bf16", "fp8", "int4")
+                         if p in TRAINING_PRECISIONS[self.kind])
         return SERVING_DEFAULT_PRECISIONS
 
     @model_validator(mode="before")
