@@ -76,47 +76,49 @@ def _solve(catalog, data):
     return solve_rfq(validate_rfq(data, catalog), catalog, explain=False)
 
 
-@pytest.fixture(scope="module")
-def free(catalog):
-    """Unlimited optima the limits are set against (kentino: one 8-GPU RTX PRO 6000 box;
-    open: one MI300X box of 6 U; RTX PRO 6000 or B200: two boxes)."""
-    return {"kentino": _solve(catalog, _chat(1024)),
-            "open": _solve(catalog, _chat(2048, vendor="open")),
-            "two-boxes": _solve(catalog, _chat(2048, vendor="open",
-                                               gpus=["rtx-pro-6000", "b200-sxm"]))}
+BASES = [  # RFQs whose unlimited optimum leaves room to trade (searched in this order)
+    _chat(512), _chat(1024), _chat(2048, vendor="open"),
+    _chat(2048, vendor="open", gpus=["rtx-pro-6000", "b200-sxm"]),
+    _chat(4096, vendor="open", gpus=["rtx-pro-6000", "h200-sxm"]), _chat(4096)]
 
 
-LIMIT_CASES = [  # (limit, the free optimum it is set against, cluster figure it caps)
-    ("max_nodes", "two-boxes", "total_nodes"),
-    ("max_gpus", "kentino", "total_gpus"),
-    ("max_power_kw", "kentino", "power_kw"),
-    ("max_rack_units", "open", "rack_units"),
-]
+def _below(limit: str, used: float) -> list[float]:
+    """Values of a limit just below what the unlimited optimum uses, loosest first."""
+    if limit == "max_power_kw":
+        return [round(used * f, 2) for f in (0.99, 0.97, 0.95, 0.9)]
+    return [v for v in (used - 1, used - 2) if v >= 1]
 
 
-@pytest.mark.parametrize(("limit", "base", "figure"), LIMIT_CASES)
-def test_a_binding_limit_is_respected_and_changes_the_plan(catalog, free, limit, base, figure):
-    plan = free[base]
-    used = getattr(plan.cluster, figure)
-    value = round(used * 0.95, 2) if limit == "max_power_kw" else used - 1
-    data = {"kentino": _chat(1024), "open": _chat(2048, vendor="open"),
-            "two-boxes": _chat(2048, vendor="open", gpus=["rtx-pro-6000", "b200-sxm"])}[base]
-    data = copy.deepcopy(data)
-    data["constraints"][limit] = value
-    limited = _solve(catalog, data)
-    assert limited.status == "optimal"
-    assert getattr(limited.cluster, figure) <= value + 1e-9          # respected
-    assert limited.cluster != plan.cluster                            # the plan changed
-    assert limited.cost.tco_usd > plan.cost.tco_usd                   # and costs more
-    loose = copy.deepcopy(data)
-    loose["constraints"][limit] = used                                # at the optimum: same plan
-    assert _solve(catalog, loose).cost.tco_usd == pytest.approx(plan.cost.tco_usd)
+@pytest.mark.parametrize(("limit", "figure"), [
+    ("max_nodes", "total_nodes"), ("max_gpus", "total_gpus"), ("max_power_kw", "power_kw"),
+    ("max_rack_units", "rack_units")])
+def test_a_binding_limit_is_respected_and_changes_the_plan(catalog, limit, figure):
+    """Set just below what the unlimited optimum uses, each limit row must hold (the plan
+    respects it) and bind (the plan changes and costs more); a flipped row (``>=``) keeps
+    the unlimited plan. The first base RFQ where a plan exists under the limit is used."""
+    for base in BASES:
+        plan = _solve(catalog, base)
+        used = getattr(plan.cluster, figure)
+        for value in _below(limit, used):
+            data = copy.deepcopy(base)
+            data["constraints"][limit] = value
+            limited = _solve(catalog, data)
+            if limited.status != "optimal":
+                continue
+            assert getattr(limited.cluster, figure) <= value + 1e-9       # respected
+            assert limited.cluster != plan.cluster                        # the plan changed
+            assert limited.cost.tco_usd > plan.cost.tco_usd               # and costs more
+            loose = copy.deepcopy(base)
+            loose["constraints"][limit] = used                            # at the optimum
+            assert _solve(catalog, loose).cost.tco_usd == pytest.approx(plan.cost.tco_usd)
+            return
+    pytest.fail(f"no base RFQ has a plan with {limit} below its unlimited optimum")
 
 
-def test_a_budget_below_the_optimum_is_infeasible_and_names_the_budget(catalog, free):
-    """The budget row caps the objective: a cent below the optimum leaves no plan (and the
-    answer names the budget that suffices); at the optimum the same plan comes back."""
-    tco = free["kentino"].cost.tco_usd
+def test_a_budget_below_the_optimum_is_infeasible_and_names_the_budget(catalog):
+    """The budget row caps the objective: a dollar below the optimum leaves no plan (and the
+    answer names the budget that suffices); a dollar above it the same plan comes back."""
+    tco = _solve(catalog, _chat(1024)).cost.tco_usd
     short = _solve(catalog, dict(_chat(1024), budget_usd=tco - 1.0))
     assert short.status == "infeasible"
     assert short.infeasibility.closest["budget_usd"] == pytest.approx(tco)

@@ -16,6 +16,8 @@ Factors come in two groups:
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from solver.catalog.data import Catalog, ComputeKey, PrecisionKey, content_key
