@@ -21,7 +21,7 @@ SUBSTITUTE = {"list | show ID | validate": "validate", "show ID": "show rtx-pro-
               "RFQ.yaml": "scenarios/chat-70b-one-node.yaml",
               "[--points 15]": "--points 3", "[--plot frontier.html]": "",
               "[--json]": "", "[--solver cbc|highs|cpsat]": "", "[--time-limit S]": "",
-              "[--workers N]": "--workers 2"}
+              "[--workers N]": "--workers 2", "[--plan]": "--plan"}
 
 
 def _everyday() -> list[str]:
