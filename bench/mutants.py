@@ -225,11 +225,16 @@ def main() -> int:
                         help="a mutant's time limit, as a multiple of its stage's tests on "
                              "the unmutated tree (past it: 'timeout')")
     parser.add_argument("--list", action="store_true", help="print the sample and stop")
+    parser.add_argument("--only", default="", help="run only these mutants of the sample, "
+                        "as path:line[,path:line...] (e.g. the survivors of a run, again)")
     args = parser.parse_args()
     every = [m for path in source_files() for m in enumerate_mutants(path)]
     sample = sorted(random.Random(args.seed).sample(every, min(args.sample, len(every))),
                     key=lambda m: (m.path, m.line, m.col))
     mutants = named_mutants() + sample
+    if args.only:
+        wanted = {item.strip() for item in args.only.split(",") if item.strip()}
+        mutants = [m for m in mutants if f"{m.path}:{m.line}" in wanted]
     print(f"{len(every)} mutants in {len(source_files())} files of {', '.join(SCOPE)}; "
           f"running {len(mutants)} (3 named + {len(sample)} drawn with seed {args.seed})")
     if args.list:
@@ -262,7 +267,7 @@ def main() -> int:
                   flush=True)
     killed = sum(1 for _, outcome, _ in results if outcome == "killed")
     timed_out = sum(1 for _, outcome, _ in results if outcome == "timeout")
-    named = results[:len(NAMED)]
+    named = [r for r in results if r[0].label]
     print(f"\nnamed mutants killed: {sum(o == 'killed' for _, o, _ in named)}/{len(named)}")
     print(f"kill rate: {killed}/{len(results)} = {killed / len(results):.0%} killed by a "
           f"failing test; {killed + timed_out}/{len(results)} = "

@@ -124,3 +124,37 @@ def test_a_budget_below_the_optimum_is_infeasible_and_names_the_budget(catalog):
     assert short.infeasibility.closest["budget_usd"] == pytest.approx(tco)
     enough = _solve(catalog, dict(_chat(1024), budget_usd=tco + 1.0))
     assert enough.cost.tco_usd == pytest.approx(tco) and enough.cost.tco_usd <= tco + 1.0
+
+
+# --- the n+1 spare and the reported gap, by hand --------------------------------------------
+
+def test_one_node_loss_by_hand():
+    """The n+1 spare is what the worst node carries: a 2-GPU replica (10 concurrent, 1.5
+    requests/s) fills an 8-GPU node four times, so a node down loses 40 and 6; a replica
+    spanning two 4-GPU nodes is lost whole (one replica: 25 and 2)."""
+    from test_mip import cand, node, table_of
+
+    from solver.optimize.mip import Demand, node_loss, units_lost
+
+    n8, n4 = node("s8", "g", 8, 1000.0), node("s4", "g", 4, 1000.0)
+    small = cand("chat", "inference", n8, 2, conc=10, qps=1.5, tag="small")
+    wide = cand("chat", "inference", n4, 8, nodes=2, fabric="ib-hdr-200", conc=25, qps=2.0,
+                tag="wide")
+    table = table_of([n8, n4], [small, wide])
+    assert units_lost(table, small) == 4 and units_lost(table, wide) == 1
+    assert node_loss(table, [small]) == Demand(40.0, 6.0)
+    assert node_loss(table, [wide]) == Demand(25.0, 2.0)
+    assert node_loss(table, [small, wide]) == Demand(40.0, 6.0)  # the worse of the two
+
+
+def test_reported_gap_by_hand():
+    """A time-limited plan's gap is (objective - bound) / objective, never negative; no
+    bound (or an infinite one) reports no gap."""
+    import math
+
+    from solver.optimize.backends import _gap
+
+    assert _gap(100.0, 90.0) == pytest.approx(0.1)
+    assert _gap(100.0, 120.0) == 0.0
+    assert _gap(None, 90.0) == 0.0 and _gap(100.0, None) == 0.0
+    assert _gap(100.0, -math.inf) == 0.0
