@@ -14,8 +14,8 @@ source's tokens (code only: never inside strings or comments):
 From that fixed, ordered list a sample is drawn with ``random.Random(seed)``, and the three
 mutants that survived the default test run before issue 30 are always added: the KV cache
 doubled for models without a config file, the server's base power dropped from a node's
-power, and the ``max_power_kw`` row flipped to ``>=``. ``physics/serving.py``,
-``physics/serving_fit.py`` and ``physics/calibration.py`` are left out (being rewritten).
+power, and the ``max_power_kw`` row flipped to ``>=``. The serving physics and its fit
+(:data:`EXCLUDED`) are left out while they are being reworked.
 
 Each mutant is applied, one at a time, to a copy of the tree in a temporary folder; the
 fast tests of its stage run there (``pytest -x``: stop at the first failure) with that copy
@@ -43,7 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCOPE = ("solver/physics", "solver/optimize")
 EXCLUDED = {"solver/physics/serving.py", "solver/physics/serving_fit.py",
-            "solver/physics/calibration.py"}
+            "solver/physics/calibration.py", "solver/physics/serving_data.py",
+            "solver/physics/coverage.py"}
+"""The serving physics and its fit (issue 26), still being reworked: mutated once settled."""
 COPIED = ("solver", "tests", "catalog", "scenarios", "dashboards", "bench/data",
           "pyproject.toml", "docs")
 
