@@ -59,7 +59,8 @@ STAGE_TESTS = {  # cheapest and most telling first: ``-x`` stops at the first fa
     "solver/optimize": COMMON_TESTS + [
         "tests/test_mip.py", "tests/test_bounds.py", "tests/test_network.py",
         "tests/test_solve.py", "tests/test_infeasibility.py", "tests/test_scenarios.py",
-        "tests/test_rental.py", "tests/test_schedule.py", "tests/test_slo_planning.py",
+        "tests/test_rental.py", "tests/test_rental_whatif.py", "tests/test_schedule.py",
+        "tests/test_slo_planning.py",
         "tests/test_backends.py", "tests/test_candidates_identical.py",
         "tests/test_mip_scale.py"],
 }
