@@ -89,7 +89,7 @@ def test_fit_check_interconnect_cliff(catalog, fabric, low, high, rdma):
 
 def test_serving_outputs_filled(catalog):
     """Validation against the guide, which no factor was fitted to: an 8 x RTX PRO 6000 box
-    serves a 70B FP8 chat to 32-64 concurrent users (domain.md), and 500-2,000 tokens/s is
+    serves a 70B FP8 chat to 32-64 concurrent users (docs/buying-guide.md), and 500-2,000 tokens/s is
     its interactive throughput. The planner's best split of the box holds at least 32 users
     at p90 SLOs even on vLLM, which has no measurement on this GPU and is planned with its
     calibration margin."""
