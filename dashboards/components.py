@@ -9,7 +9,8 @@ import streamlit as st
 
 from solver.analysis.explain import money_delta
 from solver.common.errors import InputError, Problem
-from solver.common.wording import node_lines, opex_rows, qty, relaxations, usd, years
+from solver.common.wording import cost_label, node_lines, opex_rows, qty, relaxations, usd
+from solver.optimize.plan_model import Cluster, Plan, WorkloadPlan
 
 from . import state
 from .figures import cluster_label
@@ -52,70 +53,73 @@ def usd_short(value: float) -> str:
     return f"${value / 1e6:,.2f}M" if abs(value) >= 1e6 else f"${value:,.0f}"
 
 
-def status_badge(plan: dict[str, Any]) -> str:
-    status = plan["status"]
+def status_badge(plan: Plan) -> str:
+    status = plan.status
     colour = {"optimal": "green", "feasible": "orange"}.get(status, "red")
     return f":{colour}[**{status}**]"
 
 
-def headline(plan: dict[str, Any]) -> None:
+def headline(plan: Plan) -> None:
     """TCO, capex and the cluster's size as metrics."""
-    cost, cluster = plan["cost"], plan["cluster"]
-    buy = "; ".join(node_lines(cluster))
-    gpus = list(dict.fromkeys(n["gpu"] for n in cluster.get("nodes", [])))
-    servers = list(dict.fromkeys(n["server"] for n in cluster.get("nodes", [])))
+    cost, cluster = plan.cost, plan.cluster
+    if cost is None:
+        return
+    buy = "; ".join(node_lines(cluster.model_dump()))
+    gpus = list(dict.fromkeys(n.gpu for n in cluster.nodes))
+    servers = list(dict.fromkeys(n.server for n in cluster.nodes))
     # long names (two server types) wrap inside their tile instead of being cut with '…'
     st.markdown("<style>[data-testid='stMetricValue'], [data-testid='stMetricValue'] * "
                 "{white-space: normal !important; overflow-wrap: anywhere; "
                 "text-overflow: clip !important}</style>", unsafe_allow_html=True)
     cols = st.columns(4)
-    cols[0].metric("TCO", usd_short(cost["tco_usd"]), help=f"${cost['tco_usd']:,.0f}")
-    cols[1].metric("Capex", usd_short(cost["capex_usd"]), help=f"${cost['capex_usd']:,.0f}")
+    cols[0].metric("TCO", usd_short(cost.tco_usd), help=f"${cost.tco_usd:,.0f}")
+    cols[1].metric("Capex", usd_short(cost.capex_usd), help=f"${cost.capex_usd:,.0f}")
     cols[2].metric("GPU" if len(gpus) == 1 else f"GPU ({len(gpus)} types)",
                    " + ".join(gpus) or "-", help=buy)
     cols[3].metric("Server" if len(servers) == 1 else f"Server ({len(servers)} types)",
                    " + ".join(servers) or "-", help=buy)
     cols = st.columns(4)
-    cols[0].metric("Nodes", cluster["total_nodes"])
-    cols[1].metric("GPUs", cluster["total_gpus"])
-    cols[2].metric("Power", f"{cluster['power_kw']:.1f} kW")
-    cols[3].metric("Fabric (coupled)" if cluster["coupled"] else "Fabric", cluster["fabric"])
+    cols[0].metric("Nodes", cluster.total_nodes)
+    cols[1].metric("GPUs", cluster.total_gpus)
+    cols[2].metric("Power", f"{cluster.power_kw:.1f} kW")
+    cols[3].metric("Fabric (coupled)" if cluster.coupled else "Fabric", cluster.fabric)
     st.markdown("**Buy:** " + buy)
 
 
-def bom_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+def bom_table(plan: Plan) -> pd.DataFrame | None:
     """The plan's bill of materials as a table (SKU, qty, prices with dates), capex last."""
-    bom = plan.get("bill_of_materials")
-    if not bom or not bom.get("lines"):
+    bill = plan.bill_of_materials
+    if bill is None or not bill.lines:
         return None
-    rows = [{"SKU": line.get("sku", ""), "description": line.get("description", ""),
-             "qty": qty(line.get("quantity", 0)), "unit price": usd(line.get("unit_price_usd")),
-             "price": f"{line.get('price_type', '')} {line.get('as_of', '')}".strip(),
-             "line total": usd(line.get("line_total_usd"))} for line in bom["lines"]]
+    rows = [{"SKU": line.sku, "description": line.description,
+             "qty": qty(line.quantity), "unit price": usd(line.unit_price_usd),
+             "price": f"{line.price_type} {line.as_of}".strip(),
+             "line total": usd(line.line_total_usd)} for line in bill.lines]
     rows.append({"SKU": "capex", "description": "sum of lines", "qty": "", "unit price": "",
-                 "price": "", "line total": usd(bom.get("capex_usd"))})
+                 "price": "", "line total": usd(bill.capex_usd)})
     return pd.DataFrame(rows)
 
 
-def opex_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+def opex_table(plan: Plan) -> pd.DataFrame | None:
     """Yearly running costs of the bill of materials."""
-    rows = opex_rows((plan.get("bill_of_materials") or {}).get("opex_per_year"))
+    bill = plan.bill_of_materials
+    rows = opex_rows(bill.opex_per_year.model_dump()) if bill is not None else []
     if not rows:
         return None
     return pd.DataFrame([{"running cost": label, "per year": usd(value)}
                          for label, value in rows])
 
 
-def infeasible(plan: dict[str, Any]) -> None:
+def infeasible(plan: Plan) -> None:
     """Why no plan meets the RFQ, the nearest relaxation and what to change."""
-    info = plan.get("infeasibility") or {}
-    reasons = info.get("reasons") or ["no plan meets this RFQ"]
+    info = plan.infeasibility
+    reasons = (info.reasons if info else []) or ["no plan meets this RFQ"]
     st.error("**No plan meets this RFQ.**\n\n" + "\n".join(f"- {r}" for r in reasons))
-    words = relaxations(info, plan.get("objective", "tco"))
+    words = relaxations(info.model_dump(mode="json"), plan.objective) if info else []
     if words:
         st.markdown("**Nearest feasible changes:**\n\n" + "\n".join(f"- {w}" for w in words))
-    if info.get("to_fix"):
-        st.info(f"**To fix:** {info['to_fix']}")
+    if info and info.to_fix:
+        st.info(f"**To fix:** {info.to_fix}")
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -131,34 +135,33 @@ def table_height(rows: int, limit: int = 30) -> int:
     return 38 + 35 * max(1, min(rows, limit))
 
 
-def layout_table(plan: dict[str, Any]) -> pd.DataFrame:
+def layout_table(plan: Plan) -> pd.DataFrame:
     """Each workload's layout: GPU, precision, TP × PP × DP, GPUs, nodes, memory."""
     rows = []
-    for w in plan["workloads"]:
-        mem = w["memory"]
+    for w in plan.workloads:
+        mem = w.memory
         row = {
-            "workload": w["name"], "kind": w["kind"], "model": w["model"],
-            "precision": w["precision"], "GPU": w["gpu"],
-            "TP × PP × DP": f"{w['tp']} × {w['pp']} × {w['dp']}", "GPUs": w["gpus"],
-            "nodes per replica/job": w["nodes_spanned"],
-            "memory per GPU (GB)": f"{mem['total_gb']:.1f} / {mem['capacity_gb']:.0f}",
-            "weights share": f"{(mem.get('weights_fraction') or 0):.0%}",
+            "workload": w.name, "kind": w.kind, "model": w.model,
+            "precision": w.precision, "GPU": w.gpu,
+            "TP × PP × DP": f"{w.tp} × {w.pp} × {w.dp}", "GPUs": w.gpus,
+            "nodes per replica/job": w.nodes_spanned,
+            "memory per GPU (GB)": f"{mem.total_gb:.1f} / {mem.capacity_gb:.0f}",
+            "weights share": f"{mem.weights_fraction:.0%}",
         }
-        layouts = w.get("layouts") or []
-        if len(layouts) < 2 or w["kind"] not in ("inference", "batch_inference"):
+        layouts = w.layouts or []
+        if len(layouts) < 2 or w.kind not in ("inference", "batch_inference"):
             rows.append(row)
             continue
         # several layouts serve this workload: one row each, so GPUs add up per row
         for index, layout in enumerate(layouts):
-            gpus = layout["tp"] * layout["pp"] * layout["replicas"]
+            gpus = layout.tp * layout.pp * layout.replicas
             first = index == 0
-            rows.append({**row, "workload": f"{w['name']} ({index + 1}/{len(layouts)})",
-                         "precision": layout["precision"], "GPU": layout["gpu"],
-                         "TP × PP × DP": f"{layout['tp']} × {layout['pp']} × "
-                                         f"{layout['replicas']}",
+            rows.append({**row, "workload": f"{w.name} ({index + 1}/{len(layouts)})",
+                         "precision": layout.precision, "GPU": layout.gpu,
+                         "TP × PP × DP": f"{layout.tp} × {layout.pp} × {layout.replicas}",
                          "GPUs": gpus,
-                         "nodes per replica/job": max(1, -(-layout["tp"] * layout["pp"]
-                                                         // layout["gpus_per_node"])),
+                         "nodes per replica/job": max(1, -(-layout.tp * layout.pp
+                                                         // layout.gpus_per_node)),
                          "memory per GPU (GB)": row["memory per GPU (GB)"] if first else "—",
                          "weights share": row["weights share"] if first else "—"})
     return pd.DataFrame(rows)
@@ -167,31 +170,30 @@ def layout_table(plan: dict[str, Any]) -> pd.DataFrame:
 SHARES = ("scaling efficiency", "MFU")  # fractions, shown as percentages
 
 
-def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
+def targets_table(plan: Plan, data: dict[str, Any]) -> pd.DataFrame:
     """Predicted latency, throughput and time against each workload's targets."""
     specs = {w["name"]: w for w in data.get("workloads", [])}
     rows = []
-    for w in plan["workloads"]:
-        spec, pred = specs.get(w["name"], {}), w["predicted"]
+    for w in plan.workloads:
+        spec, pred = specs.get(w.name, {}), w.predicted
         checks: list[tuple[str, Any, Any, bool]] = []  # metric, predicted, target, lower-better
-        if w["kind"] == "inference":
-            margins = w.get("margins")
-            if margins is None:  # a plan from before SLO margins: the typical latency
-                checks += [("TTFT ms", pred.get("ttft_ms"), spec.get("ttft_ms"), True),
-                           ("TPOT ms", pred.get("tpot_ms"), spec.get("tpot_ms"), True)]
+        if w.kind == "inference":
+            if w.margins is None:  # no SLO stated: the typical latency
+                checks += [("TTFT ms", pred.ttft_ms, spec.get("ttft_ms"), True),
+                           ("TPOT ms", pred.tpot_ms, spec.get("tpot_ms"), True)]
             # else: the latency SLOs at their percentile are in serving_table
-            checks += [("concurrency held", pred.get("max_concurrency"),
+            checks += [("concurrency held", pred.max_concurrency,
                         spec.get("concurrency"), False),
-                       ("QPS capacity", pred.get("qps_capacity"), spec.get("qps"), False),
-                       ("output tokens/s", pred.get("tokens_per_s"), None, False)]
+                       ("QPS capacity", pred.qps_capacity, spec.get("qps"), False),
+                       ("output tokens/s", pred.tokens_per_s, None, False)]
         else:
-            checks += [("hours to complete", pred.get("hours_to_complete"),
+            checks += [("hours to complete", pred.hours_to_complete,
                         spec.get("deadline_hours"), True),
-                       ("tokens/s", pred.get("tokens_per_s"), None, False)]
-            if pred.get("scaling_efficiency") is not None:
-                checks.append(("scaling efficiency", pred["scaling_efficiency"], None, False))
-            if pred.get("mfu") is not None:
-                checks.append(("MFU", pred["mfu"], None, False))
+                       ("tokens/s", pred.tokens_per_s, None, False)]
+            if pred.scaling_efficiency is not None:
+                checks.append(("scaling efficiency", pred.scaling_efficiency, None, False))
+            if pred.mfu is not None:
+                checks.append(("MFU", pred.mfu, None, False))
         for metric, predicted, target, lower in checks:
             if predicted is None and target is None:
                 continue
@@ -203,7 +205,7 @@ def targets_table(plan: dict[str, Any], data: dict[str, Any]) -> pd.DataFrame:
             shown = (_pct(predicted) if metric in SHARES else
                      _fmt(predicted, 2 if isinstance(predicted, float) and predicted < 10
                           else 1))
-            rows.append({"workload": w["name"], "metric": metric, "predicted": shown,
+            rows.append({"workload": w.name, "metric": metric, "predicted": shown,
                          "target": ("≤ " if lower else "≥ ") + _fmt(target)
                          if target is not None else "-",
                          "verdict": verdict})
@@ -214,37 +216,37 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def serving_table(entry: dict[str, Any]) -> pd.DataFrame | None:
+def serving_table(entry: WorkloadPlan) -> pd.DataFrame | None:
     """One serving workload's SLO check: each latency SLO at its percentile (target,
     prediction, margin, met), utilisation against its target, and with redundancy n+1 the
     capacity left with the worst node down against the demand. None for jobs."""
-    if entry.get("kind") not in ("inference", "batch_inference"):
+    if entry.kind not in ("inference", "batch_inference"):
         return None
     rows = []
-    for metric, m in (entry.get("margins") or {}).items():
-        basis = "median" if m.get("basis") == "median" else f"p{m.get('percentile')}"
+    for metric, m in (entry.margins or {}).items():
+        basis = "median" if m.basis == "median" else f"p{m.percentile}"
         rows.append({"check": f"{metric.removesuffix('_ms').upper()} at {basis}",
-                     "target": f"≤ {_fmt(m.get('target_ms'))} ms",
-                     "predicted": f"{_fmt(m.get('predicted_ms'))} ms",
-                     "margin": _pct(m.get("margin")),
-                     "verdict": "✓ met" if m.get("met") else "✗ missed"})
-    if entry.get("utilization") is not None:
-        goal = entry.get("target_utilization") or 1.0
-        used = entry["utilization"]
+                     "target": f"≤ {_fmt(m.target_ms)} ms",
+                     "predicted": f"{_fmt(m.predicted_ms)} ms",
+                     "margin": _pct(m.margin),
+                     "verdict": "✓ met" if m.met else "✗ missed"})
+    if entry.utilization is not None:
+        goal = entry.target_utilization or 1.0
+        used = entry.utilization
         rows.append({"check": "utilisation (demand ÷ capacity bought)",
                      "target": f"≤ {goal:.0%}", "predicted": f"{used:.0%}",
                      "margin": _pct(1 - used / goal) if goal else "-",
                      "verdict": "✓ met" if used <= goal + 1e-6 else "✗ missed"})
-    spare = entry.get("n_plus_1")
-    demand = entry.get("demand") or {}
-    if spare:
-        for key, label, unit in (("concurrency", "concurrency", "requests"),
-                                 ("qps", "requests/s", "req/s")):
-            left, need = spare.get(f"{key}_one_node_down"), demand.get(key)
+    spare = entry.n_plus_1
+    demand = entry.demand
+    if spare and demand:
+        for left, need, label, unit in (
+                (spare.concurrency_one_node_down, demand.concurrency, "concurrency",
+                 "requests"),
+                (spare.qps_one_node_down, demand.qps, "requests/s", "req/s")):
             if left is None or not need:
                 continue
-            rows.append({"check": f"n+1: {label} with {spare.get('worst_node', 'a node')} "
-                                  "down",
+            rows.append({"check": f"n+1: {label} with {spare.worst_node} down",
                          "target": f"≥ {_fmt(need)} {unit}", "predicted": f"{_fmt(left)} {unit}",
                          "margin": _pct(1 - need / left) if left else "-",
                          "verdict": "✓ met" if left >= need - 1e-9 else "✗ missed"})
@@ -253,66 +255,57 @@ def serving_table(entry: dict[str, Any]) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
-def serving_note(entry: dict[str, Any]) -> str:
+def serving_note(entry: WorkloadPlan) -> str:
     """Engine, SLO percentile and redundancy of a serving workload, in one line."""
-    parts = [f"**{entry['name']}**"]
-    if entry.get("engine"):
-        parts.append(f"engine {entry['engine']}")
-    if entry.get("slo_percentile") is not None:
-        parts.append(f"SLOs held for {entry['slo_percentile']} % of requests")
-    redundancy = entry.get("redundancy")
+    parts = [f"**{entry.name}**"]
+    if entry.engine:
+        parts.append(f"engine {entry.engine}")
+    if entry.slo_percentile is not None:
+        parts.append(f"SLOs held for {entry.slo_percentile} % of requests")
+    redundancy = entry.redundancy
     if redundancy:
         parts.append("redundancy n+1 (demand met with any one node down)" if redundancy == "n+1"
                      else "no redundancy")
     return " · ".join(parts)
 
 
-def decision_path(plan: dict[str, Any]) -> None:
+def decision_path(plan: Plan) -> None:
     """The guide's decision path, per workload: the first yes ends it."""
-    steps = plan.get("decision_path") or []
+    steps = plan.decision_path
     if not steps:
         st.caption("No decision path.")
         return
-    for name in dict.fromkeys(s["workload"] for s in steps):
+    for name in dict.fromkeys(s.workload for s in steps):
         st.markdown(f"**{name}**")
         lines = []
-        for step in (s for s in steps if s["workload"] == name):
-            mark = "**yes** ✓" if step["answer"] else "no"
-            reference = (f"  \n   <small>for comparison, {step['reference']}</small>"
-                         if step.get("reference") else "")
-            lines.append(f"{step['step']}. {step['question']} — {mark}  \n"
-                         f"   <small>{step['note']}</small>{reference}")
+        for step in (s for s in steps if s.workload == name):
+            mark = "**yes** ✓" if step.answer else "no"
+            reference = (f"  \n   <small>for comparison, {step.reference}</small>"
+                         if step.reference else "")
+            lines.append(f"{step.step}. {step.question} — {mark}  \n"
+                         f"   <small>{step.note}</small>{reference}")
         st.markdown("\n".join(lines), unsafe_allow_html=True)
 
 
-COST_WORDS = {"gpus_usd": "GPUs", "servers_usd": "Servers (without GPUs)",
-              "network_usd": "Network (NICs, switches, cables)", "storage_usd": "Shared storage",
-              "capex_usd": "Capex (sum of the above)", "power_usd": "Power",
-              "operations_usd": "Operations", "multinode_overhead_usd":
-              "Multi-node engineering overhead", "tco_usd": "Total cost of ownership"}
-OVER_HORIZON = ("power_usd", "operations_usd", "multinode_overhead_usd", "tco_usd")
-
-
 def cost_word(key: str, horizon: float | None = None) -> str:
-    """A cost term in words; running costs say the horizon they cover."""
-    word = COST_WORDS.get(key) or key.removesuffix("_usd").replace("_", " ").capitalize()
-    if horizon and key in OVER_HORIZON:
-        word += f" ({years(horizon)})"
-    return word
+    """A cost term in words (:data:`~solver.common.wording.COST_LABELS`); running costs say
+    the horizon they cover."""
+    return cost_label(key, horizon)
 
 
-def cost_terms_table(plan: dict[str, Any], horizon: float | None) -> pd.DataFrame:
+def cost_terms_table(plan: Plan, horizon: float | None) -> pd.DataFrame:
     """The plan's cost terms in words with dollars, capex and TCO included."""
+    cost = plan.cost.model_dump() if plan.cost is not None else {}
     return pd.DataFrame([{"cost": cost_word(key, horizon), "amount": usd(value)}
-                         for key, value in plan["cost"].items()
-                         if isinstance(value, int | float)])
+                         for key, value in cost.items()])
 
 
-def same_as_chosen(plan: dict[str, Any], alt: dict[str, Any]) -> bool:
+def same_as_chosen(plan: Plan, alt: dict[str, Any]) -> bool:
     """An alternative that is the chosen plan itself (same cost, same cluster)."""
-    return (alt.get("feasible") and alt.get("delta_usd") is not None
-            and abs(alt["delta_usd"]) < 0.5 and alt.get("cluster") is not None
-            and cluster_label({"cluster": alt["cluster"]}) == cluster_label(plan))
+    return bool(alt.get("feasible") and alt.get("delta_usd") is not None
+                and abs(alt["delta_usd"]) < 0.5 and alt.get("cluster") is not None
+                and cluster_label(Cluster.model_validate(alt["cluster"]))
+                == cluster_label(plan.cluster))
 
 
 def counterfactual_table(alternatives: list[dict[str, Any]]) -> pd.DataFrame:
@@ -322,26 +315,27 @@ def counterfactual_table(alternatives: list[dict[str, Any]]) -> pd.DataFrame:
             "alternative": alt["alternative"],
             "TCO": "infeasible" if not alt["feasible"] else f"${alt['tco_usd']:,.0f}",
             "vs chosen": "—" if alt.get("delta_usd") is None else money_delta(alt["delta_usd"]),
-            "cluster": cluster_label({"cluster": alt["cluster"]}) if alt.get("cluster") else "—",
+            "cluster": cluster_label(Cluster.model_validate(alt["cluster"]))
+            if alt.get("cluster") else "—",
             "why": alt["why"],
         })
     return pd.DataFrame(rows)
 
 
-def warnings(plan: dict[str, Any]) -> None:
-    for warning in plan.get("warnings") or []:
+def warnings(plan: Plan) -> None:
+    for warning in plan.warnings:
         st.warning(warning, icon=":material/warning:")
 
 
-def plan_card(plan: dict[str, Any], title: str) -> None:
+def plan_card(plan: Plan, title: str) -> None:
     """A compact plan: cluster, cost and layouts (Pareto comparison, what-if)."""
     st.markdown(f"#### {title}")
-    if plan["status"] not in ("optimal", "feasible"):
+    cost = plan.cost
+    if not plan.feasible or cost is None:
         infeasible(plan)
         return
-    cost = plan["cost"]
-    st.markdown(f"{status_badge(plan)} · TCO **${cost['tco_usd']:,.0f}** · capex "
-                f"${cost['capex_usd']:,.0f}  \n{cluster_label(plan)}")
+    st.markdown(f"{status_badge(plan)} · TCO **${cost.tco_usd:,.0f}** · capex "
+                f"${cost.capex_usd:,.0f}  \n{cluster_label(plan.cluster, cost)}")
     st.table(layout_table(plan)[["workload", "precision", "GPU", "TP × PP × DP", "GPUs",
                                  "nodes per replica/job"]],
              hide_index=True, border="horizontal")
@@ -349,13 +343,13 @@ def plan_card(plan: dict[str, Any], title: str) -> None:
 
 # --- buy, rent or both (issue 16) --------------------------------------------------------
 
-def _rental_context(plan: dict[str, Any], horizon: float | None) -> dict[str, Any]:
+def _rental_context(plan: Plan, horizon: float | None) -> dict[str, Any]:
     from solver.report.quote import rental_context
 
-    return rental_context(plan, horizon or 3.0, plan.get("status") in ("optimal", "feasible"))
+    return rental_context(plan, horizon or 3.0, plan.feasible)
 
 
-def schedule_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+def schedule_table(plan: Plan) -> pd.DataFrame | None:
     """The purchase schedule per period (when phased or something is rented), else None."""
     rows = _rental_context(plan, None)["schedule"]
     if not rows:
@@ -366,7 +360,7 @@ def schedule_table(plan: dict[str, Any]) -> pd.DataFrame | None:
                           "what runs where": r["runs"]} for r in rows])
 
 
-def rental_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+def rental_table(plan: Plan) -> pd.DataFrame | None:
     """What the plan rents: offer, instances, GPU-hours, $/GPU-h, total, price date."""
     rows = _rental_context(plan, None)["rentals"]
     if not rows:
@@ -377,7 +371,7 @@ def rental_table(plan: dict[str, Any]) -> pd.DataFrame | None:
                           "total": r["total"], "as of": r["as_of"]} for r in rows])
 
 
-def buy_rent_table(plan: dict[str, Any]) -> pd.DataFrame | None:
+def buy_rent_table(plan: Plan) -> pd.DataFrame | None:
     """Buy against rent per workload alone, with the break-even utilisation and horizon."""
     rows = _rental_context(plan, None)["buy_rent"]
     if not rows:
@@ -391,7 +385,7 @@ def buy_rent_table(plan: dict[str, Any]) -> pd.DataFrame | None:
                          for c in rows])
 
 
-def buy_or_rent(plan: dict[str, Any], horizon: float | None) -> None:
+def buy_or_rent(plan: Plan, horizon: float | None) -> None:
     """The Plan page's buy-rent section: schedule, rented lines, the comparison table and
     the cumulative cost chart - each only when the plan has it."""
     from .figures import buy_rent_figure
@@ -400,15 +394,15 @@ def buy_or_rent(plan: dict[str, Any], horizon: float | None) -> None:
     if schedule is None and rented is None and compare is None:
         return
     st.subheader("Buy, rent or both")
-    phasing = plan.get("phasing")
+    phasing = plan.phasing
     if schedule is not None:
         st.markdown("**Purchase schedule**")
         st.table(schedule, hide_index=True, border="horizontal")
         if phasing:
-            st.caption(f"Bought in steps: {usd(phasing['tco_usd'])} over the horizon against "
-                       f"{usd(phasing.get('buy_all_now_tco_usd'))} buying everything at "
+            st.caption(f"Bought in steps: {usd(phasing.tco_usd)} over the horizon against "
+                       f"{usd(phasing.buy_all_now_tco_usd)} buying everything at "
                        f"month 0; hardware bought later is "
-                       f"{phasing['hardware_price_decline_per_year']:.0%} a year cheaper "
+                       f"{phasing.hardware_price_decline_per_year:.0%} a year cheaper "
                        "(labelled assumption).")
     if rented is not None:
         st.markdown("**Rented capacity**")

@@ -1,6 +1,6 @@
 """Plotly figures of the dashboard: the cluster, the cost breakdown, the frontier, the tornado.
 
-Pure functions of the plan / frontier / report dicts of contract.md (no Streamlit), so they
+Pure functions of the plan / frontier / report of docs/plan.md (no Streamlit), so they
 can be checked without a browser. The cluster picture places each workload's replicas on
 the nodes bought, first fit; the solver decides *how many* GPUs of which kind each layout
 uses, the picture shows one way to put them in the boxes.
@@ -14,7 +14,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from solver.common.wording import axis_words
+from solver.common.wording import CAPEX_TERMS, COST_LABELS, COST_TERMS, axis_words
+from solver.optimize.plan_model import Cluster, Cost, LayoutUse, Plan, WorkloadPlan
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
            "#9D755D", "#EECA3B", "#BAB0AC")
@@ -49,10 +50,6 @@ def _short_usd(value: float) -> str:
     return f"${value / 1000:,.0f}k" if abs(value) >= 1000 else f"${value:,.0f}"
 
 
-COST_TERMS = (("gpus_usd", "GPUs"), ("servers_usd", "Servers"), ("network_usd", "Network"),
-              ("storage_usd", "Storage"), ("power_usd", "Power"),
-              ("operations_usd", "Operations"), ("multinode_overhead_usd",
-                                                 "Multi-node overhead"))
 FABRIC_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "cross", "star")
 LOG_SCALE_RATIO = 30  # a cost axis spanning more than this factor is drawn log-scaled
 MONEY_AXIS = {"tickprefix": "$", "tickformat": ",.0f"}
@@ -71,42 +68,41 @@ class Node:
     hover: list[str] = field(default_factory=list)
 
 
-def _units(entry: dict[str, Any]) -> list[tuple[str, int, int, str]]:
+def _units(entry: WorkloadPlan) -> list[tuple[str, int, int, str]]:
     """A workload's placement units: (gpu, gpus_per_node, GPUs per unit, label)."""
     units = []
-    training = entry["kind"] not in ("inference", "batch_inference")
-    layouts = entry.get("layouts") or [{
-        "gpu": entry["gpu"], "precision": entry["precision"], "tp": entry["tp"],
-        "pp": entry["pp"], "replicas": 1 if training else entry["dp"],
-        "gpus_per_node": entry.get("gpus_per_node"), "dp": entry["dp"]}]
+    training = entry.kind not in ("inference", "batch_inference")
+    layouts = entry.layouts or [LayoutUse(
+        gpu=entry.gpu, precision=entry.precision, tp=entry.tp, pp=entry.pp,
+        replicas=1 if training else entry.dp, gpus_per_node=entry.gpus_per_node,
+        fabric=entry.fabric)]
     for layout in layouts:
-        replicas = int(layout.get("replicas") or 1)
+        replicas = layout.replicas or 1
         if training:
-            size = int(entry["gpus"])
-            label = (f"{entry['name']}: {layout['precision']} TP{layout['tp']}×PP{layout['pp']}"
-                     f"×DP{entry['dp']}")
+            size = entry.gpus
+            label = (f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
+                     f"×DP{entry.dp}")
         else:
-            size = int(layout["tp"]) * int(layout["pp"])
-            label = f"{entry['name']}: {layout['precision']} TP{layout['tp']}×PP{layout['pp']}"
+            size = layout.tp * layout.pp
+            label = f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
         for replica in range(replicas):
             suffix = f" (replica {replica + 1}/{replicas})" if replicas > 1 else ""
-            units.append((layout["gpu"], int(layout.get("gpus_per_node") or 0), size,
-                          label + suffix))
+            units.append((layout.gpu, layout.gpus_per_node, size, label + suffix))
     return units
 
 
-def place(plan: dict[str, Any]) -> list[Node]:
+def place(plan: Plan) -> list[Node]:
     """Nodes of the plan with each GPU slot assigned to a workload (first fit)."""
-    nodes = [Node(n["gpu"], n["server"], [None] * int(n["gpus_per_node"]))
-             for n in plan["cluster"]["nodes"] for _ in range(int(n["count"]))]
+    nodes = [Node(n.gpu, n.server, [None] * n.gpus_per_node)
+             for n in plan.cluster.nodes for _ in range(n.count)]
     for node in nodes:
         node.hover = [""] * len(node.slots)
-    for entry in plan.get("workloads", []):
+    for entry in plan.workloads:
         for gpu, per_node, size, label in _units(entry):
             matching = [n for n in nodes if n.gpu == gpu and (not per_node
                                                               or len(n.slots) == per_node)]
             matching = matching or [n for n in nodes if n.gpu == gpu]
-            _fill(matching, size, entry["name"], label)
+            _fill(matching, size, entry.name, label)
     return nodes
 
 
@@ -139,24 +135,23 @@ def _take(node: Node, count: int, name: str, label: str) -> int:
     return taken
 
 
-def workload_colours(plan: dict[str, Any]) -> dict[str, str]:
-    return {entry["name"]: PALETTE[i % len(PALETTE)]
-            for i, entry in enumerate(plan.get("workloads", []))}
+def workload_colours(plan: Plan) -> dict[str, str]:
+    return {entry.name: PALETTE[i % len(PALETTE)] for i, entry in enumerate(plan.workloads)}
 
 
-def cluster_figure(plan: dict[str, Any]) -> go.Figure:
+def cluster_figure(plan: Plan) -> go.Figure:
     """Nodes as boxes, GPUs as squares coloured by workload, the fabric when coupled."""
     nodes = place(plan)
-    cluster = plan["cluster"]
+    cluster = plan.cluster
     shown = nodes[:MAX_DRAWN_NODES]
     colours = workload_colours(plan)
-    coupled = bool(cluster.get("coupled"))
+    coupled = cluster.coupled
     node_w, gap, header, cell = 5.0, 0.8, 0.9, 1.0
     bus = 0.9 if coupled else 0.0
     scale_columns = min(NODES_PER_ROW, max(2, len(shown)))  # few nodes: draw them larger
     width = scale_columns * (node_w + gap) - gap
     spanning = [i for i, n in enumerate(shown) if n.spanning]
-    want = int(cluster.get("coupled_nodes") or 0) if coupled else 0
+    want = cluster.coupled_nodes if coupled else 0
     for i in range(len(shown)):
         if len(spanning) >= want:
             break
@@ -204,7 +199,7 @@ def cluster_figure(plan: dict[str, Any]) -> go.Figure:
                           y0=y_bus, y1=y_bus, line={"color": "#333", "width": 5})
             fig.add_annotation(x=(min(members) + max(members)) / 2, y=y_bus - 0.3,
                                showarrow=False, font={"size": 12},
-                               text=f"fabric <b>{cluster['fabric']}</b> (coupled)")
+                               text=f"fabric <b>{cluster.fabric}</b> (coupled)")
         top = y0 - gap - bus
     order = [name for name in colours if name in points] + (["idle"] if "idle" in points
                                                               else [])
@@ -215,8 +210,8 @@ def cluster_figure(plan: dict[str, Any]) -> go.Figure:
             showlegend=True,
             marker={"symbol": "square", "size": max(14, min(44, int(0.55 * px_per_unit))), "color": colours.get(key, IDLE),
                     "line": {"color": "#555", "width": 1}}))
-    title = f"{cluster['total_nodes']} node{'s' if cluster['total_nodes'] != 1 else ''}, " \
-            f"{cluster['total_gpus']} GPUs, fabric {cluster['fabric']}"
+    title = f"{cluster.total_nodes} node{'s' if cluster.total_nodes != 1 else ''}, " \
+            f"{cluster.total_gpus} GPUs, fabric {cluster.fabric}"
     if len(nodes) > len(shown):
         title += f" — first {len(shown)} of {len(nodes)} nodes drawn"
     fig.update_layout(
@@ -238,18 +233,20 @@ def _columns(node: Node) -> int:
 
 # --- cost -------------------------------------------------------------------------------
 
-def cost_figure(cost: dict[str, float], objective: str = "tco") -> go.Figure:
-    """A waterfall from the capex terms through power, operations and overhead to TCO."""
-    terms = [(label, float(cost.get(key) or 0.0)) for key, label in COST_TERMS]
-    if objective == "capex":
-        terms = terms[:4]
+def cost_figure(cost: Cost, objective: str = "tco") -> go.Figure:
+    """A waterfall from the capex terms through power, operations, overhead and rental to
+    TCO (labels: :data:`~solver.common.wording.COST_LABELS`)."""
+    amounts = cost.model_dump()
+    keys = CAPEX_TERMS if objective == "capex" else COST_TERMS
+    terms = [(COST_LABELS[key].words.capitalize() if key != "gpus_usd" else "GPUs",
+              float(amounts[key])) for key in keys]
     labels = [label for label, _ in terms] + ["Capex" if objective == "capex" else "TCO"]
     values = [value for _, value in terms] + [0.0]
     measures = ["relative"] * len(terms) + ["total"]
     fig = go.Figure(go.Waterfall(
         x=labels, y=values, measure=measures, textposition="outside",
         text=[_short_usd(v) if v else "" for v in values[:-1]]
-        + [_short_usd(cost.get("capex_usd" if objective == "capex" else "tco_usd") or 0)],
+        + [_short_usd(cost.capex_usd if objective == "capex" else cost.tco_usd)],
         connector={"line": {"color": "#999"}},
         increasing={"marker": {"color": "#4C78A8"}}, totals={"marker": {"color": "#333"}}))
     fig.update_layout(title="Cost breakdown over the horizon", height=360,
@@ -261,22 +258,23 @@ def cost_figure(cost: dict[str, float], objective: str = "tco") -> go.Figure:
 
 # --- Pareto frontier --------------------------------------------------------------------
 
-def plan_gpus(plan: dict[str, Any]) -> str:
-    return "+".join(sorted({n["gpu"] for n in plan["cluster"]["nodes"]})) or "-"
+def plan_gpus(plan: Plan) -> str:
+    return "+".join(sorted({n.gpu for n in plan.cluster.nodes})) or "-"
 
 
-def plan_fabric(plan: dict[str, Any]) -> str:
-    cluster = plan["cluster"]
-    return f"{cluster['fabric']} (coupled)" if cluster.get("coupled") else "none"
+def plan_fabric(plan: Plan) -> str:
+    cluster = plan.cluster
+    return f"{cluster.fabric} (coupled)" if cluster.coupled else "none"
 
 
-def cluster_label(plan: dict[str, Any]) -> str:
-    cluster = plan["cluster"]
-    if not cluster["nodes"]:
-        return "nothing owned (rented)" if (plan.get("cost") or {}).get("rental_usd") \
+def cluster_label(cluster: Cluster, cost: Cost | None = None) -> str:
+    """``1× pcie-8gpu 8×rtx-pro-6000, fabric none`` (with ``cost``: says when nothing is
+    owned because everything is rented)."""
+    if not cluster.nodes:
+        return "nothing owned (rented)" if cost is not None and cost.rental_usd \
             else "nothing owned"
-    return " + ".join(f"{n['count']}× {n['server']} {n['gpus_per_node']}×{n['gpu']}"
-                      for n in cluster["nodes"]) + f", fabric {cluster['fabric']}"
+    return " + ".join(f"{n.count}× {n.server} {n.gpus_per_node}×{n.gpu}"
+                      for n in cluster.nodes) + f", fabric {cluster.fabric}"
 
 
 def frontier_figure(result: dict[str, Any], selected: int | None = None,
@@ -343,13 +341,14 @@ def frontier_figure(result: dict[str, Any], selected: int | None = None,
 
 def _hover(index: int, point: dict[str, Any], result: dict[str, Any]) -> str:
     cost_key, metric = result["axes"]
-    plan = point["plan"]
-    work = next((w for w in plan["workloads"] if w["name"] == result["workload"]), None)
-    layout = (f"{work['precision']} TP{work['tp']}×PP{work['pp']}×DP{work['dp']} on "
-              f"{work['gpus']}× {work['gpu']}" if work else "")
+    plan: Plan = point["plan"]
+    work = next((w for w in plan.workloads if w.name == result["workload"]), None)
+    layout = (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp} on "
+              f"{work.gpus}× {work.gpu}" if work else "")
     return (f"<b>#{index + 1}</b> {axis_words(cost_key)} ${point[cost_key]:,.0f}<br>"
             f"{axis_words(metric)} "
-f"{point[metric]:,.2f}<br>{cluster_label(plan)}<br>{result['workload']}: {layout}")
+f"{point[metric]:,.2f}<br>{cluster_label(plan.cluster, plan.cost)}<br>"
+            f"{result['workload']}: {layout}")
 
 
 # --- sensitivity ------------------------------------------------------------------------
@@ -378,10 +377,10 @@ def tornado_figure(report: dict[str, Any]) -> go.Figure:
 
 # --- buy or rent ------------------------------------------------------------------------
 
-def buy_rent_figure(plan: dict[str, Any], horizon_years: float) -> go.Figure | None:
+def buy_rent_figure(plan: Plan, horizon_years: float) -> go.Figure | None:
     """Cumulative cost month by month of owning (capex at month 0, then power and
     operations) against renting (the rented capacity's $/h for the hours it is used), one
-    pair of lines per workload of ``plan['buy_vs_rent']`` that has both sides; the
+    pair of lines per workload of ``plan.buy_vs_rent`` that has both sides; the
     break-even horizon marked where the lines cross (inside the horizon and the hours
     used: a job rented for 9 hours never reaches it). None when no workload
     could be both bought and rented."""
@@ -390,11 +389,11 @@ def buy_rent_figure(plan: dict[str, Any], horizon_years: float) -> go.Figure | N
     colours = workload_colours(plan)
     fig = go.Figure()
     drawn = 0
-    for row in plan.get("buy_vs_rent") or []:
+    for row in plan.buy_vs_rent or []:
         series = cumulative_costs(row, horizon_years)
         if series is None:
             continue
-        name, colour = row["workload"], colours.get(row["workload"], PALETTE[0])
+        name, colour = row.workload, colours.get(row.workload, PALETTE[0])
         drawn += 1
         fig.add_trace(go.Scatter(x=series["month"], y=series["buy_usd"], mode="lines",
                                  name=f"{name}: buy", line={"color": colour},
@@ -402,8 +401,8 @@ def buy_rent_figure(plan: dict[str, Any], horizon_years: float) -> go.Figure | N
         fig.add_trace(go.Scatter(x=series["month"], y=series["rent_usd"], mode="lines",
                                  name=f"{name}: rent", line={"color": colour, "dash": "dash"},
                                  hovertemplate="month %{x}: $%{y:,.0f}<extra>rent</extra>"))
-        months = row.get("breakeven_months")
-        used_months = row["hours_used"] / (8760.0 / 12.0)
+        months = row.breakeven_months
+        used_months = (row.hours_used or 0.0) / (8760.0 / 12.0)
         if months is not None and months <= min(12 * horizon_years, used_months):
             # the lines cross only when the capacity is used past the break-even horizon
             fig.add_vline(x=months, line={"color": colour, "dash": "dot", "width": 1},

@@ -19,6 +19,7 @@ import yaml
 from solver.catalog.data import Catalog
 from solver.catalog.load import load_catalog
 from solver.common.errors import InputError
+from solver.optimize.plan_model import Plan
 from solver.rfq.schema import Rfq, validate_rfq
 
 CATALOG_ENV = "PROCURE_DASHBOARD_CATALOG"
@@ -187,15 +188,15 @@ def scenario(rfq_json: str, directory: str | None, pairs: Pairs) -> tuple[Catalo
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def solve_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str, Any]:
-    """The plan and the counterfactuals of ``explain`` (contract.md plan dict)."""
+    """The plan (:class:`~solver.optimize.plan_model.Plan`) and the counterfactuals of
+    ``explain``."""
     from solver.analysis.explain import counterfactuals, solve_rfq
     from solver.optimize.candidates import build_candidates
 
     cat, rfq = scenario(rfq_json, directory, pairs)
     table = build_candidates(cat, rfq)
     plan = solve_rfq(rfq, cat, solver=SOLVER, table=table)
-    alternatives = (counterfactuals(rfq, cat, plan, table, SOLVER)
-                    if plan["status"] in ("optimal", "feasible") else [])
+    alternatives = counterfactuals(rfq, cat, plan, table, SOLVER) if plan.feasible else []
     return {"plan": plan, "counterfactuals": alternatives}
 
 
@@ -209,7 +210,7 @@ def _evaluator(rfq_json: str, directory: str | None, pairs: Pairs) -> Any:
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def whatif_cached(rfq_json: str, directory: str | None, pairs: Pairs,
-                  whatif: Pairs) -> dict[str, Any]:
+                  whatif: Pairs) -> Plan:
     """The plan under what-if overrides, re-using the base candidate table where it can."""
     from solver.analysis.explain import solve_rfq
     from solver.rfq.overrides import apply_pairs
@@ -223,7 +224,8 @@ def whatif_cached(rfq_json: str, directory: str | None, pairs: Pairs,
 @st.cache_data(show_spinner=False, max_entries=32)
 def pareto_cached(rfq_json: str, directory: str | None, pairs: Pairs, metric: str | None,
                   points: int | None) -> dict[str, Any]:
-    """The Pareto frontier (contract.md ``pareto --json``)."""
+    """The Pareto frontier (``procure pareto --json``; each point's ``plan`` a
+    :class:`~solver.optimize.plan_model.Plan`)."""
     from solver.analysis.pareto import frontier
 
     cat, rfq = scenario(rfq_json, directory, pairs)

@@ -261,7 +261,7 @@ def test_solve_rfq_timeout_before_the_mip(catalog):
     from solver.analysis.explain import solve_rfq
 
     rfq = validate_rfq(portfolio_rfq(8, 3, limits=False), catalog)
-    plan = solve_rfq(rfq, catalog, solver=INSTALLED[0], time_limit=1e-9, explain=False)
+    plan = solve_rfq(rfq, catalog, solver=INSTALLED[0], time_limit=1e-9, explain=False).to_json()
     assert plan["status"] == "timeout" and plan["cost"] is None
 
 

@@ -21,11 +21,13 @@ from typing import Any
 
 import pytest
 import yaml
+from plans import cost, serving_entry, tiny_plan
 
 from solver.batch.export import EXPORT_COLUMNS, export
 from solver.batch.runner import find_sources, run_batch
 from solver.batch.store import ResultStore
 from solver.common.errors import InputError
+from solver.optimize.plan_model import Plan
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRACT_COLUMNS = ["rfq", "status", "tco_usd", "capex_usd", "total_nodes", "total_gpus", "gpu",
@@ -53,26 +55,16 @@ def write_rfqs(folder: Path, count: int, **kwargs: Any) -> list[Path]:
 
 
 def fake_solve(rfq: Any, catalog: Any, *, solver: str = "cbc",
-               time_limit: float | None = None) -> dict[str, Any]:
+               time_limit: float | None = None) -> Plan:
     """A deterministic stand-in for the solver: TCO from the catalog's L40S price."""
     workload = rfq.workloads[0]
     gpus = getattr(workload, "concurrency", None) or 1
     if gpus == 13:
         raise RuntimeError("solver blew up")
     price = catalog.gpus["l40s"].price_usd
-    cost = {"gpus_usd": price * gpus, "servers_usd": 5000.0, "network_usd": 0.0,
-            "storage_usd": 0.0, "capex_usd": price * gpus + 5000.0, "power_usd": 100.0,
-            "operations_usd": 100.0, "multinode_overhead_usd": 0.0,
-            "tco_usd": price * gpus + 5200.0}
-    return {"rfq": rfq.id, "status": "optimal", "solver": solver, "solve_seconds": 0.0,
-            "cluster": {"nodes": [{"gpu": "l40s", "server": "pcie-8gpu", "gpus_per_node": 8,
-                                   "count": 1}], "total_nodes": 1, "total_gpus": gpus,
-                        "fabric": "none", "coupled": False, "power_kw": 3.0, "rack_units": 4},
-            "workloads": [{"name": workload.name, "kind": workload.kind,
-                           "model": workload.model, "gpu": "l40s", "tp": 1, "pp": 1, "dp": 1,
-                           "gpus": gpus, "memory": {"total_gb": 20.0, "utilization": 0.4},
-                           "predicted": {"ttft_ms": 100.0, "tpot_ms": 20.0}}],
-            "cost": cost, "warnings": [], "infeasibility": None}
+    return tiny_plan("l40s", "pcie-8gpu", gpus, rfq=rfq.id, solver=solver,
+                     workloads=[serving_entry(workload.name, workload.model, "l40s", gpus)],
+                     cost=cost(price * gpus, 5000.0, 100.0, 100.0))
 
 
 def rows(db: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -439,7 +431,7 @@ def test_workers_forked_after_an_in_process_highs_solve_do_not_hang(tmp_path: Pa
         "from solver.batch.runner import run_batch\n"
         "root = Path(sys.argv[1]); cat = load_catalog()\n"
         "first = sorted((root / 'rfqs').glob('*.yaml'))[0]\n"
-        "assert solve_rfq(load_rfq(first, cat), cat, solver='highs')['status'] == 'optimal'\n"
+        "assert solve_rfq(load_rfq(first, cat), cat, solver='highs').status == 'optimal'\n"
         "summary = run_batch([root / 'rfqs'], root / 'b.db', workers=2, solver='highs')\n"
         "print(summary.by_status)\n")
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO,

@@ -218,8 +218,8 @@ def _plan_nodes(at: AppTest) -> dict:
     cat = load_catalog()
     plan = solve_rfq(validate_rfq(at.session_state["rfq_data"], cat, "test"), cat,
                      solver="cbc")
-    assert len(plan["cluster"]["nodes"]) == 1
-    return plan["cluster"]["nodes"][0]
+    assert len(plan.cluster.nodes) == 1
+    return plan.cluster.nodes[0].model_dump()
 
 
 def test_plan_tiles_name_every_gpu_and_server_of_a_mixed_cluster():
@@ -433,11 +433,22 @@ def test_the_library_never_imports_streamlit():
     assert offenders == []
 
 
+def _tiny_plan(**fields):
+    """A real (typed) plan of one L4 node and no workload, with ``fields`` set."""
+    from solver.optimize.plan_model import Cluster, NodeGroup, Plan
+
+    cluster = Cluster(nodes=[NodeGroup(gpu="l4", server="s", gpus_per_node=1, count=1)],
+                      total_nodes=1, total_gpus=1, fabric="none", coupled=False,
+                      coupled_nodes=0, power_kw=0.1, rack_units=1)
+    return Plan(**{"rfq": "r", "status": "optimal", "solver": "highs", "gap": 0.0,
+                   "solve_seconds": 0.0, "objective": "tco", "cluster": cluster,
+                   "workloads": [], "cost": None, "placement": [],
+                   "bill_of_materials": None, **fields})
+
+
 def _frontier(points: tuple[tuple[float, float], ...]) -> dict:
     """A two-axis frontier result (TCO against TPOT) over one tiny plan, for the figures."""
-    plan = {"cluster": {"nodes": [{"gpu": "l4", "server": "s", "gpus_per_node": 1,
-                                   "count": 1}], "fabric": "none", "coupled": False},
-            "workloads": []}
+    plan = _tiny_plan()
     return {"axes": ["tco_usd", "tpot_ms"], "rfq": "r", "workload": "chat",
             "lower_is_better": {"tpot_ms": True},
             "points": [{"tco_usd": tco, "tpot_ms": tpot, "plan": plan} for tco, tpot in points]}
@@ -722,11 +733,11 @@ def test_plan_shows_rented_lines_buy_rent_table_and_cumulative_cost_chart():
 
 def test_plan_without_rental_or_schedule_has_no_buy_rent_section():
     from dashboards import components
+    from solver.optimize.plan_model import Period
 
-    plan = {"status": "optimal", "workloads": [], "cost": {"rental_usd": 0},
-            "schedule": [{"start_month": 0, "months": 36, "nodes_bought": 1,
-                          "gpus_bought": 8, "capex_usd": 1.0, "rental_usd": 0.0,
-                          "runs": {}}], "buy_vs_rent": []}
+    plan = _tiny_plan(schedule=[Period(start_month=0, months=36, nodes_bought=1,
+                                       gpus_bought=8, capex_usd=1.0, rental_usd=0.0,
+                                       runs={})], buy_vs_rent=[])
     assert components.schedule_table(plan) is None
     assert components.rental_table(plan) is None
     assert components.buy_rent_table(plan) is None
@@ -736,18 +747,22 @@ def test_buy_rent_figure_crosses_at_the_break_even_horizon():
     """Known answer: $120k capex + $1k/month owned against $6/h rented 24/7 ($4,380 a
     month) cross at 120000 / 3380 = 35.5 months."""
     from dashboards.figures import buy_rent_figure
+    from solver.optimize.plan_model import BuyVsRent
 
-    row = {"workload": "chat", "owned_capex_usd": 120_000.0,
-           "owned_running_usd_per_month": 1000.0, "rent_usd_per_hour": 6.0,
-           "hours_used": 26_280.0, "breakeven_months": round(120_000 / (6 * 730 - 1000), 2)}
-    plan = {"workloads": [{"name": "chat"}], "buy_vs_rent": [row]}
-    fig = buy_rent_figure(plan, 3)
+    row = BuyVsRent(workload="chat", chosen="owned", owned_usd=156_000.0,
+                    rented_usd=157_680.0, owned_capex_usd=120_000.0,
+                    owned_running_usd_per_month=1000.0, rent_usd_per_hour=6.0,
+                    hours_used=26_280.0,
+                    breakeven_months=round(120_000 / (6 * 730 - 1000), 2), why="owning wins")
+    fig = buy_rent_figure(_tiny_plan(buy_vs_rent=[row]), 3)
     buy, rent = fig.data
     assert buy.y[0] == 120_000 and rent.y[0] == 0
     assert buy.y[12] == pytest.approx(132_000) and rent.y[12] == pytest.approx(52_560)
-    assert row["breakeven_months"] == pytest.approx(35.5, abs=0.01)
+    assert row.breakeven_months == pytest.approx(35.5, abs=0.01)
     assert buy.y[35] > rent.y[35] and buy.y[36] < rent.y[36]
-    assert buy_rent_figure({"workloads": [], "buy_vs_rent": [{"workload": "x"}]}, 3) is None
+    one_sided = BuyVsRent(workload="x", chosen="owned", owned_usd=1.0, rented_usd=None,
+                          why="no offer")
+    assert buy_rent_figure(_tiny_plan(buy_vs_rent=[one_sided]), 3) is None
 
 
 def test_sidebar_loads_the_growing_service_and_shows_its_purchase_schedule():

@@ -173,7 +173,7 @@ def _plan_of(name: str) -> dict:
     from solver.rfq.schema import load_rfq
 
     cat = load_catalog()
-    return solve_rfq(load_rfq(ROOT / "scenarios" / f"{name}.yaml", cat), cat, solver=SOLVER)
+    return solve_rfq(load_rfq(ROOT / "scenarios" / f"{name}.yaml", cat), cat, solver=SOLVER).to_json()
 
 
 def test_plan_shows_the_bill_of_materials_and_downloads_the_quote(server, browser_page):

@@ -17,6 +17,7 @@ import pytest
 
 from solver.analysis.explain import GLOSSARY, counterfactuals, money_delta, plural, solve_rfq
 from solver.optimize.candidates import build_candidates
+from solver.optimize.plan_model import Plan
 from solver.rfq.schema import load_rfq, validate_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -98,21 +99,21 @@ def _check_path(plan: dict[str, Any], catalog) -> None:
 
 @pytest.mark.parametrize("name", [n for n in SCENARIO_FILES if "infeasible" not in n])
 def test_decision_path_never_contradicts_the_plan(catalog, name):
-    plan = solve_rfq(load_rfq(SCENARIOS / name, catalog), catalog)
+    plan = solve_rfq(load_rfq(SCENARIOS / name, catalog), catalog).to_json()
     _check_path(plan, catalog)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_decision_path_on_random_rfqs(catalog, seed):
     rfq = validate_rfq(_random_rfq(seed), catalog)
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     if plan["status"] == "infeasible":
         pytest.skip("random RFQ infeasible")  # pragma: no cover - seeds chosen feasible
     _check_path(plan, catalog)
 
 
 def test_step_one_is_about_the_bought_gpu_and_the_guide_box_separately(catalog):
-    plan = solve_rfq(load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog), catalog)
+    plan = solve_rfq(load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog), catalog).to_json()
     first = plan["decision_path"][0]
     gpu = plan["workloads"][0]["gpu"]
     if gpu != "rtx-pro-6000":
@@ -123,7 +124,7 @@ def test_step_one_is_about_the_bought_gpu_and_the_guide_box_separately(catalog):
 
 
 def test_throughput_bound_405b_replicas_are_not_called_model_size_bound(catalog):
-    plan = solve_rfq(load_rfq(SCENARIOS / "serve-405b-replicas.yaml", catalog), catalog)
+    plan = solve_rfq(load_rfq(SCENARIOS / "serve-405b-replicas.yaml", catalog), catalog).to_json()
     entry = plan["workloads"][0]
     assert entry["nodes_spanned"] == 1 and entry["dp"] >= 2
     last = plan["decision_path"][-1]
@@ -134,8 +135,8 @@ def test_throughput_bound_405b_replicas_are_not_called_model_size_bound(catalog)
 def test_counterfactuals_say_costs_more_or_saves(catalog):
     rfq = load_rfq(SCENARIOS / "capex-open-datacenter.yaml", catalog)
     table = build_candidates(catalog, rfq)
-    plan = solve_rfq(rfq, catalog, table=table)
-    alternatives = counterfactuals(rfq, catalog, plan, table)
+    plan = solve_rfq(rfq, catalog, table=table).to_json()
+    alternatives = counterfactuals(rfq, catalog, Plan.model_validate(plan), table)
     assert alternatives
     for alt in alternatives:
         assert not BAD_WORDING.search(alt["why"]), alt["why"]

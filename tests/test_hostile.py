@@ -24,11 +24,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plans import cost, tiny_plan
 
 from solver.batch.runner import run_batch
 from solver.catalog.load import load_catalog
 from solver.common.errors import InputError, Problem, short
 from solver.common.inputs import MAX_DEPTH, parse_json, parse_yaml
+from solver.optimize.plan_model import Plan
 from solver.rfq.overrides import apply_overrides, parse_assignment
 from solver.rfq.schema import iter_csv_rfqs, load_rfq, validate_rfq
 
@@ -219,10 +221,10 @@ def test_csv_with_bom_and_huge_number(tmp_path: Path, catalog: Any) -> None:
 # --- batch: nothing lost ------------------------------------------------------------------
 
 
-def _fake_solve(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:
+def _fake_solve(rfq: Any, catalog: Any, **_: Any) -> Plan:
     if rfq.id == "good-boom":
         raise RuntimeError("x" * 100_000)
-    return {"status": "optimal", "cluster": {}, "cost": {"tco_usd": 1.0}}
+    return tiny_plan(rfq=rfq.id, cost=cost(1.0))
 
 
 def test_batch_around_hostile_files_loses_no_good_rfq(tmp_path: Path) -> None:
@@ -262,7 +264,7 @@ def test_batch_refuses_unwritable_export_and_db_before_solving(tmp_path: Path) -
     write(tmp_path / "in", good_files())
     calls: list[str] = []
 
-    def solve(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:
+    def solve(rfq: Any, catalog: Any, **_: Any) -> Plan:
         calls.append(rfq.id)
         return _fake_solve(rfq, catalog)
 
@@ -301,7 +303,6 @@ OVERLAYS: dict[str, tuple[dict[str, bytes], str]] = {
 def test_catalog_overlay_rejected(case: str, tmp_path: Path) -> None:
     files, reason = OVERLAYS[case]
     write(tmp_path / case, files)
-    load_catalog.cache_clear()
     with pytest.raises(InputError) as info:
         load_catalog(str(tmp_path / case))
     assert reason in str(info.value), str(info.value)
@@ -309,7 +310,6 @@ def test_catalog_overlay_rejected(case: str, tmp_path: Path) -> None:
 
 def test_prices_csv_with_bom_applies(tmp_path: Path) -> None:
     write(tmp_path, {"prices.csv": b"\xef\xbb\xbfid,price_usd\nl4,1234\n"})
-    load_catalog.cache_clear()
     assert load_catalog(str(tmp_path)).gpus["l4"].price_usd == 1234
 
 

@@ -6,19 +6,19 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from types import SimpleNamespace
 
 import pytest
 
 from solver.catalog.data import Fabric
 from solver.optimize.backends import installed_backends
 from solver.optimize.costs import CostParams, NodeCost
-from solver.optimize.mip import Limits, build_model, replica_bound
+from solver.optimize.mip import Demand, Limits, build_model, replica_bound
 from solver.optimize.network import switch_counts
 from solver.optimize.plan import chosen, cost_breakdown
 from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.solve import run_mip
 from solver.physics.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
+from solver.rfq.schema import Rfq
 
 BACKENDS = installed_backends()
 # the long random sweeps run on the default backend in the default run, on CBC (a
@@ -71,19 +71,38 @@ def cand(workload: str, kind: str, nt: NodeType, gpus: int, nodes: int = 1,
                      hours, name=f"{workload}|{nt.key}|{gpus}|{fabric}|{tag}")
 
 
-def spec(name: str, kind: str, concurrency: float = 0, qps: float = 0, **kw) -> SimpleNamespace:
-    if kind == "batch_inference":  # demand = requests over the deadline
-        kw.update(requests=qps * 3600.0, deadline_hours=1.0)
-    return SimpleNamespace(name=name, kind=kind, concurrency=concurrency, qps=qps, **kw)
+def spec(name: str, kind: str, concurrency: float = 0, qps: float = 0, **kw) -> dict:
+    """One workload of a real RFQ (:func:`rfq_of`); serving at ``target_utilization`` 1 (the
+    capacity bought is the demand stated) unless ``kw`` says otherwise."""
+    data: dict = {"name": name, "kind": kind, "model": "m", **kw}
+    if kind == "inference":
+        data.update(input_tokens=1000, output_tokens=100, concurrency=int(concurrency) or None,
+                    qps=qps or None)
+        data.setdefault("target_utilization", 1.0)
+    elif kind == "batch_inference":  # demand = requests over the deadline
+        data.update(input_tokens=1000, output_tokens=100, requests=int(qps * 3600.0),
+                    deadline_hours=1.0)
+    else:
+        data.update(dataset_tokens=10**9, deadline_hours=100.0)
+    return data
 
 
-def rfq_of(specs, objective="tco", **limits) -> SimpleNamespace:
-    constraints = SimpleNamespace(max_nodes=limits.get("max_nodes"),
-                                  max_gpus=limits.get("max_gpus"),
-                                  max_power_kw=limits.get("max_power_kw"),
-                                  max_rack_units=limits.get("max_rack_units"))
-    return SimpleNamespace(id="t", workloads=specs, objective=objective, constraints=constraints,
-                           budget_usd=limits.get("budget_usd"))
+def rfq_of(specs, objective="tco", **limits) -> Rfq:
+    """A real RFQ (validated without a catalog: the candidates are built by hand)."""
+    constraints = {k: limits[k] for k in ("max_nodes", "max_gpus", "max_power_kw",
+                                          "max_rack_units") if limits.get(k) is not None}
+    return Rfq.model_validate({"id": "t", "workloads": specs, "objective": objective,
+                               "constraints": constraints,
+                               "budget_usd": limits.get("budget_usd")})
+
+
+def stated(s) -> Demand:
+    """The demand a workload states, read off the RFQ independently of the MIP."""
+    if s.kind == "inference":
+        return Demand(s.concurrency or 0.0, s.qps or 0.0)
+    if s.kind == "batch_inference":
+        return Demand(0.0, s.requests / (s.deadline_hours * 3600.0))
+    return Demand()
 
 
 def table_of(types, cands, fabrics=("ib-hdr-200",)) -> CandidateTable:
@@ -106,8 +125,7 @@ def brute_force(table: CandidateTable, rfq, objective: str = "tco") -> float | N
             if c.is_job:
                 ranges.append(range(2))
             else:
-                demand = SimpleNamespace(concurrency=spec_.concurrency, qps=spec_.qps)
-                ranges.append(range(replica_bound(c, demand) + 1))
+                ranges.append(range(replica_bound(c, stated(spec_)) + 1))
     flat = [c for name in names for c in table.candidates[name]]
     best = None
     overhead = PARAMS.overhead_per_extra_coupled_node_usd if objective == "tco" else 0.0
@@ -119,8 +137,9 @@ def brute_force(table: CandidateTable, rfq, objective: str = "tco") -> float | N
             if s.kind in ("lora", "full_finetune", "pretrain", "qlora"):
                 ok &= sum(n for _, n in sel) == 1
             else:
-                ok &= sum(c.concurrency_capacity * n for c, n in sel) >= s.concurrency - 1e-9
-                ok &= sum(c.qps_capacity * n for c, n in sel) >= s.qps - 1e-9
+                need = stated(s)
+                ok &= sum(c.concurrency_capacity * n for c, n in sel) >= need.concurrency - 1e-9
+                ok &= sum(c.qps_capacity * n for c, n in sel) >= need.qps - 1e-9
         if not ok:
             continue
         used_fabrics = {c.fabric for c, n in zip(flat, counts, strict=True) if n and c.spanning}
@@ -323,8 +342,7 @@ def _instances(count: int, seed: int):
         for name, cs in table.candidates.items():
             s = next(x for x in rfq.workloads if x.name == name)
             for c in cs:
-                size *= 2 if c.is_job else replica_bound(
-                    c, SimpleNamespace(concurrency=s.concurrency, qps=s.qps)) + 1
+                size *= 2 if c.is_job else replica_bound(c, stated(s)) + 1
         if size <= 4000 and all(table.candidates.get(s.name) for s in rfq.workloads):
             out.append((table, rfq))
     return out

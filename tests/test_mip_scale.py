@@ -16,7 +16,6 @@ import dataclasses
 import math
 import random
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from test_mip import random_instance
@@ -53,12 +52,12 @@ def _n_plus_1_instances(count: int, seed: int):
     out = []
     while len(out) < count:
         table, rfq = random_instance(rng)
-        online = [s for s in rfq.workloads if s.kind == "inference"]
-        if not online:
+        if not any(s.kind == "inference" for s in rfq.workloads):
             continue
-        for s in online:
-            s.redundancy = "n+1"
-            s.target_utilization = rng.choice([None, 0.8, 0.5])
+        rfq = rfq.model_copy(update={"workloads": [
+            s.model_copy(update={"redundancy": "n+1",
+                                 "target_utilization": rng.choice([1.0, 0.8, 0.5])})
+            if s.kind == "inference" else s for s in rfq.workloads]})
         out.append((table, rfq))
     return out
 
@@ -183,8 +182,9 @@ def test_backends_agree_on_n_plus_1_portfolios(catalog, seed):
 
 def test_reference_flag_changes_only_the_n_plus_1_and_rounded_rows():
     table, rfq = INSTANCES[0]
-    plain = SimpleNamespace(**{**vars(rfq), "workloads": [
-        SimpleNamespace(**{**vars(s), "redundancy": "none"}) for s in rfq.workloads]})
+    plain = rfq.model_copy(update={"workloads": [
+        s.model_copy(update={"redundancy": "none"}) if s.kind == "inference" else s
+        for s in rfq.workloads]})
     a = build_model(table, plain)
     b = build_model(table, plain, reference=True)
     assert set(a.variables) == set(b.variables)

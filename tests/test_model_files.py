@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from solver.catalog.data import model_from_file
 from solver.catalog.load import load_catalog
 from solver.common.errors import InputError
 from solver.physics.geometry import geometry
@@ -20,7 +21,7 @@ from solver.rfq.schema import load_rfq, validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "catalog" / "models"
-SERVING = Path("/work/shared/reference/measurements/serving_latency.csv")
+SERVING = ROOT / "bench" / "data" / "serving_latency.csv"
 
 NEW_IDS = ["gpt-oss-120b", "gpt-oss-20b", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b",
            "qwen3-235b-a22b", "deepseek-r1", "kimi-k2.5", "glm-5", "minimax-m2.5",
@@ -44,8 +45,6 @@ def test_new_catalog_ids_and_hf_names(catalog):
 
 
 def test_every_serving_measurement_model_resolves(catalog):
-    if not SERVING.is_file():
-        pytest.skip("shared measurements not present")
     with SERVING.open() as handle:
         names = {row["model_hf"] for row in csv.DictReader(handle)}
     missing = sorted(n for n in names if not catalog.has_model(n))
@@ -53,7 +52,7 @@ def test_every_serving_measurement_model_resolves(catalog):
 
 
 def test_catalog_model_equals_its_config_file(catalog):
-    from_file = catalog.model(str(MODELS / "openai--gpt-oss-120b.config.json"))
+    from_file = model_from_file(MODELS / "openai--gpt-oss-120b.config.json")
     assert from_file.architecture == catalog.model("gpt-oss-120b").architecture
     assert geometry(from_file).params == geometry(catalog.model("gpt-oss-120b")).params
 
@@ -62,7 +61,6 @@ def test_config_entry_refuses_hand_copied_fields(tmp_path):
     (tmp_path / "models.yaml").write_text(yaml.safe_dump([{
         "id": "mine", "name": "Mine", "config": str(MODELS / "Qwen--Qwen3-8B.config.json"),
         "params_b": 9.0, "source": "test", "as_of": "2026-12"}]))
-    load_catalog.cache_clear()
     with pytest.raises(InputError) as info:
         load_catalog(str(tmp_path))
     assert "params_b" in str(info.value)
@@ -90,7 +88,8 @@ def test_rfq_config_path_relative_to_the_file(tmp_path, catalog):
     loaded = load_rfq(path, catalog)
     model = loaded.workloads[0].model
     assert model == str((tmp_path / "cfg" / "mine.json").resolve())
-    assert catalog.model(model).experts == 128
+    assert loaded.catalog(catalog).model(model).experts == 128
+    assert not catalog.has_model(model)  # the file's model lives in the RFQ's catalog only
     # a context longer than the config's window is refused like a catalog model's
     rfq["workloads"][0]["input_tokens"] = 50_000
     path.write_text(yaml.safe_dump(rfq))
@@ -120,16 +119,15 @@ def test_inline_architecture(catalog):
     rfq = validate_rfq({"id": "x", "workloads": [{
         "name": "a", "kind": "inference", "model": "Acme-MoE", "architecture": arch,
         "input_tokens": 100, "output_tokens": 10, "concurrency": 4}]}, catalog)
-    model = catalog.model(rfq.workloads[0].model)
+    assert not catalog.has_model("acme-moe")  # the shared catalog is left as it was
+    model = rfq.catalog(catalog).model(rfq.workloads[0].model)
     assert model.id == "acme-moe"
     assert model.params_b == pytest.approx(catalog.model("mixtral-8x7b").params_b)
-    # survives pickling into a worker process
+    # survives pickling into a worker process: the model travels with the RFQ
     import pickle
 
-    from solver.catalog.data import _REGISTERED
-    _REGISTERED.pop("acme-moe")
-    pickle.loads(pickle.dumps(rfq))
-    assert catalog.has_model("acme-moe")
+    again = pickle.loads(pickle.dumps(rfq))
+    assert again.catalog(catalog).model("acme-moe") == model
     bad = dict(arch, num_local_experts=None)
     with pytest.raises(InputError) as info:
         validate_rfq({"id": "x", "workloads": [{

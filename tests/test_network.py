@@ -56,7 +56,7 @@ def test_independent_nodes_get_a_front_end(catalog):
     rfq = Rfq.model_validate({"id": "t", "constraints": {"gpus": ["l40s"]}, "workloads": [{
         "name": "c", "kind": "inference", "model": "llama-3.1-8b", "concurrency": 400,
         "input_tokens": 1000, "output_tokens": 200}]})
-    plan = solve_rfq(rfq, catalog, explain=False)
+    plan = solve_rfq(rfq, catalog, explain=False).to_json()
     assert plan["status"] == "optimal" and not plan["cluster"]["coupled"]
     nodes = plan["cluster"]["total_nodes"]
     c = catalog.costs

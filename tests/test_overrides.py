@@ -76,7 +76,7 @@ def test_solve_uses_overrides(catalog: Any) -> None:
                         "workloads": [{"name": "chat", "kind": "inference",
                                        "model": "llama-3.1-8b", "concurrency": 8,
                                        "input_tokens": 500, "output_tokens": 100}]}, catalog)
-    base = solve_rfq(rfq, catalog, explain=False)["cost"]
+    base = solve_rfq(rfq, catalog, explain=False).to_json()["cost"]
     cat, new = apply_overrides(catalog, rfq, ["gpu.rtx-pro-6000.price_usd=20000"])
-    dear = solve_rfq(new, cat, explain=False)["cost"]
+    dear = solve_rfq(new, cat, explain=False).to_json()["cost"]
     assert dear["gpus_usd"] > base["gpus_usd"]

@@ -64,7 +64,7 @@ def test_sorted_and_non_dominated(name: str, request: pytest.FixtureRequest) -> 
             if i != j:
                 assert not (cost_b <= cost_a and metric_b <= metric_a), (pairs[i], pairs[j])
     assert front["axes"][0] == "tco_usd"
-    assert all(p["plan"]["status"] == "optimal" for p in front["points"])
+    assert all(p["plan"].status == "optimal" for p in front["points"])
 
 
 def test_cheapest_point_equals_solve(catalog: Any, chat: Any, tune: Any,
@@ -72,7 +72,7 @@ def test_cheapest_point_equals_solve(catalog: Any, chat: Any, tune: Any,
                                      tune_front: dict[str, Any]) -> None:
     for rfq, front in ((chat, chat_front), (tune, tune_front)):
         plan = solve_rfq(rfq, catalog, explain=False)
-        assert front["points"][0]["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"])
+        assert front["points"][0]["tco_usd"] == pytest.approx(plan.cost.tco_usd)
 
 
 def test_training_frontier_equals_brute_force(catalog: Any, tune: Any,

@@ -90,10 +90,8 @@ def test_folder_that_is_a_file_is_skipped(tmp_path, monkeypatch):
 
 
 def _fresh_catalog():
-    """load_catalog without its in-process memo, if it has one."""
-    clear = getattr(catalog_load.load_catalog, "cache_clear", None)
-    if clear is not None:
-        clear()
+    """load_catalog without its in-process memo."""
+    catalog_load.CATALOGS.clear()
     return catalog_load.load_catalog()
 
 

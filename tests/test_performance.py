@@ -75,7 +75,7 @@ def _as_rdma(catalog, fabric):
                           ("25gbe", 13, 18, True), ("25gbe", 13 / 0.6, 18 / 0.6 + 2, False)])
 def test_fit_check_interconnect_cliff(catalog, fabric, low, high, rdma):
     """Fit check: each fabric's ``effective_gbs`` (catalog/fabrics.yaml: 25 GbE 3, 100 GbE
-    11, HDR 25 GB/s) was taken from the same domain.md table whose factors (2, 4-5, 15)
+    11, HDR 25 GB/s) was taken from the same the buying guide (docs/buying-guide.md) table whose factors (2, 4-5, 15)
     this asserts; only the TCP share (``tcp_line_rate_fraction``) is not from the table."""
     if rdma:
         catalog = _as_rdma(catalog, fabric)
@@ -89,7 +89,7 @@ def test_fit_check_interconnect_cliff(catalog, fabric, low, high, rdma):
 
 def test_serving_outputs_filled(catalog):
     """Validation against the guide, which no factor was fitted to: an 8 x RTX PRO 6000 box
-    serves a 70B FP8 chat to 32-64 concurrent users (domain.md), and 500-2,000 tokens/s is
+    serves a 70B FP8 chat to 32-64 concurrent users (docs/buying-guide.md), and 500-2,000 tokens/s is
     its interactive throughput. The planner's best split of the box holds at least 32 users
     at p90 SLOs even on vLLM, which has no measurement on this GPU and is planned with its
     calibration margin."""
@@ -114,7 +114,7 @@ def test_serving_outputs_filled(catalog):
 # --- validation: the guide's statements that no factor was fitted to ------------------------
 
 def test_validation_tp_across_ethernet_falls_below_the_re_architect_line(catalog):
-    """domain.md: what barely survives on PCIe inside a box does not survive across boxes on
+    """the buying guide (docs/buying-guide.md): what barely survives on PCIe inside a box does not survive across boxes on
     Ethernet; below 60 % scaling efficiency, re-architect. Only the HDR point (0.65) was
     fitted: 100 GbE and 25 GbE are predictions, and the order follows the wire."""
     def across(fabric):
@@ -128,7 +128,7 @@ def test_validation_tp_across_ethernet_falls_below_the_re_architect_line(catalog
 
 
 def test_validation_dp_over_100gbe_scales_better_than_tp(catalog):
-    """domain.md: DP scales across a fabric far better than TP; DP replicas work over
+    """the buying guide (docs/buying-guide.md): DP scales across a fabric far better than TP; DP replicas work over
     commodity 100 GbE (above the 60 % line). An 8B step on 2 x 4 GPUs: DP-8 vs TP-8."""
     for fabric in ("100gbe", "ib-hdr-200"):
         dp = estimate(catalog, Layout("llama-3.1-8b", "rtx-pro-6000", "bf16", dp=8,
@@ -142,7 +142,7 @@ def test_validation_dp_over_100gbe_scales_better_than_tp(catalog):
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b"])
 def test_validation_two_boxes_serve_no_better_than_one(catalog, model):
-    """domain.md: two 4-GPU nodes instead of one 8-GPU node give worse inference for every
+    """the buying guide (docs/buying-guide.md): two 4-GPU nodes instead of one 8-GPU node give worse inference for every
     model that would have fit one box (best split of 8 GPUs each way; no serving factor
     was fitted across nodes)."""
     work = Workload("inference", 2000, 400, ttft_ms=2000, tpot_ms=50)

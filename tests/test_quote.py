@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -13,6 +12,7 @@ import pytest
 from solver.analysis.explain import counterfactuals, solve_rfq
 from solver.common.wording import usd
 from solver.optimize.candidates import build_candidates
+from solver.optimize.plan_model import BillOfMaterials, BomLine, Margin, Opex, RentalBill
 from solver.report.quote import quote_context, render_html, write_quote
 from solver.rfq.schema import load_rfq
 
@@ -63,8 +63,8 @@ def coupled(catalog):
     return rfq, plan, counterfactuals(rfq, catalog, plan, table)
 
 
-def _contract_bom(plan) -> dict:
-    """A contract-shaped bill of materials built by hand from the plan's cluster and cost."""
+def _contract_bom(plan) -> BillOfMaterials:
+    """A bill of materials built by hand from the plan's cluster and cost."""
     cost = plan["cost"]
     lines = []
     for node in plan["cluster"]["nodes"]:
@@ -81,15 +81,19 @@ def _contract_bom(plan) -> dict:
         lines.append({"sku": key, "description": key, "quantity": 1,
                       "unit_price_usd": cost[key], "price_type": "estimate",
                       "as_of": "2026-08", "source": "catalog", "line_total_usd": cost[key]})
-    return {"lines": lines, "capex_usd": sum(x["line_total_usd"] for x in lines),
-            "opex_per_year": {"power_usd": 1000.0, "operations_usd": 2000.0}}
+    capex = sum(x["line_total_usd"] for x in lines)
+    return BillOfMaterials(
+        lines=[BomLine(**line, category="gpus_usd") for line in lines], capex_usd=capex,
+        opex_per_year=Opex(lines=[], total_usd=3000.0),
+        rental=RentalBill(lines=[], total_usd=0.0), horizon_years=3.0,
+        tco_usd=capex + 9000.0)
 
 
 def test_html_totals_equal_the_plan_with_a_contract_bom(catalog, coupled):
-    rfq, plan, alternatives = coupled
-    plan = copy.deepcopy(plan)
-    plan["bill_of_materials"] = _contract_bom(plan)
-    html = render_html(quote_context(plan, rfq, catalog, alternatives))
+    rfq, typed, alternatives = coupled
+    typed = typed.model_copy(update={"bill_of_materials": _contract_bom(typed.to_json())})
+    html = render_html(quote_context(typed, rfq, catalog, alternatives))
+    plan = typed.to_json()
     cells = Cells()
     cells.feed(html)
     line_totals = [_dollars(t) for t in cells.by_class["line-total"]]
@@ -106,9 +110,10 @@ def test_html_totals_equal_the_plan_with_a_contract_bom(catalog, coupled):
 
 
 def test_html_bom_is_the_plans_own_and_totals_match(catalog, coupled):
-    rfq, plan, alternatives = coupled
+    rfq, typed, alternatives = coupled
+    html = render_html(quote_context(typed, rfq, catalog, alternatives))
+    plan = typed.to_json()
     bom = plan["bill_of_materials"]  # built by the planner (branch cost)
-    html = render_html(quote_context(plan, rfq, catalog, alternatives))
     cells = Cells()
     cells.feed(html)
     line_totals = [_dollars(t) for t in cells.by_class["line-total"]]
@@ -133,18 +138,16 @@ def test_html_is_self_contained(catalog, coupled):
         assert tag not in ("link", "script", "img", "iframe")
         assert not str(attrs.get("src", "")).startswith("http")
     assert "@media print" in html
-    # a plan without a bill of materials: the cost breakdown stands in, capex still matches
-    bare = {k: v for k, v in plan.items() if k != "bill_of_materials"}
-    cells = Cells()
-    cells.feed(render_html(quote_context(bare, rfq, catalog, alternatives)))
-    assert _dollars(cells.by_id["capex"]) == pytest.approx(plan["cost"]["capex_usd"], abs=1)
+    assert _dollars(cells.by_id["capex"]) == pytest.approx(plan.cost.capex_usd, abs=1)
 
 
 def test_margins_are_rendered_when_the_plan_has_them(catalog):
     rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
     plan = solve_rfq(rfq, catalog)
-    plan["workloads"][0]["margins"] = {
-        "tpot_ms": {"target": 50.0, "predicted": 41.5, "margin": 0.17, "percentile": 90}}
+    margin = Margin(slo="tpot", percentile=90, target_ms=50.0, predicted_ms=41.5, margin=0.17,
+                    met=True, basis="p90")
+    first = plan.workloads[0].model_copy(update={"margins": {"tpot_ms": margin}})
+    plan = plan.model_copy(update={"workloads": [first, *plan.workloads[1:]]})
     html = render_html(quote_context(plan, rfq, catalog))
     assert "TPOT p90" in html and "41.5 ms" in html and "margin 17%" in html
 
@@ -158,7 +161,7 @@ def test_xlsx_bom_capex_equals_the_plan(catalog, coupled, tmp_path):
     sheet = load_workbook(path)["Bill of materials"]
     rows = list(sheet.iter_rows(values_only=True))
     assert rows[-1][0] == "Capex"
-    assert rows[-1][-1] == pytest.approx(plan["cost"]["capex_usd"])
+    assert rows[-1][-1] == pytest.approx(plan.cost.capex_usd)
     assert sum(r[-1] for r in rows[1:-1]) == pytest.approx(rows[-1][-1])
 
 

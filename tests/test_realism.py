@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from bom_checks import assert_bill_matches_cost
+from plans import tiny_plan
 
 from solver.analysis.explain import solve_rfq
 from solver.analysis.realism import parse_as_of, precision_notes, stale_price_warnings
@@ -21,6 +22,7 @@ from solver.catalog.load import builtin_catalog_dir, load_catalog
 from solver.common.errors import InputError
 from solver.optimize.candidates import build_candidates, node_types
 from solver.optimize.costs import CostParams, node_cost
+from solver.optimize.plan_model import Plan
 from solver.physics.layout import Layout, Workload
 from solver.physics.links import all_reduce_s, group_link
 from solver.rfq.overrides import apply_overrides
@@ -181,7 +183,7 @@ def test_dgx_b200_class_power(catalog):
 def test_datacenter_grade_only_excludes_consumer_cards(catalog):
     # the throughput job of the guide's second case: the consumer card is cheapest per token
     rfq = load_rfq(SCENARIOS / "batch-corpus-one-box.yaml", catalog)
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     assert {n["gpu"] for n in plan["cluster"]["nodes"]} == {"rtx-5090"}
     warning = next(w for w in plan["warnings"] if w.startswith("consumer card rtx-5090"))
     for risk in ("licence", "No Datacenter Deployment", "ECC", "P2P", "warranty"):
@@ -190,7 +192,7 @@ def test_datacenter_grade_only_excludes_consumer_cards(catalog):
         update={"datacenter_grade_only": True})})
     table = build_candidates(catalog, strict)
     assert not {catalog.gpus[n.gpu].id for n in table.node_types.values()} & set(CONSUMER)
-    plan2 = solve_rfq(strict, catalog)
+    plan2 = solve_rfq(strict, catalog).to_json()
     assert plan2["status"] == "optimal"
     assert all(catalog.gpus[n["gpu"]].datacenter_use for n in plan2["cluster"]["nodes"])
     assert not any(w.startswith("consumer card") for w in plan2["warnings"])
@@ -225,7 +227,7 @@ def test_bill_carries_licence_and_support_lines(catalog, scenario):
         "costs.software_licence_usd_per_gpu_year=4500",
         "costs.support_contract_fraction_per_year=0.1",
         "rfq.constraints.datacenter_grade_only=true"])
-    plan = solve_rfq(rfq, priced)
+    plan = solve_rfq(rfq, priced).to_json()
     assert_bill_matches_cost(plan)
     items = {line["item"]: line for line in plan["bill_of_materials"]["opex_per_year"]["lines"]}
     nvidia = sum(n["count"] * n["gpus_per_node"] for n in plan["cluster"]["nodes"]
@@ -246,12 +248,12 @@ def test_parse_as_of():
 
 
 def test_stale_price_warning(catalog):
-    plan = {"cluster": {"nodes": [{"gpu": "rtx-pro-6000", "server": "pcie-8gpu"}]}}
+    plan = tiny_plan("rtx-pro-6000", "pcie-8gpu", 8).to_json()
     as_of = parse_as_of(catalog.gpus["rtx-pro-6000"].price_as_of)
     limit = catalog.costs.price_stale_after_days.value
     fresh = as_of + dt.timedelta(days=int(limit))
-    assert not [w for w in stale_price_warnings(catalog, plan, fresh) if "rtx-pro-6000" in w]
-    stale = stale_price_warnings(catalog, plan, fresh + dt.timedelta(days=1))
+    assert not [w for w in stale_price_warnings(catalog, Plan.model_validate(plan), fresh) if "rtx-pro-6000" in w]
+    stale = stale_price_warnings(catalog, Plan.model_validate(plan), fresh + dt.timedelta(days=1))
     assert any("GPU rtx-pro-6000" in w and f"{int(limit) + 1} days" in w for w in stale)
 
 
@@ -265,8 +267,8 @@ def test_price_overlay_is_a_quote(tmp_path):
 
 
 def test_server_price_date_is_its_quote_date(catalog):
-    plan = {"cluster": {"nodes": [{"gpu": "h100-sxm", "server": "hgx-8gpu"}]}}
-    warnings = stale_price_warnings(catalog, plan, dt.date(2026, 12, 2))
+    plan = tiny_plan("h100-sxm", "hgx-8gpu", 8).to_json()
+    warnings = stale_price_warnings(catalog, Plan.model_validate(plan), dt.date(2026, 12, 2))
     assert any(w.startswith("stale price: server hgx-8gpu") and "dated 2024-08" in w
                for w in warnings)  # derived from an Aug-2024 node quote, not read in 2026
 
@@ -281,7 +283,7 @@ def test_serving_defaults_to_bf16_or_fp8(catalog):
     rfq = _rfq(catalog, [MIXTRAL], vendor="kentino")
     cands = build_candidates(catalog, rfq).candidates["moe"]
     assert cands and {c.layout.precision for c in cands} <= {"bf16", "fp8"}
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     precision = plan["workloads"][0]["precision"]
     assert precision in ("bf16", "fp8")
     stated = [w for w in plan["warnings"] if w.startswith(f"moe: served at {precision}")]
@@ -293,7 +295,7 @@ def test_fp4_only_when_allowed(catalog):
     rfq = _rfq(catalog, [{**MIXTRAL, "precisions": ["fp4"]}], vendor="kentino")
     cands = build_candidates(catalog, rfq).candidates["moe"]
     assert cands and {c.layout.precision for c in cands} == {"fp4"}
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     assert plan["workloads"][0]["precision"] == "fp4"
     note = next(w for w in plan["warnings"] if w.startswith("moe: served at fp4"))
     assert "precisions ['fp4']" in note
@@ -301,8 +303,8 @@ def test_fp4_only_when_allowed(catalog):
 
 def test_every_non_bf16_choice_is_stated(catalog):
     rfq = load_rfq(SCENARIOS / "portfolio-lab.yaml", catalog)
-    plan = solve_rfq(rfq, catalog)
-    notes = precision_notes(rfq, plan)
+    plan = solve_rfq(rfq, catalog).to_json()
+    notes = precision_notes(rfq, Plan.model_validate(plan))
     for entry in plan["workloads"]:
         stated = [n for n in notes if n.startswith(entry["name"] + ":")]
         used = {layout["precision"] for layout in entry.get("layouts") or [entry]}
@@ -337,12 +339,12 @@ def _stacks(catalog, plan) -> set[str]:
 
 def test_one_vendor_stack_unless_mixing_is_allowed(catalog):
     mixed = solve_rfq(_rfq(catalog, MIX, gpus=["mi300x", "l4"], mixed_vendors=True), catalog,
-                      explain=False)
+                      explain=False).to_json()
     assert _stacks(catalog, mixed) == {"cuda", "rocm"}  # mixing is the cheapest here
-    single = solve_rfq(_rfq(catalog, MIX, gpus=["mi300x", "l4"]), catalog, explain=False)
+    single = solve_rfq(_rfq(catalog, MIX, gpus=["mi300x", "l4"]), catalog, explain=False).to_json()
     assert len(_stacks(catalog, single)) == 1
     # known answer: the cheaper of the two plans restricted to one stack's GPUs
-    best = min(solve_rfq(_rfq(catalog, MIX, gpus=[g]), catalog, explain=False)["cost"]["tco_usd"]
+    best = min(solve_rfq(_rfq(catalog, MIX, gpus=[g]), catalog, explain=False).to_json()["cost"]["tco_usd"]
                for g in ("mi300x", "l4"))
     assert single["cost"]["tco_usd"] == pytest.approx(best, abs=0.5)
     assert mixed["cost"]["tco_usd"] < single["cost"]["tco_usd"]
@@ -354,8 +356,8 @@ def test_guide_box_counterfactual_names_the_consumer_risk(catalog):
 
     rfq = load_rfq(SCENARIOS / "batch-corpus-one-box.yaml", catalog)
     table = build_candidates(catalog, rfq)
-    plan = solve_rfq(rfq, catalog, table=table)
-    guide = next(c for c in counterfactuals(rfq, catalog, plan, table)
+    plan = solve_rfq(rfq, catalog, table=table).to_json()
+    guide = next(c for c in counterfactuals(rfq, catalog, Plan.model_validate(plan), table)
                  if c["alternative"].startswith("the guide's box"))
     assert guide["delta_usd"] > 0 and "rtx-5090 is a consumer card" in guide["why"]
 

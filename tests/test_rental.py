@@ -17,6 +17,7 @@ from solver.common.errors import InputError
 from solver.optimize.candidates import build_candidates
 from solver.optimize.linear import Constraint
 from solver.optimize.mip import cand_var
+from solver.optimize.plan_model import Plan
 from solver.optimize.solve import run_mip
 from solver.rfq.schema import validate_rfq
 
@@ -52,7 +53,7 @@ def test_builtin_offers_are_sourced_and_dated(catalog):
 
 def test_short_job_rents_below_break_even(catalog):
     rfq = _rfq(catalog, [SHORT_JOB])
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     work = plan["workloads"][0]
     assert work["sourcing"] == "rented"
     assert plan["cost"]["rental_usd"] > 0
@@ -79,7 +80,7 @@ def test_always_on_service_over_three_years_owns(catalog):
     """Seven RTX Pro 6000s busy 24/7 for three years: renting them by the hour costs more
     than owning an 8-GPU box (break-even well below 100 % utilisation)."""
     rfq = _rfq(catalog, [BUSY_SERVICE], constraints={"gpus": ["rtx-pro-6000"]})
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     assert plan["status"] == "optimal"
     assert plan["workloads"][0]["sourcing"] == "owned"
     assert plan["cost"]["rental_usd"] == 0
@@ -99,18 +100,18 @@ def _without_keys(plan):
 @pytest.mark.parametrize("workloads", [[SHORT_JOB], [SERVICE, SHORT_JOB]])
 def test_forbid_reproduces_the_buy_only_plan(catalog, workloads):
     no_offers = catalog.model_copy(update={"rental": {}})
-    today = solve_rfq(_rfq(no_offers, workloads), no_offers)
+    today = solve_rfq(_rfq(no_offers, workloads), no_offers).to_json()
     default = solve_rfq(validate_rfq({"id": "rental-test", "horizon_years": 3,
-                                      "workloads": workloads}, catalog), catalog)
+                                      "workloads": workloads}, catalog), catalog).to_json()
     assert _without_keys(default) == _without_keys(today)  # the default is forbid
-    forbid = solve_rfq(_rfq(catalog, workloads, rental="forbid"), catalog)
+    forbid = solve_rfq(_rfq(catalog, workloads, rental="forbid"), catalog).to_json()
     assert _without_keys(forbid) == _without_keys(today)
     assert forbid["cost"]["rental_usd"] == 0
     assert all(w["sourcing"] == "owned" for w in forbid["workloads"])
 
 
 def test_only_rents_everything(catalog):
-    plan = solve_rfq(_rfq(catalog, [SERVICE, SHORT_JOB], rental="only"), catalog)
+    plan = solve_rfq(_rfq(catalog, [SERVICE, SHORT_JOB], rental="only"), catalog).to_json()
     assert plan["status"] == "optimal"
     assert plan["cluster"]["total_nodes"] == 0
     assert {w["sourcing"] for w in plan["workloads"]} == {"rented"}
@@ -146,13 +147,13 @@ def test_brute_force_small_instance(catalog):
 
 def test_rented_gpus_do_not_count_against_owned_limits(catalog):
     rfq = _rfq(catalog, [SHORT_JOB], constraints={"max_gpus": 1, "max_nodes": 1})
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     assert plan["workloads"][0]["sourcing"] == "rented"
     assert plan["workloads"][0]["gpus"] > 1
 
 
 def test_budget_counts_rental(catalog):
-    plan = solve_rfq(_rfq(catalog, [SERVICE], rental="only", budget_usd=1000), catalog)
+    plan = solve_rfq(_rfq(catalog, [SERVICE], rental="only", budget_usd=1000), catalog).to_json()
     assert plan["status"] == "infeasible"
 
 
@@ -233,7 +234,7 @@ def test_reprice_follows_the_horizon_and_the_offer_price(catalog):
 
 def test_schedule_is_one_period_bought_at_month_zero(catalog):
     plan = solve_rfq(_rfq(catalog, [BUSY_SERVICE, SHORT_JOB],
-                          constraints={"gpus": ["rtx-pro-6000", "h100-sxm"]}), catalog)
+                          constraints={"gpus": ["rtx-pro-6000", "h100-sxm"]}), catalog).to_json()
     (period,) = plan["schedule"]
     assert period["start_month"] == 0 and period["months"] == 36
     assert period["nodes_bought"] == plan["cluster"]["total_nodes"]
@@ -242,7 +243,7 @@ def test_schedule_is_one_period_bought_at_month_zero(catalog):
     assert period["rental_usd"] == plan["cost"]["rental_usd"]
     assert {name: run["sourcing"] for name, run in period["runs"].items()} == {
         w["name"]: w["sourcing"] for w in plan["workloads"]}
-    infeasible = solve_rfq(_rfq(catalog, [SERVICE], rental="only", budget_usd=1000), catalog)
+    infeasible = solve_rfq(_rfq(catalog, [SERVICE], rental="only", budget_usd=1000), catalog).to_json()
     assert infeasible["schedule"] == []
 
 
@@ -254,17 +255,17 @@ def test_explain_asks_buy_or_rent_even_when_renting_is_forbidden(catalog):
 
     rfq = _rfq(catalog, [SHORT_JOB], rental="forbid")
     table = build_candidates(catalog, rfq)
-    plan = solve_rfq(rfq, catalog, table=table)
+    plan = solve_rfq(rfq, catalog, table=table).to_json()
     assert plan["cost"]["rental_usd"] == 0
-    alts = counterfactuals(rfq, catalog, plan, table, "highs")
+    alts = counterfactuals(rfq, catalog, Plan.model_validate(plan), table, "highs")
     rent = next(a for a in alts if "renting allowed" in a["alternative"])
     assert rent["delta_usd"] < 0 and "would save" in rent["why"]
     assert rent["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"] + rent["delta_usd"])
     allowed = _rfq(catalog, [SHORT_JOB], rental="allow")
     table = build_candidates(catalog, allowed)
-    plan = solve_rfq(allowed, catalog, table=table)
+    plan = solve_rfq(allowed, catalog, table=table).to_json()
     assert not any("renting allowed" in a["alternative"]
-                   for a in counterfactuals(allowed, catalog, plan, table, "highs"))
+                   for a in counterfactuals(allowed, catalog, Plan.model_validate(plan), table, "highs"))
 
 
 def test_solve_prints_buy_or_rent_with_break_evens():

@@ -15,6 +15,7 @@ from solver.catalog.load import load_catalog
 from solver.common.errors import InputError
 from solver.optimize.candidates import build_candidates
 from solver.optimize.costs import CostParams
+from solver.optimize.plan_model import BuyVsRent
 from solver.optimize.rental import (
     buy_vs_rent,
     cumulative_costs,
@@ -72,7 +73,7 @@ def test_one_off_job_owned_and_resold_against_rented(short_job, catalog):
     running cost for the job's hours; the job still rents (reselling cannot win back the
     used-market discount of a 50M-token LoRA)."""
     rfq, table, plan = short_job
-    (row,) = plan["buy_vs_rent"]
+    (row,) = plan.to_json()["buy_vs_rent"]
     fraction, decline = residual_params(table.params)
     storage = table.storage["tune"].usd
     hardware = row["owned_capex_usd"] - storage
@@ -88,7 +89,7 @@ def test_one_off_job_owned_and_resold_against_rented(short_job, catalog):
         row["owned_capex_usd"] + 36 * row["owned_running_usd_per_month"], abs=0.5)
     # a perfect resale (100 %, no decline) leaves only storage and the job's running cost
     (perfect,) = buy_vs_rent(table, rfq, plan, residual=(1.0, 0.0))
-    assert perfect["owned_resold_usd"] == pytest.approx(storage + running, abs=0.05)
+    assert perfect.owned_resold_usd == pytest.approx(storage + running, abs=0.05)
 
 
 def test_break_even_horizon_is_where_owning_and_renting_cost_the_same(catalog):
@@ -96,13 +97,13 @@ def test_break_even_horizon_is_where_owning_and_renting_cost_the_same(catalog):
     owning wins over the three-year horizon because that point comes before month 36."""
     rfq = _rfq(catalog, [BUSY_SERVICE], constraints={"gpus": ["rtx-pro-6000"]})
     plan = solve_rfq(rfq, catalog)
-    (row,) = plan["buy_vs_rent"]
+    (row,) = plan.to_json()["buy_vs_rent"]
     months = row["breakeven_months"]
     assert 0 < months < 36
     own = row["owned_capex_usd"] + row["owned_running_usd_per_month"] * months
     rent = row["rent_usd_per_hour"] * HOURS_PER_MONTH * months
     assert own == pytest.approx(rent, rel=1e-3)
-    series = cumulative_costs(row, 3)
+    series = cumulative_costs(BuyVsRent.model_validate(row), 3)
     assert series["buy_usd"][0] == row["owned_capex_usd"] and series["rent_usd"][0] == 0
     crossed = next(m for m, b, r in zip(series["month"], series["buy_usd"],
                                         series["rent_usd"], strict=True) if r > b)
@@ -130,10 +131,10 @@ def test_rental_price_sweep_flips_buy_to_rent(catalog):
     assert cheap["tco_usd"] == pytest.approx(cheap["rental_usd"])
     # renting everything at a tenth of the price costs a tenth of renting it at today's
     rented_today = solve_rfq(rfq.model_copy(update={"rental": "only"}), catalog)
-    assert cheap["tco_usd"] == pytest.approx(0.1 * rented_today["cost"]["tco_usd"], rel=1e-6)
+    assert cheap["tco_usd"] == pytest.approx(0.1 * rented_today.cost.tco_usd, rel=1e-6)
     forbid = solve_rfq(rfq.model_copy(update={"rental": "forbid"}), catalog)
     assert dear["choice"] == "buy"
-    assert dear["tco_usd"] == pytest.approx(forbid["cost"]["tco_usd"], abs=0.01)
+    assert dear["tco_usd"] == pytest.approx(forbid.cost.tco_usd, abs=0.01)
     assert today["tco_usd"] <= dear["tco_usd"]
 
 
@@ -160,7 +161,7 @@ def test_growth_sweep_known_answers(catalog):
     result = sweep(catalog, rfq, "growth", [0.0, 1.0])
     flat, double = result["points"]
     plain = solve_rfq(rfq, catalog)
-    assert flat["tco_usd"] == pytest.approx(plain["cost"]["tco_usd"], abs=0.02)
+    assert flat["tco_usd"] == pytest.approx(plain.cost.tco_usd, abs=0.02)
     assert sum(flat["nodes_bought"][1:]) == 0 and flat["choice"] == "buy"
     assert double["nodes_bought"][0] >= 1 and sum(double["nodes_bought"][1:]) >= 1
     assert double["tco_usd"] < double["buy_all_now_tco_usd"]

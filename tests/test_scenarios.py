@@ -1,6 +1,6 @@
 """Every example in scenarios/ is solved; its qualitative outcome is asserted (issue 4).
 
-Outcomes are the guide's verdicts (domain.md): node count, coupled or not, fabric class,
+Outcomes are the guide's verdicts (the buying guide (docs/buying-guide.md)): node count, coupled or not, fabric class,
 SLO margins, and the counterfactual each scenario is about (re-solved with the one RFQ
 field it turns on) — never what the RFQ itself pins (a forced precision, names, kinds) nor
 a bound the demand or deadline rows guarantee anyway, and never dollar figures.
@@ -34,7 +34,7 @@ def _resolve(catalog, rfq, **update):
         changes["workloads"] = [rfq.workloads[0].model_copy(update=update.pop("workload")),
                                 *rfq.workloads[1:]]
     changes.update(update)
-    return solve_rfq(rfq.model_copy(update=changes), catalog, explain=False)
+    return solve_rfq(rfq.model_copy(update=changes), catalog, explain=False).to_json()
 
 
 def _scenario(catalog, stem):
@@ -213,7 +213,7 @@ def _check_own_model(plan, catalog):  # a customer's fine-tune, planned from its
     rfq = load_rfq(SCENARIOS / "own-model-from-config.yaml", catalog)
     same = rfq.model_copy(update={"workloads": [
         rfq.workloads[0].model_copy(update={"model": "Qwen/Qwen3-32B"})]})
-    reference = solve_rfq(same, catalog)
+    reference = solve_rfq(same, catalog).to_json()
     assert reference["cluster"]["nodes"] == plan["cluster"]["nodes"]
     assert reference["cost"]["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"])
 
@@ -283,7 +283,7 @@ def test_every_scenario_has_an_expectation():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_scenario_outcome(catalog, name):
     rfq = load_rfq(SCENARIOS / name, catalog)
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     if name != "infeasible-budget.yaml":
         assert plan["status"] == "optimal", plan["infeasibility"]
         assert plan["cost"]["tco_usd"] > 0
@@ -318,7 +318,7 @@ def test_scenario_comment_matches_its_plan(catalog, name):
     """Verdicts stated in a scenario's comment (one node, N-M nodes, 8-GPU, fabric) hold."""
     comment = _comment(SCENARIOS / name)
     assert comment, name
-    plan = solve_rfq(load_rfq(SCENARIOS / name, catalog), catalog, explain=False)
+    plan = solve_rfq(load_rfq(SCENARIOS / name, catalog), catalog, explain=False).to_json()
     if plan["status"] != "optimal":
         assert "nfeasible" in comment
         return

@@ -29,7 +29,7 @@ def test_growth_expands_into_yearly_periods_and_the_peak(catalog):
 
 def test_growth_makes_a_two_step_purchase_cheaper_than_buying_now(catalog):
     plan = solve_rfq(_rfq(catalog, {"concurrency": 256, "qps": 20, "growth_per_year": 1.0}),
-                     catalog)
+                     catalog).to_json()
     bought = [p["nodes_bought"] for p in plan["schedule"]]
     assert bought[0] >= 1 and sum(bought[1:]) >= 1  # a second purchase later
     phasing = plan["phasing"]
@@ -48,7 +48,7 @@ def test_schedule_costs_add_up_to_the_phased_total(catalog):
     from solver.optimize.candidates import build_candidates
 
     rfq = _rfq(catalog, {"concurrency": 256, "qps": 20, "growth_per_year": 1.0})
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     table = build_candidates(catalog, rfq)
     total = 0.0
     for period in plan["schedule"]:
@@ -65,17 +65,17 @@ def test_renting_bridges_a_short_peak(catalog):
     chat = {"periods": [{"months": 3, "concurrency": 2048, "qps": 160},
                         {"months": 33, "concurrency": 512, "qps": 40}],
             "target_utilization": 1.0}
-    plan = solve_rfq(_rfq(catalog, chat, rental="allow"), catalog)
+    plan = solve_rfq(_rfq(catalog, chat, rental="allow"), catalog).to_json()
     first, later = plan["schedule"]
     assert first["runs"]["chat"]["rented_gpus"] > 0 and first["rental_usd"] > 0
     assert later["runs"]["chat"]["rented_gpus"] == 0
     assert later["start_month"] == 3 and later["months"] == 33
-    forbid = solve_rfq(_rfq(catalog, chat), catalog)
+    forbid = solve_rfq(_rfq(catalog, chat), catalog).to_json()
     assert plan["phasing"]["tco_usd"] < forbid["phasing"]["tco_usd"]
 
 
 def test_without_periods_the_schedule_is_one_period(catalog):
-    plan = solve_rfq(_rfq(catalog, {"concurrency": 256}), catalog)
+    plan = solve_rfq(_rfq(catalog, {"concurrency": 256}), catalog).to_json()
     assert len(plan["schedule"]) == 1 and "phasing" not in plan
 
 
@@ -97,7 +97,7 @@ def test_each_period_lists_what_it_buys_and_the_lines_add_up(catalog):
     (declined) price, front-end cables and switches; the lines add up to the period's
     capex, and later periods pay less per node of the same type."""
     plan = solve_rfq(_rfq(catalog, {"concurrency": 256, "qps": 20, "growth_per_year": 1.0}),
-                     catalog)
+                     catalog).to_json()
     schedule = plan["schedule"]
     assert len(schedule) >= 2
     unit: dict[str, list[float]] = {}

@@ -12,7 +12,6 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -24,10 +23,11 @@ from solver.optimize.costs import CostParams, NodeCost
 from solver.optimize.mip import planned_demand
 from solver.optimize.placement import place
 from solver.optimize.plan import chosen, cost_breakdown
+from solver.optimize.plan_model import Plan
 from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.solve import run_mip
 from solver.physics.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
-from solver.rfq.schema import validate_rfq
+from solver.rfq.schema import Rfq, validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +44,7 @@ def chat_rfq(catalog, **fields):
 def solved(catalog, rfq):
     """(plan, table) of an RFQ, solved with an explicit candidate table."""
     table = build_candidates(catalog, rfq)
-    plan = solve_rfq(rfq, catalog, table=table, explain=False)
+    plan = solve_rfq(rfq, catalog, table=table, explain=False).to_json()
     assert plan["status"] == "optimal", plan["infeasibility"]
     return plan, table
 
@@ -137,7 +137,7 @@ def test_explain_prices_the_n_plus_1_insurance(catalog):
 
     rfq = chat_rfq(catalog, redundancy="n+1")
     plan, table = solved(catalog, rfq)
-    alternatives = counterfactuals(rfq, catalog, plan, table, "highs")
+    alternatives = counterfactuals(rfq, catalog, Plan.model_validate(plan), table, "highs")
     insurance = [a for a in alternatives if "n+1" in a["alternative"]]
     assert len(insurance) == 1 and insurance[0]["feasible"]
     assert insurance[0]["delta_usd"] <= 0
@@ -179,15 +179,13 @@ def test_n_plus_1_formulation_on_mixed_candidates(seed):
     cands += [_cand(n4, g, conc=g * rng.uniform(5, 15), qps=g * rng.uniform(0.2, 1.0))
               for g in (1, 4)]
     table = CandidateTable({n8.key: n8, n4.key: n4}, {}, {"w": cands}, PARAMS, {})
-    base = dict(name="w", kind="inference", concurrency=rng.choice([10, 40, 120]),
-                qps=rng.choice([0.0, 3.0]), target_utilization=rng.choice([1.0, 0.8, 0.5]))
-    constraints = SimpleNamespace(max_nodes=None, max_gpus=None, max_power_kw=None,
-                                  max_rack_units=None)
+    base = dict(name="w", kind="inference", model="m", input_tokens=1000, output_tokens=100,
+                concurrency=rng.choice([10, 40, 120]), qps=rng.choice([None, 3.0]),
+                target_utilization=rng.choice([1.0, 0.8, 0.5]))
     costs = {}
     for redundancy in ("none", "n+1"):
-        spec = SimpleNamespace(**base, redundancy=redundancy)
-        rfq = SimpleNamespace(id="t", workloads=[spec], objective="tco",
-                              constraints=constraints, budget_usd=None)
+        rfq = Rfq.model_validate({"id": "t", "workloads": [dict(base, redundancy=redundancy)]})
+        spec = rfq.workloads[0]
         solution = run_mip(table, rfq, solver="highs")
         assert solution.status == "optimal"
         costs[redundancy] = cost_breakdown(table, solution.values)["tco_usd"]

@@ -11,6 +11,7 @@ import pytest
 from solver.analysis.explain import counterfactuals, solve_rfq
 from solver.optimize.backends import installed_backends
 from solver.optimize.candidates import build_candidates
+from solver.optimize.plan_model import Plan
 from solver.physics.performance import estimate
 from solver.rfq.schema import load_rfq, validate_rfq
 
@@ -24,7 +25,7 @@ def test_every_backend_finds_the_same_optimum(catalog, name):
     table = build_candidates(catalog, rfq)
     costs = {}
     for backend in installed_backends():
-        plan = solve_rfq(rfq, catalog, solver=backend, table=table, explain=False)
+        plan = solve_rfq(rfq, catalog, solver=backend, table=table, explain=False).to_json()
         assert plan["status"] == "optimal", backend
         costs[backend] = plan["cost"]["tco_usd"]
     reference = costs["cbc"]
@@ -34,7 +35,7 @@ def test_every_backend_finds_the_same_optimum(catalog, name):
 
 def test_time_limit_returns_a_plan(catalog):
     rfq = load_rfq(SCENARIOS / "portfolio-lab.yaml", catalog)
-    plan = solve_rfq(rfq, catalog, time_limit=10.0)  # bounds candidates + MIP together
+    plan = solve_rfq(rfq, catalog, time_limit=10.0).to_json()  # bounds candidates + MIP together
     assert plan["status"] in ("optimal", "feasible")
     assert plan["gap"] >= 0
     assert plan["cost"]["tco_usd"] > 0
@@ -49,7 +50,7 @@ def test_latency_is_reported_at_each_replicas_share_of_the_load(catalog):
     table = build_candidates(catalog, rfq)
     # several layouts tie at the optimum here (pp 1/2/4 on one 8-GPU box); CBC returns one
     # layout type, HiGHS a mix of equal cost: this test is about the load share, so pin CBC
-    plan = solve_rfq(rfq, catalog, table=table, explain=False, solver="cbc")
+    plan = solve_rfq(rfq, catalog, table=table, explain=False, solver="cbc").to_json()
     entry = plan["workloads"][0]
     assert "layouts" not in entry  # one layout type, several replicas
     replicas = entry["dp"]
@@ -67,8 +68,8 @@ def test_latency_is_reported_at_each_replicas_share_of_the_load(catalog):
 def test_counterfactual_two_small_boxes_cost_more_with_overhead(catalog):
     rfq = load_rfq(SCENARIOS / "one-box-not-two.yaml", catalog)
     table = build_candidates(catalog, rfq)
-    plan = solve_rfq(rfq, catalog, table=table)
-    alternatives = {a["alternative"]: a for a in counterfactuals(rfq, catalog, plan, table)}
+    plan = solve_rfq(rfq, catalog, table=table).to_json()
+    alternatives = {a["alternative"]: a for a in counterfactuals(rfq, catalog, Plan.model_validate(plan), table)}
     four = alternatives["cheapest plan with 4-GPU boxes instead of 8-GPU boxes"]
     assert four["feasible"] and four["delta_usd"] > 0
     assert four["cluster"]["total_nodes"] == 2 and four["cluster"]["coupled"]
@@ -82,7 +83,7 @@ def test_more_demand_never_costs_less(catalog):
             {"name": "chat", "kind": "inference", "model": "qwen2.5-14b",
              "concurrency": concurrency, "input_tokens": 1000, "output_tokens": 200,
              "tpot_ms": 50}]}, catalog)
-        costs.append(solve_rfq(rfq, catalog, explain=False)["cost"]["tco_usd"])
+        costs.append(solve_rfq(rfq, catalog, explain=False).to_json()["cost"]["tco_usd"])
     assert costs == sorted(costs)
 
 
@@ -92,7 +93,7 @@ def test_tighter_deadline_never_costs_less(catalog):
         rfq = validate_rfq({"id": "r", "constraints": {"vendor": "kentino"}, "workloads": [
             {"name": "tune", "kind": "lora", "model": "llama-3.1-70b", "precision": "bf16",
              "dataset_tokens": 300_000_000, "deadline_hours": deadline}]}, catalog)
-        plan = solve_rfq(rfq, catalog, explain=False)
+        plan = solve_rfq(rfq, catalog, explain=False).to_json()
         assert plan["workloads"][0]["predicted"]["hours_to_complete"] <= deadline
         costs.append(plan["cost"]["tco_usd"])
     assert costs == sorted(costs)
@@ -103,7 +104,7 @@ def test_infeasible_deadline_names_the_deadline_that_could_be_met(catalog):
                         "workloads": [{"name": "tune", "kind": "full_finetune",
                                        "model": "llama-3.1-8b", "dataset_tokens": 10**10,
                                        "deadline_hours": 1}]}, catalog)
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     assert plan["status"] == "infeasible"
     closest = plan["infeasibility"]["closest"]["tune"]
     assert closest["deadline_hours"] > 1
@@ -115,7 +116,7 @@ def test_infeasible_model_names_gpus_that_fit(catalog):
                         "workloads": [{"name": "big", "kind": "full_finetune",
                                        "model": "llama-3.1-70b", "dataset_tokens": 10**6,
                                        "deadline_hours": 10000}]}, catalog)
-    plan = solve_rfq(rfq, catalog)
+    plan = solve_rfq(rfq, catalog).to_json()
     assert plan["status"] == "infeasible"
     info = plan["infeasibility"]
     assert info["reasons"] and info["to_fix"]

@@ -27,7 +27,7 @@ MONEY = re.compile(r"\$\d(?:[\d,]*\d)?(?:\.\d+)?(?:e[+-]?\d+)?")
 
 def _render(plan, catalog, rfq, width: int = 80) -> str:
     console = Console(width=width, file=io.StringIO(), highlight=False, color_system=None)
-    print_plan(plan, assumptions(catalog, rfq, plan), rfq, console=console)
+    print_plan(plan, assumptions(catalog, rfq, plan.to_json()), rfq, console=console)
     return console.file.getvalue()
 
 
@@ -51,9 +51,9 @@ def test_plan_fits_80_columns_with_whole_dollars(catalog, solved, name):
         if "." in amount:  # only electricity prices ($0.12/kWh) carry decimals
             assert amount.startswith("$0."), amount
     assert f"horizon {rfq.horizon_years:g} years" in text and "PUE" in text
-    if plan["status"] == "optimal":
-        assert usd(plan["cost"]["tco_usd"]) in text
-        for node in plan["cluster"]["nodes"]:
+    if plan.to_json()["status"] == "optimal":
+        assert usd(plan.to_json()["cost"]["tco_usd"]) in text
+        for node in plan.to_json()["cluster"]["nodes"]:
             assert f"price {node['gpu']}" in text  # prices with their dates
 
 
@@ -61,7 +61,7 @@ def test_plan_fits_80_columns_with_whole_dollars(catalog, solved, name):
 def test_every_layout_listed_and_counts_add_up(catalog, solved, name):
     rfq, plan = solved[name]
     text = _render(plan, catalog, rfq)
-    for entry in plan["workloads"]:
+    for entry in plan.to_json()["workloads"]:
         rows = layout_rows(entry)
         assert sum(r["gpus"] for r in rows) == entry["gpus"]
         for row in rows:
@@ -69,14 +69,14 @@ def test_every_layout_listed_and_counts_add_up(catalog, solved, name):
             assert f"{row['tp']}×{row['pp']}×{row['dp']}" in text
         if entry.get("layouts"):
             assert len(rows) == len(entry["layouts"]) >= 2
-    assert sum(w["gpus"] for w in plan["workloads"]  # rented GPUs are not bought (issue 16)
-               if w.get("sourcing", "owned") == "owned") <= plan["cluster"]["total_gpus"]
+    assert sum(w["gpus"] for w in plan.to_json()["workloads"]  # rented GPUs are not bought (issue 16)
+               if w.get("sourcing", "owned") == "owned") <= plan.to_json()["cluster"]["total_gpus"]
 
 
 def test_two_layouts_both_shown(catalog, solved):
     # whichever shipped plan mixes layouts in one workload (the MIP's choice, not pinned)
     rfq, plan, entry = next((rfq, plan, w) for rfq, plan in solved.values()
-                            for w in plan.get("workloads", []) if len(w.get("layouts", [])) > 1)
+                            for w in plan.to_json()["workloads"] if len(w.get("layouts", [])) > 1)
     text = _render(plan, catalog, rfq)
     shapes = [f"{lay['tp']}×{lay['pp']}×{lay['replicas']}" for lay in entry["layouts"]]
     assert all(shape in text for shape in shapes)
@@ -88,7 +88,7 @@ def test_two_layouts_both_shown(catalog, solved):
 def test_infeasible_relaxation_in_words(catalog, solved):
     rfq, plan = solved["infeasible-budget.yaml"]
     text = _render(plan, catalog, rfq)
-    needed = plan["infeasibility"]["closest"]["budget_usd"]
+    needed = plan.to_json()["infeasibility"]["closest"]["budget_usd"]
     assert f"raise the budget to ${needed:,.0f}" in " ".join(text.split())
     assert "that buys" in text and "{" not in text
     assert "e+" not in text

@@ -106,7 +106,7 @@ def _solve(catalog, name, **constraints):
     if constraints:
         rfq = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
             update=constraints)})
-    return solve_rfq(rfq, catalog)
+    return solve_rfq(rfq, catalog).to_json()
 
 
 @pytest.mark.parametrize("name", ["finetune-70b-full-cluster.yaml", "pretrain-70b-open.yaml"])

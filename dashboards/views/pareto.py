@@ -10,6 +10,7 @@ import streamlit as st
 
 from solver.common.errors import InputError
 from solver.common.wording import money_delta
+from solver.optimize.plan_model import Plan
 
 from .. import components, state
 from ..figures import axis_words, cluster_label, frontier_figure
@@ -43,14 +44,14 @@ def _table(result: dict[str, Any]) -> pd.DataFrame:
     cost_key, metric = result["axes"]
     rows = []
     for index, point in enumerate(result["points"]):
-        plan = point["plan"]
-        work = next((w for w in plan["workloads"] if w["name"] == result["workload"]), None)
+        plan: Plan = point["plan"]
+        work = next((w for w in plan.workloads if w.name == result["workload"]), None)
         rows.append({"#": index + 1,
                      axis_words(cost_key).removesuffix(" (USD)"): f"${point[cost_key]:,.0f}",
                      axis_words(metric): round(point[metric], 3),
-                     "cluster": cluster_label(plan),
-                     "layout": (f"{work['precision']} TP{work['tp']}×PP{work['pp']}×"
-                                f"DP{work['dp']}" if work else "")})
+                     "cluster": cluster_label(plan.cluster, plan.cost),
+                     "layout": (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp}"
+                                if work else "")})
     return pd.DataFrame(rows)
 
 

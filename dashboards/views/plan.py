@@ -8,6 +8,7 @@ import json
 import streamlit as st
 
 from solver.common.errors import InputError
+from solver.optimize.plan_model import Plan
 
 from .. import components, state
 from ..figures import cluster_figure, cost_figure
@@ -29,10 +30,10 @@ def render() -> None:
         components.show_problems(exc, "This RFQ cannot be solved")
         return
     plan, alternatives = result["plan"], result["counterfactuals"]
-    st.markdown(f"RFQ **{plan['rfq']}** ({source}) · {components.status_badge(plan)} · "
-                f"solver {plan['solver']}, {plan['solve_seconds']} s · objective "
-                f"{plan.get('objective', 'tco')}")
-    if plan["status"] not in ("optimal", "feasible"):
+    st.markdown(f"RFQ **{plan.rfq}** ({source}) · {components.status_badge(plan)} · "
+                f"solver {plan.solver}, {plan.solve_seconds} s · objective "
+                f"{plan.objective}")
+    if not plan.feasible or plan.cost is None:
         components.infeasible(plan)
         with st.expander("Decision path", expanded=True):
             components.decision_path(plan)
@@ -51,7 +52,7 @@ def render() -> None:
     st.subheader("Predicted against targets")
     targets = components.targets_table(plan, data)
     st.dataframe(targets, hide_index=True, height=components.table_height(len(targets)))
-    serving = [(w, components.serving_table(w)) for w in plan["workloads"]]
+    serving = [(w, components.serving_table(w)) for w in plan.workloads]
     serving = [(w, table) for w, table in serving if table is not None]
     if serving:
         st.subheader("Serving SLOs, utilisation and redundancy")
@@ -64,7 +65,7 @@ def render() -> None:
 
     left, right = st.columns([3, 2])
     with left:
-        st.plotly_chart(cost_figure(plan["cost"], plan.get("objective", "tco")), key="cost",
+        st.plotly_chart(cost_figure(plan.cost, plan.objective), key="cost",
                         config={"displayModeBar": False})
     with right:
         st.subheader("Cost terms")
@@ -98,14 +99,14 @@ def render() -> None:
         st.caption("No alternatives to compare (the plan is already single-node without a "
                    "fabric, or none apply).")
     left, right = st.columns(2)
-    left.download_button("Download the plan as JSON", json.dumps(plan, indent=2),
-                         file_name=f"{plan['rfq']}-plan.json", mime="application/json")
+    left.download_button("Download the plan as JSON", json.dumps(plan.to_json(), indent=2),
+                         file_name=f"{plan.rfq}-plan.json", mime="application/json")
     right.download_button("Download the quote (HTML)", _quote_html(plan, alternatives),
-                          file_name=f"{plan['rfq']}-quote.html", mime="text/html",
+                          file_name=f"{plan.rfq}-quote.html", mime="text/html",
                           key="quote_download")
 
 
-def _quote_html(plan: dict, alternatives: list) -> str:
+def _quote_html(plan: Plan, alternatives: list) -> str:
     """The customer quote of ``procure quote`` for this plan."""
     from solver.report.quote import quote_context, render_html
 

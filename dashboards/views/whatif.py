@@ -10,6 +10,7 @@ import streamlit as st
 
 from solver.common.errors import InputError
 from solver.common.wording import years
+from solver.optimize.plan_model import Plan
 
 from .. import components, state
 from ..figures import cluster_label, tornado_figure
@@ -104,27 +105,31 @@ def _override_words(pairs: list[tuple[str, Any]]) -> list[str]:
     return words
 
 
-def _changes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _changes(base: Plan, new: Plan) -> list[str]:
     """What changed between two plans, in words."""
     out = []
-    if cluster_label(base) != cluster_label(new):
-        out.append(f"**Cluster:** {cluster_label(base)} → **{cluster_label(new)}**")
-    old_layouts = {w["name"]: w for w in base["workloads"]}
-    for w in new["workloads"]:
-        o = old_layouts.get(w["name"])
+    before_label = cluster_label(base.cluster, base.cost)
+    after_label = cluster_label(new.cluster, new.cost)
+    if before_label != after_label:
+        out.append(f"**Cluster:** {before_label} → **{after_label}**")
+    old_layouts = {w.name: w for w in base.workloads}
+    for w in new.workloads:
+        o = old_layouts.get(w.name)
         if o is None:
             continue
-        before = f"{o['precision']} {o['gpu']} TP{o['tp']}×PP{o['pp']}×DP{o['dp']}"
-        after = f"{w['precision']} {w['gpu']} TP{w['tp']}×PP{w['pp']}×DP{w['dp']}"
+        before = f"{o.precision} {o.gpu} TP{o.tp}×PP{o.pp}×DP{o.dp}"
+        after = f"{w.precision} {w.gpu} TP{w.tp}×PP{w.pp}×DP{w.dp}"
         if before != after:
-            out.append(f"**{w['name']}:** {before} → **{after}**")
+            out.append(f"**{w.name}:** {before} → **{after}**")
     return out
 
 
-def _cost_delta(base: dict[str, Any], new: dict[str, Any]) -> pd.DataFrame:
+def _cost_delta(base: Plan, new: Plan) -> pd.DataFrame:
     rows = []
-    for key, value in base["cost"].items():
-        after = new["cost"].get(key, 0.0)
+    old = base.cost.model_dump() if base.cost else {}
+    now = new.cost.model_dump() if new.cost else {}
+    for key, value in old.items():
+        after = now.get(key, 0.0)
         rows.append({"cost": components.cost_word(key), "base": f"${value:,.0f}",
                      "what-if": f"${after:,.0f}",
                      "change": "-" if abs(after - value) < 0.5 else
@@ -180,7 +185,7 @@ def render() -> None:
         components.show_problems(exc, "This RFQ cannot be solved")
         return
     pairs = _controls(data)
-    if base["status"] not in ("optimal", "feasible"):
+    if not base.feasible:
         components.infeasible(base)
     try:
         if pairs:
@@ -194,23 +199,23 @@ def render() -> None:
         return
     if pairs:
         st.caption("What-if: " + " · ".join(_override_words(pairs)))
-    if new["status"] not in ("optimal", "feasible"):
-        if base["status"] in ("optimal", "feasible"):
+    if not new.feasible or new.cost is None:
+        if base.feasible:
             st.error("Under these values no plan meets the RFQ.")
             components.infeasible(new)
-    elif base["status"] in ("optimal", "feasible"):
-        cost_key = "capex_usd" if new.get("objective") == "capex" else "tco_usd"
-        delta = new["cost"][cost_key] - base["cost"][cost_key]
+    elif base.feasible and base.cost is not None:
+        capex = new.objective == "capex"
+        now = new.cost.capex_usd if capex else new.cost.tco_usd
+        delta = now - (base.cost.capex_usd if capex else base.cost.tco_usd)
         cols = st.columns(3)
-        cols[0].metric("TCO" if cost_key == "tco_usd" else "Capex",
-                       components.usd_short(new["cost"][cost_key]),
+        cols[0].metric("Capex" if capex else "TCO", components.usd_short(now),
                        f"{'+' if delta >= 0 else '-'}${abs(delta):,.0f}",
                        delta_color="inverse")
-        cols[1].metric("Nodes", new["cluster"]["total_nodes"],
-                       new["cluster"]["total_nodes"] - base["cluster"]["total_nodes"],
+        cols[1].metric("Nodes", new.cluster.total_nodes,
+                       new.cluster.total_nodes - base.cluster.total_nodes,
                        delta_color="off")
-        cols[2].metric("GPUs", new["cluster"]["total_gpus"],
-                       new["cluster"]["total_gpus"] - base["cluster"]["total_gpus"],
+        cols[2].metric("GPUs", new.cluster.total_gpus,
+                       new.cluster.total_gpus - base.cluster.total_gpus,
                        delta_color="off")
         changes = _changes(base, new)
         if changes:

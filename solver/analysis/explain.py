@@ -1,4 +1,8 @@
-"""Explain a plan along the guide's decision path (domain.md), with the numbers behind it.
+"""Explain a plan along the buying guide's decision path, with the numbers behind it.
+
+The guide asks, for each workload, five questions in order - does it fit one node, only at
+INT4, is it throughput-bound, is it training across coupled nodes, is it pretraining 70B+ -
+and its reference box is one node of 8 x 96 GB GPUs (RTX PRO 6000) at FP8.
 
 :func:`decision_path` walks steps 1–5 of the guide for one workload ("first yes ends it");
 :func:`annotate` adds the path and the warnings to a plan; :func:`counterfactuals` re-solves
@@ -15,18 +19,20 @@ from typing import Any
 from solver.analysis.realism import realism_warnings
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
-from solver.common.wording import money_delta, plural
+from solver.common.wording import COST_LABELS, COST_TERMS, money_delta, plural
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates, physics_workload
 from solver.optimize.linear import Constraint
 from solver.optimize.mip import Limits, fabric_var, needs_n_plus_1, node_var
 from solver.optimize.plan import assemble
+from solver.optimize.plan_model import DecisionStep, LayoutUse, Plan, WorkloadPlan
 from solver.optimize.records import CandidateTable
 from solver.optimize.rental import buy_vs_rent, rental_mode
 from solver.optimize.solve import run_mip, solve_table
 from solver.physics.layout import TRAINING_KINDS, Layout
 from solver.physics.memory import weight_bytes_per_param
 from solver.physics.performance import estimate
+from solver.rfq.schema import AnyWorkload, Rfq
 
 __all__ = ["GLOSSARY", "annotate", "counterfactuals", "decision_path", "money_delta",
            "plural", "warnings_for", "workload_facts"]
@@ -45,7 +51,7 @@ GLOSSARY: dict[str, str] = {
 }
 
 
-def _reference_fit(catalog: Catalog, spec: Any, precision: str) -> tuple[bool, str]:
+def _reference_fit(catalog: Catalog, spec: AnyWorkload, precision: str) -> tuple[bool, str]:
     """Does the workload fit the guide's 8 × 96 GB node at this precision, with its reserve?"""
     model = catalog.model(spec.model)
     gpu = catalog.gpus.get(REFERENCE_GPU)
@@ -82,26 +88,25 @@ def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
     return params_b * weight_bytes_per_param(factors(catalog), precision)
 
 
-def workload_facts(entry: dict[str, Any], total_nodes: int | None = None) -> dict[str, Any]:
+def workload_facts(entry: WorkloadPlan, total_nodes: int | None = None) -> dict[str, Any]:
     """What the plan bought for one workload: replicas, GPUs per replica, nodes it occupies.
 
     ``nodes_used`` counts the nodes the workload's GPUs need at the chosen node sizes
     (capped at the cluster's node count, since workloads can share nodes); ``spanned`` is the
     number of coupled nodes one replica (or the training job) spans.
     """
-    training = entry["kind"] in TRAINING_KINDS
-    per_node = entry.get("gpus_per_node") or 1
-    spanned = int(entry.get("nodes_spanned") or 1)
-    layouts = entry.get("layouts") or [{
-        "gpu": entry["gpu"], "tp": entry["tp"], "pp": entry["pp"],
-        "replicas": 1 if training else entry["dp"], "gpus_per_node": per_node}]
+    training = entry.kind in TRAINING_KINDS
+    per_node = entry.gpus_per_node or 1
+    spanned = entry.nodes_spanned or 1
+    layouts = entry.layouts or [LayoutUse(
+        gpu=entry.gpu, precision=entry.precision, tp=entry.tp, pp=entry.pp,
+        replicas=1 if training else entry.dp, gpus_per_node=per_node, fabric=entry.fabric)]
     if training:
         replicas = 1
-        nodes_used = max(spanned, -(-entry["gpus"] // per_node))
+        nodes_used = max(spanned, -(-entry.gpus // per_node))
     else:
-        replicas = sum(lay["replicas"] for lay in layouts)
-        nodes_used = sum(max(1, -(-(lay["replicas"] * lay["tp"] * lay["pp"])
-                                 // (lay.get("gpus_per_node") or 1)))
+        replicas = sum(lay.replicas for lay in layouts)
+        nodes_used = sum(max(1, -(-(lay.replicas * lay.tp * lay.pp) // (lay.gpus_per_node or 1)))
                          for lay in layouts) * spanned
     if total_nodes is not None:
         nodes_used = max(min(nodes_used, total_nodes), spanned)
@@ -110,9 +115,9 @@ def workload_facts(entry: dict[str, Any], total_nodes: int | None = None) -> dic
             "one_node": nodes_used <= 1 and spanned <= 1}
 
 
-def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
+def decision_path(catalog: Catalog, spec: AnyWorkload, entry: WorkloadPlan | None,
                   floor: float, total_nodes: int | None = None,
-                  policy: str = "") -> list[dict[str, Any]]:
+                  policy: str = "") -> list[DecisionStep]:
     """Steps 1–5 of the guide for one workload, answered for the hardware the plan bought.
 
     The first "yes" ends it. Each step's ``answer`` and ``note`` describe the chosen plan
@@ -121,16 +126,16 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
     """
     if entry is None:
         return _reference_path(catalog, spec)
-    steps: list[dict[str, Any]] = []
+    steps: list[DecisionStep] = []
     training = spec.kind in TRAINING_KINDS
     facts = workload_facts(entry, total_nodes)
-    gpu = catalog.gpus.get(entry["gpu"])
-    gpu_gb = gpu.memory_gb if gpu is not None else entry["memory"]["capacity_gb"]
-    per_node, precision = facts["per_node"], entry["precision"]
-    box = (f"{per_node} × {entry['gpu']} ({gpu_gb:g} GB each, {per_node * gpu_gb:,.0f} GB "
+    gpu = catalog.gpus.get(entry.gpu)
+    gpu_gb = gpu.memory_gb if gpu is not None else entry.memory.capacity_gb
+    per_node, precision = facts["per_node"], entry.precision
+    box = (f"{per_node} × {entry.gpu} ({gpu_gb:g} GB each, {per_node * gpu_gb:,.0f} GB "
            "per node)")
     reference = None
-    if not (entry["gpu"] == REFERENCE_GPU and per_node == REFERENCE_GPUS) \
+    if not (entry.gpu == REFERENCE_GPU and per_node == REFERENCE_GPUS) \
             or precision != _guide_precision(spec):
         _, note_ref = _reference_fit(catalog, spec, _guide_precision(spec))
         reference = f"the guide's box ({REFERENCE_GPUS} × 96 GB {REFERENCE_GPU}): {note_ref}"
@@ -145,33 +150,30 @@ def decision_path(catalog: Catalog, spec: Any, entry: dict[str, Any] | None,
     return steps
 
 
-def _add(steps: list[dict[str, Any]], spec: Any, step: int, question: str, answer: bool,
-         note: str, reference: str | None = None) -> bool:
+def _add(steps: list[DecisionStep], spec: AnyWorkload, step: int, question: str,
+         answer: bool, note: str, reference: str | None = None) -> bool:
     """Append one step of the decision path; its answer (True ends the path)."""
-    item = {"workload": spec.name, "step": step, "question": question, "answer": answer,
-            "note": note}
-    if reference:
-        item["reference"] = reference
-    steps.append(item)
+    steps.append(DecisionStep(workload=spec.name, step=step, question=question, answer=answer,
+                              note=note, reference=reference or None))
     return answer
 
 
-def _step1_note(catalog: Catalog, spec: Any, entry: dict[str, Any], facts: dict[str, Any],
-                gpu_gb: float) -> str:
+def _step1_note(catalog: Catalog, spec: AnyWorkload, entry: WorkloadPlan,
+                facts: dict[str, Any], gpu_gb: float) -> str:
     """Step 1's note: how much of a node the weights take, the unit's layout and memory in
     use, and the verdict (one node; a unit spanning coupled nodes; replicas on nodes)."""
     training = spec.kind in TRAINING_KINDS
-    precision = entry["precision"]
+    precision = entry.precision
     node_gb = facts["per_node"] * gpu_gb
     weights = _weights_gb(catalog, catalog.model(spec.model).params_b, precision)
-    mem = entry.get("memory") or {}
+    mem = entry.memory
     unit = "job" if training else "replica"
-    shape = (f"TP{entry['tp']}×PP{entry['pp']}×DP{entry['dp']}" if training
-             else f"TP{entry['tp']}×PP{entry['pp']}")
-    unit_gpus = entry["tp"] * entry["pp"] * (entry["dp"] if training else 1)
+    shape = (f"TP{entry.tp}×PP{entry.pp}×DP{entry.dp}" if training
+             else f"TP{entry.tp}×PP{entry.pp}")
+    unit_gpus = entry.tp * entry.pp * (entry.dp if training else 1)
     usage = (f"weights {weights:,.1f} GB = {100 * weights / node_gb:.0f} % of one node at "
              f"{precision.upper()}; one {unit} runs {shape} on {plural(unit_gpus, 'GPU')}, "
-             f"{mem.get('total_gb', 0):,.1f} of {mem.get('capacity_gb', gpu_gb):,.0f} GB per "
+             f"{mem.total_gb:,.1f} of {mem.capacity_gb:,.0f} GB per "
              f"GPU in use")
     spanned = facts["spanned"]
     if facts["one_node"]:
@@ -187,8 +189,8 @@ def _step1_note(catalog: Catalog, spec: Any, entry: dict[str, Any], facts: dict[
     return f"{usage}; {verdict}"
 
 
-def _steps_2_3(steps: list[dict[str, Any]], catalog: Catalog, spec: Any,
-               entry: dict[str, Any], facts: dict[str, Any]) -> bool:
+def _steps_2_3(steps: list[DecisionStep], catalog: Catalog, spec: AnyWorkload,
+               entry: WorkloadPlan, facts: dict[str, Any]) -> bool:
     """Step 2 (fits only at INT4?) and step 3 (throughput-bound?); True when one ends the
     path (serving only: training answers both no)."""
     spanned = facts["spanned"]
@@ -201,7 +203,7 @@ def _steps_2_3(steps: list[dict[str, Any]], catalog: Catalog, spec: Any,
              "one training job" + (f" spanning {plural(spanned, 'coupled node')}"
                                    if spanned > 1 else ""))
         return False
-    precision = entry["precision"]
+    precision = entry.precision
     weights = _weights_gb(catalog, catalog.model(spec.model).params_b, precision)
     low_bit = precision in ("int4", "fp4")
     fits_node = spanned <= 1
@@ -219,14 +221,14 @@ def _steps_2_3(steps: list[dict[str, Any]], catalog: Catalog, spec: Any,
                 f"one replica of the model spans {plural(spanned, 'coupled node')}")
 
 
-def _steps_4_5(steps: list[dict[str, Any]], catalog: Catalog, spec: Any,
-               entry: dict[str, Any], facts: dict[str, Any], floor: float,
+def _steps_4_5(steps: list[DecisionStep], catalog: Catalog, spec: AnyWorkload,
+               entry: WorkloadPlan, facts: dict[str, Any], floor: float,
                policy: str) -> None:
     """Step 4 (training across coupled nodes?) and step 5 (pretraining 70B+?). Step 4 is
     answered truthfully for pretraining too, which then goes on to step 5."""
     model = catalog.model(spec.model)
     training = spec.kind in TRAINING_KINDS
-    eff = (entry.get("predicted") or {}).get("scaling_efficiency")
+    eff = entry.predicted.scaling_efficiency
     eff_note = f"predicted scaling efficiency {eff:.2f}" if eff is not None else \
         "no scaling efficiency (one node)"
     if eff is not None and eff < floor:
@@ -243,7 +245,7 @@ def _steps_4_5(steps: list[dict[str, Any]], catalog: Catalog, spec: Any,
          f"{spec.kind}, {model.params_b:.3g}B parameters"
          + (" → multi-node with NDR InfiniBand or SXM" if pretrain_big else "") + layout_note)
 
-def _guide_precision(spec: Any) -> str:
+def _guide_precision(spec: AnyWorkload) -> str:
     """The precision the guide's step 1 asks about: FP8 (BF16 for full training, INT4 QLoRA)."""
     if spec.kind == "qlora":
         return "int4"
@@ -252,24 +254,24 @@ def _guide_precision(spec: Any) -> str:
     return "fp8"
 
 
-def _reference_path(catalog: Catalog, spec: Any) -> list[dict[str, Any]]:
+def _reference_path(catalog: Catalog, spec: AnyWorkload) -> list[DecisionStep]:
     """Without a plan (infeasible RFQ): step 1 for the guide's reference box only."""
     ok, note = _reference_fit(catalog, spec, _guide_precision(spec))
-    return [{"workload": spec.name, "step": 1,
-             "question": f"Does the model fit the guide's {REFERENCE_GPUS} × 96 GB box at "
-                         f"{_guide_precision(spec).upper()} with room to spare?",
-             "answer": ok, "note": note + "; no plan was found for this RFQ"}]
+    return [DecisionStep(workload=spec.name, step=1,
+                         question=f"Does the model fit the guide's {REFERENCE_GPUS} × 96 GB box "
+                                  f"at {_guide_precision(spec).upper()} with room to spare?",
+                         answer=ok, note=note + "; no plan was found for this RFQ")]
 
 
-def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None, policy: str = "") -> str:
+def _fabric_note(catalog: Catalog, entry: WorkloadPlan | None, policy: str = "") -> str:
     """Where a coupled job's fabric departs from the guide's InfiniBand, say why; name the
     engineering policy (``policy``: who asked for RDMA only) when one narrowed the choice."""
-    if not entry or entry.get("nodes_spanned", 1) <= 1:
+    if not entry or entry.nodes_spanned <= 1:
         return ""
-    fabric = catalog.fabrics.get(entry.get("fabric", "none"))
-    note = (f"; chosen: TP{entry['tp']}×PP{entry['pp']}×DP{entry['dp']} over "
-            f"{entry['nodes_spanned']} nodes on {entry['fabric']}")
-    per_node = entry.get("gpus_per_node") or 8
+    fabric = catalog.fabrics.get(entry.fabric)
+    note = (f"; chosen: TP{entry.tp}×PP{entry.pp}×DP{entry.dp} over "
+            f"{entry.nodes_spanned} nodes on {entry.fabric}")
+    per_node = entry.gpus_per_node or 8
     if policy and fabric is not None and fabric.rdma:
         kind = "RoCE (RDMA over Ethernet)" if fabric.family == "ethernet" else "InfiniBand"
         return note + (f" — {kind}: coupled training runs on an RDMA fabric by engineering "
@@ -278,7 +280,7 @@ def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None, policy: str = "
                        "failures multiply with nodes); set constraints."
                        "coupled_training_fabric: any to let TCP Ethernet compete")
     if fabric is not None and fabric.family == "ethernet":
-        if entry["tp"] <= per_node and entry["dp"] == 1:
+        if entry.tp <= per_node and entry.dp == 1:
             note += (" — the guide suggests InfiniBand, but here only pipeline stages cross "
                      "nodes (activations, not per-layer all-reduces), so the cheaper Ethernet "
                      "fabric meets the deadline at this scaling efficiency")
@@ -288,22 +290,23 @@ def _fabric_note(catalog: Catalog, entry: dict[str, Any] | None, policy: str = "
     return note
 
 
-def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
+def warnings_for(catalog: Catalog, rfq: Rfq, plan: Plan) -> list[str]:
     """The guide's warnings for a plan."""
+    catalog = rfq.catalog(catalog)
     costs = catalog.costs
     floor = costs.scaling_efficiency_floor.value
     weights_max = costs.weights_vram_fraction_max.value
     out: list[str] = []
-    for entry in plan.get("workloads", []):
-        eff = (entry.get("predicted") or {}).get("scaling_efficiency")
-        if entry.get("nodes_spanned", 1) > 1 and eff is not None and eff < floor:
-            out.append(f"{entry['name']}: predicted scaling efficiency {eff:.2f} is below the "
+    for entry in plan.workloads:
+        eff = entry.predicted.scaling_efficiency
+        if entry.nodes_spanned > 1 and eff is not None and eff < floor:
+            out.append(f"{entry.name}: predicted scaling efficiency {eff:.2f} is below the "
                        f"{floor:.0%} floor — wrong profile for multi-node on standard fabric "
                        "(re-architect: TP inside a node, PP or DP across; or buy SXM-class)")
-        fraction = (entry.get("memory") or {}).get("weights_fraction")
-        serving = entry.get("kind") in ("inference", "batch_inference")
-        if serving and fraction is not None and fraction > weights_max:
-            out.append(f"{entry['name']}: weights take {fraction:.0%} of VRAM (> "
+        fraction = entry.memory.weights_fraction
+        serving = entry.kind in ("inference", "batch_inference")
+        if serving and fraction > weights_max:
+            out.append(f"{entry.name}: weights take {fraction:.0%} of VRAM (> "
                        f"{weights_max:.0%}): fits, but leaves little room under real load")
     vendor = catalog.vendors[rfq.constraints.vendor or "open"]
     has_sxm = any(vendor.allows("gpus", g.id) and g.form_factor == "sxm"
@@ -318,10 +321,10 @@ def warnings_for(catalog: Catalog, rfq: Any, plan: dict[str, Any]) -> list[str]:
     return out
 
 
-def _rdma_policy(catalog: Catalog, rfq: Any) -> str:
+def _rdma_policy(catalog: Catalog, rfq: Rfq) -> str:
     """Who asks coupled training to run on RDMA ('' when nobody does): the RFQ's
     constraints.coupled_training_fabric or the vendor profile's engineering policy."""
-    wanted = getattr(rfq.constraints, "coupled_training_fabric", None)
+    wanted = rfq.constraints.coupled_training_fabric
     if wanted is not None:
         return "set by the RFQ" if wanted == "rdma" else ""
     vendor = catalog.vendors[rfq.constraints.vendor or "open"]
@@ -330,43 +333,48 @@ def _rdma_policy(catalog: Catalog, rfq: Any) -> str:
     return ""
 
 
-def solve_rfq(rfq: Any, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
+def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
               time_limit: float | None = None, table: CandidateTable | None = None,
-              explain: bool = True, workers: int = 1) -> dict[str, Any]:
+              explain: bool = True, workers: int = 1) -> Plan:
     """The cheapest plan for an RFQ (:func:`solver.optimize.solve.solve_table`; ``workers``
     processes build its candidates) with, unless ``explain`` is False, the guide's decision
     path, warnings and the buy-or-rent comparison (:func:`annotate`). A plan whose time ran
     out is returned as it is."""
+    catalog = rfq.catalog(catalog)
     plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table,
                              workers=workers)
     if explain and used is not None:
-        annotate(plan, rfq, catalog, used)
+        plan = annotate(plan, rfq, catalog, used)
     return plan
 
 
-def annotate(plan: dict[str, Any], rfq: Any, catalog: Catalog,
-             table: CandidateTable | None = None) -> dict[str, Any]:
-    """Add the decision path and warnings to a plan (in place; also returned)."""
+def annotate(plan: Plan, rfq: Rfq, catalog: Catalog,
+             table: CandidateTable | None = None) -> Plan:
+    """The plan with the decision path, the warnings and (given the candidate table) the
+    buy-or-rent comparison added (a new plan: plans are frozen)."""
+    catalog = rfq.catalog(catalog)
     floor = catalog.costs.scaling_efficiency_floor.value
-    entries = {e["name"]: e for e in plan.get("workloads", [])}
-    path: list[dict[str, Any]] = []
-    total_nodes = (plan.get("cluster") or {}).get("total_nodes")
+    entries = {e.name: e for e in plan.workloads}
+    path: list[DecisionStep] = []
+    total_nodes = plan.cluster.total_nodes
     policy = _rdma_policy(catalog, rfq)
     for spec in rfq.workloads:
         path.extend(decision_path(catalog, spec, entries.get(spec.name), floor, total_nodes,
                                   policy))
-    plan["decision_path"] = path
-    plan["warnings"] = warnings_for(catalog, rfq, plan) if plan.get("status") in (
-        "optimal", "feasible") else []
-    if table is not None and plan.get("status") in ("optimal", "feasible"):
-        plan["buy_vs_rent"] = buy_vs_rent(table, rfq, plan)
-    return plan
+    update: dict[str, Any] = {"decision_path": path}
+    update["warnings"] = (plan.warnings + warnings_for(catalog, rfq, plan) if plan.feasible
+                          else [])
+    if table is not None and plan.feasible:
+        update["buy_vs_rent"] = buy_vs_rent(table, rfq, plan)
+    return plan.model_copy(update=update)
 
 
-def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: CandidateTable,
+def counterfactuals(rfq: Rfq, catalog: Catalog, plan: Plan, table: CandidateTable,
                     solver: str = DEFAULT_SOLVER) -> list[dict[str, Any]]:
-    """The alternatives a buyer asks about, each re-solved: cost difference and why it lost."""
-    base_tco = (plan.get("cost") or {}).get("tco_usd")
+    """The alternatives a buyer asks about, each re-solved: cost difference and why it lost
+    (``cluster``: the alternative's cluster as in the plan JSON)."""
+    catalog = rfq.catalog(catalog)
+    base_tco = plan.cost.tco_usd if plan.cost else None
     limits = Limits.from_rfq(rfq)
     options: list[tuple[str, list[Constraint], Limits]] = []
     single = Limits(**{**limits.__dict__, "max_nodes": 1})
@@ -400,19 +408,28 @@ def counterfactuals(rfq: Any, catalog: Catalog, plan: dict[str, Any], table: Can
                         "delta_usd": None, "why": why})
             continue
         alt = assemble(catalog, rfq, table, solution)
-        tco = alt["cost"]["tco_usd"]
+        tco = _tco(alt)
         delta = tco - base_tco if base_tco is not None else None
         same = abs(delta or 0.0) < 0.5
         out.append({"alternative": label, "feasible": True, "tco_usd": tco, "delta_usd": delta,
-                    "cluster": alt["cluster"], "why": _already(label) if same else
+                    "cluster": _cluster_json(alt), "why": _already(label) if same else
                     _why_lost(plan, alt)})
     return out
 
 
-def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
+def _tco(plan: Plan) -> float:
+    """A feasible plan's TCO."""
+    return plan.cost.tco_usd if plan.cost else 0.0
+
+
+def _cluster_json(plan: Plan) -> dict[str, Any]:
+    return plan.cluster.model_dump(mode="json")
+
+
+def _guide_box(rfq: Rfq, catalog: Catalog, plan: Plan, solver: str
                ) -> dict[str, Any] | None:
     """The guide's default — RTX Pro 6000 boxes — when the optimum chose other GPUs."""
-    used = {n["gpu"] for n in plan["cluster"]["nodes"]}
+    used = {n.gpu for n in plan.cluster.nodes}
     vendor = catalog.vendors[rfq.constraints.vendor or "open"]
     if not used or used == {REFERENCE_GPU} or REFERENCE_GPU not in catalog.gpus \
             or not vendor.allows("gpus", REFERENCE_GPU):
@@ -426,7 +443,7 @@ def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
         return {"alternative": label, "feasible": False, "tco_usd": None, "delta_usd": None,
                 "why": f"no plan on {REFERENCE_GPU} alone meets the RFQ"}
     alt = assemble(catalog, pinned, table, solution)
-    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
+    delta = _tco(alt) - _tco(plan)
     why = (f"departs from the guide's rule of thumb: the guide's box {money_delta(delta)} than "
            f"{', '.join(sorted(used))}, which meets every target, at the catalog's prices; "
            + _why_lost(plan, alt)).replace("costs the same than", "costs the same as")
@@ -434,11 +451,11 @@ def _guide_box(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
     if consumer:
         why += (f"; but {', '.join(consumer)} is a consumer card (not licensed for datacenter "
                 "use - see the warnings): the guide's box is the datacenter-grade choice")
-    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
-            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+    return {"alternative": label, "feasible": True, "tco_usd": _tco(alt),
+            "delta_usd": delta, "cluster": _cluster_json(alt), "why": why}
 
 
-def _without_n_plus_1(rfq: Any, catalog: Catalog, plan: dict[str, Any],
+def _without_n_plus_1(rfq: Rfq, catalog: Catalog, plan: Plan,
                       table: CandidateTable, solver: str) -> dict[str, Any] | None:
     """What ``redundancy: n+1`` costs: the same RFQ re-solved with no spare node (None when
     no workload asks for n+1). The candidates do not depend on redundancy, so the table is
@@ -455,23 +472,23 @@ def _without_n_plus_1(rfq: Any, catalog: Catalog, plan: dict[str, Any],
         return {"alternative": label, "feasible": False, "tco_usd": None, "delta_usd": None,
                 "why": "no plan without n+1 either"}
     alt = assemble(catalog, plain, table, solution)
-    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
-    a, b = alt["cluster"]["total_nodes"], plan["cluster"]["total_nodes"]
+    delta = _tco(alt) - _tco(plan)
+    a, b = alt.cluster.total_nodes, plan.cluster.total_nodes
     why = (f"n+1 for {', '.join(names)} costs ${-delta:,.0f} over the horizon"
            + (f" ({plural(b, 'node')} instead of {a})" if a != b else "")
            + ": the insurance that any one node can fail with the demand still met")
-    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
-            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+    return {"alternative": label, "feasible": True, "tco_usd": _tco(alt),
+            "delta_usd": delta, "cluster": _cluster_json(alt), "why": why}
 
 
-def _with_renting(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
+def _with_renting(rfq: Rfq, catalog: Catalog, plan: Plan, solver: str
                   ) -> dict[str, Any] | None:
     """Buy or rent, asked even when the RFQ forbids renting (the default): the same RFQ
     re-solved with ``rental: allow`` against the catalog's rental offers (None when renting
     is already allowed, the catalog has no offers, or no offer can run any workload)."""
-    if rental_mode(rfq) != "forbid" or not getattr(catalog, "rental", None):
+    if rental_mode(rfq) != "forbid" or not catalog.rental:
         return None
-    if (plan.get("cost") or {}).get("tco_usd") is None:
+    if plan.cost is None:
         return None
     allowed = rfq.model_copy(update={"rental": "allow"})
     table = build_candidates(catalog, allowed)
@@ -482,16 +499,16 @@ def _with_renting(rfq: Any, catalog: Catalog, plan: dict[str, Any], solver: str
     if solution.status not in ("optimal", "feasible"):
         return None
     alt = assemble(catalog, allowed, table, solution)
-    delta = alt["cost"]["tco_usd"] - plan["cost"]["tco_usd"]
-    rented = [w["name"] for w in alt["workloads"] if w.get("sourcing") in ("rented", "hybrid")]
+    delta = _tco(alt) - _tco(plan)
+    rented = [w.name for w in alt.workloads if w.sourcing in ("rented", "hybrid")]
     if not rented or delta > -0.5:
         why = "owning is cheaper than every rental offer in the catalog for this demand"
     else:
         why = (f"renting {', '.join(rented)} would save ${-delta:,.0f} over the horizon "
-               f"(rental ${alt['cost'].get('rental_usd', 0):,.0f}); set rental: allow to plan "
-               "it (docs/rental.md)")
-    return {"alternative": label, "feasible": True, "tco_usd": alt["cost"]["tco_usd"],
-            "delta_usd": delta, "cluster": alt["cluster"], "why": why}
+               f"(rental ${alt.cost.rental_usd if alt.cost else 0.0:,.0f}); set rental: allow "
+               "to plan it (docs/rental.md)")
+    return {"alternative": label, "feasible": True, "tco_usd": _tco(alt),
+            "delta_usd": delta, "cluster": _cluster_json(alt), "why": why}
 
 
 def _already(label: str) -> str:
@@ -513,16 +530,12 @@ def _why_infeasible(label: str) -> str:
     return "4-GPU boxes cannot hold a layout the workloads need"
 
 
-def _why_lost(plan: dict[str, Any], alt: dict[str, Any]) -> str:
-    base, other = plan["cost"], alt["cost"]
-    diffs = sorted(((other[k] - base[k], k) for k in base if k not in ("capex_usd", "tco_usd")),
-                   reverse=True)
-    words = {"gpus": "GPUs", "servers": "servers", "network": "network", "storage": "storage",
-             "power": "power", "operations": "operations", "rental": "rental",
-             "multinode_overhead": "multi-node overhead"}
-    top = [f"{words.get(k.removesuffix('_usd'), k.removesuffix('_usd').replace('_', ' '))} "
-           f"${d:,.0f} more" for d, k in diffs[:2] if d > 0.5]
-    a, b = alt["cluster"]["total_nodes"], plan["cluster"]["total_nodes"]
+def _why_lost(plan: Plan, alt: Plan) -> str:
+    base = plan.cost.model_dump() if plan.cost else {}
+    other = alt.cost.model_dump() if alt.cost else {}
+    diffs = sorted(((other[k] - base[k], k) for k in COST_TERMS), reverse=True)
+    top = [f"{COST_LABELS[k].words} ${d:,.0f} more" for d, k in diffs[:2] if d > 0.5]
+    a, b = alt.cluster.total_nodes, plan.cluster.total_nodes
     parts = [f"{plural(a, 'node')} instead of {b}"] if a != b else []
     parts.append(", ".join(top) if top else "no cheaper")
     return "; ".join(parts)

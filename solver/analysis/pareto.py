@@ -58,7 +58,7 @@ from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.solve import run_mip
 from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import estimate
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import AnyWorkload, Rfq
 
 METRICS = {"tpot_ms": True, "ttft_ms": True, "hours_to_complete": True, "headroom": False,
            "failure_domains": False}  # metric -> lower is better
@@ -94,7 +94,7 @@ class Point:
     level: float | None = None
 
 
-def default_metric(spec: Any) -> str:
+def default_metric(spec: AnyWorkload) -> str:
     if spec.kind == "inference":
         return "ttft_ms" if spec.ttft_ms is not None and spec.tpot_ms is None else "tpot_ms"
     return "hours_to_complete"
@@ -134,7 +134,7 @@ def _feasible(solution: Solution) -> bool:
 
 
 # --- latency: ε-walk over the SLO, re-building the workload's candidates per level ------
-def at_load_latency(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]],
+def at_load_latency(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candidate, int]],
                     metric: str) -> float:
     """Worst TPOT/TTFT (ms) over a plan's replicas at the load they are planned for: the
     demand / ``target_utilization`` the MIP buys capacity for (mip.planned_demand). That
@@ -267,7 +267,7 @@ def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricCho
     return points
 
 
-def _measure(base: CandidateTable, choice: MetricChoice, spec: Any,
+def _measure(base: CandidateTable, choice: MetricChoice, spec: AnyWorkload,
              solution: Solution) -> float:
     """The metric of one solution: nodes bought, hours to finish the batch, or headroom
     (capacity over demand, the tighter of concurrency and QPS)."""
@@ -276,7 +276,7 @@ def _measure(base: CandidateTable, choice: MetricChoice, spec: Any,
         return float(sum(round(solution.values.get(node_var(k), 0.0))
                          for k in base.node_types))
     qps = sum(c.qps_capacity * n for c, n in picks)
-    if choice.metric == "hours_to_complete":
+    if choice.metric == "hours_to_complete" and spec.kind == "batch_inference":
         return spec.requests / qps / 3600.0 if qps else math.inf
     demand = demand_of(spec)
     conc = sum(c.concurrency_capacity * n for c, n in picks)
@@ -285,7 +285,7 @@ def _measure(base: CandidateTable, choice: MetricChoice, spec: Any,
     return min(ratios)
 
 
-def _trial(rfq: Rfq, base: CandidateTable, choice: MetricChoice, spec: Any, start: float,
+def _trial(rfq: Rfq, base: CandidateTable, choice: MetricChoice, spec: AnyWorkload, start: float,
            index: int, steps: int) -> tuple[Rfq, list[Constraint]]:
     """The RFQ (and extra rows) of sample ``index`` of ``steps``, from the cheapest plan's
     metric ``start`` (index 0) to the far end of the sweep (index = steps)."""
@@ -305,7 +305,7 @@ def _trial(rfq: Rfq, base: CandidateTable, choice: MetricChoice, spec: Any, star
             update["concurrency"] = math.ceil(spec.concurrency * factor - 1e-9)
         if spec.qps:
             update["qps"] = spec.qps * factor
-    else:
+    elif spec.kind == "batch_inference":
         update["requests"] = math.ceil(spec.requests * factor - 1e-9)
     return _scaled_rfq(rfq, choice.workload, update), []
 
@@ -340,8 +340,10 @@ def spread(points: list[Point], count: int | None) -> list[Point]:
 def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
              points: int | None = None, solver: str = DEFAULT_SOLVER, explain: bool = True
              ) -> dict[str, Any]:
-    """The Pareto frontier as the JSON of contract.md (points sorted by cost)."""
+    """The Pareto frontier (points sorted by cost), each point's ``plan`` a
+    :class:`~solver.optimize.plan_model.Plan`; :func:`frontier_json` is its JSON."""
     start = time.perf_counter()
+    catalog = rfq.catalog(catalog)
     choice = parse_metric(rfq, metric)
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
     base = build_candidates(catalog, rfq, all_sizes=True)
@@ -360,9 +362,11 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
     for point in kept:
         plan = assemble(catalog, rfq, point.table, point.solution)
         if explain:
-            annotate(plan, rfq, catalog, point.table)
-        entry: dict[str, Any] = {cost_key: plan["cost"][cost_key],
-                                 choice.metric: round(point.metric, 4), "plan": plan}
+            plan = annotate(plan, rfq, catalog, point.table)
+        cost = (0.0 if plan.cost is None else plan.cost.tco_usd if cost_key == "tco_usd"
+                else plan.cost.capex_usd)
+        entry: dict[str, Any] = {cost_key: cost, choice.metric: round(point.metric, 4),
+                                 "plan": plan}
         if point.level is not None:
             entry["slo_level"] = round(point.level, 4)
         out_points.append(entry)
@@ -370,3 +374,10 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
             "lower_is_better": {cost_key: True, choice.metric: choice.lower_is_better},
             "method": method, "candidates_solved": len(found),
             "seconds": round(time.perf_counter() - start, 3), "points": out_points}
+
+
+def frontier_json(result: dict[str, Any]) -> dict[str, Any]:
+    """The frontier of :func:`frontier` as JSON (``procure pareto --json``): each point's
+    plan as the plan JSON."""
+    return {**result, "points": [{**point, "plan": point["plan"].to_json()}
+                                 for point in result["points"]]}

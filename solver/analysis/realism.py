@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
 
 from solver.catalog.data import Catalog
+from solver.optimize.plan_model import Plan
 from solver.physics.layout import TRAINING_KINDS
+from solver.rfq.schema import Rfq
 
 _DATE = re.compile(r"^(\d{4})(?:-(\d{1,2}))?(?:-(\d{1,2}))?$")
 
@@ -35,16 +36,16 @@ def parse_as_of(text: str) -> dt.date | None:
         return None
 
 
-def stale_price_warnings(catalog: Catalog, plan: dict[str, Any],
+def stale_price_warnings(catalog: Catalog, plan: Plan,
                          today: dt.date | None = None) -> list[str]:
     """One warning per chosen GPU or server whose price is older than the threshold."""
     today = today or dt.date.today()
     limit = catalog.costs.price_stale_after_days.value
     out: list[str] = []
     seen: set[str] = set()
-    for node in (plan.get("cluster") or {}).get("nodes", []):
-        gpu = catalog.gpus.get(node["gpu"])
-        server = catalog.servers.get(node["server"])
+    for node in plan.cluster.nodes:
+        gpu = catalog.gpus.get(node.gpu)
+        server = catalog.servers.get(node.server)
         items = []
         if gpu is not None:
             items.append(("GPU", gpu.id, gpu.price_usd, gpu.price_as_of, gpu.price_type))
@@ -66,17 +67,17 @@ def stale_price_warnings(catalog: Catalog, plan: dict[str, Any],
     return out
 
 
-def consumer_card_warnings(catalog: Catalog, plan: dict[str, Any]) -> list[str]:
+def consumer_card_warnings(catalog: Catalog, plan: Plan) -> list[str]:
     """Why a consumer card in the plan is a risk: licence, ECC, P2P, warranty."""
     out: list[str] = []
     used: dict[str, list[str]] = {}
-    for entry in plan.get("workloads", []):
-        for layout in entry.get("layouts") or [entry]:
-            used.setdefault(layout["gpu"], [])
-            if entry["name"] not in used[layout["gpu"]]:
-                used[layout["gpu"]].append(entry["name"])
-    for node in (plan.get("cluster") or {}).get("nodes", []):
-        used.setdefault(node["gpu"], [])
+    for entry in plan.workloads:
+        for gpu_id in [lay.gpu for lay in entry.layouts] if entry.layouts else [entry.gpu]:
+            used.setdefault(gpu_id, [])
+            if entry.name not in used[gpu_id]:
+                used[gpu_id].append(entry.name)
+    for node in plan.cluster.nodes:
+        used.setdefault(node.gpu, [])
     links = catalog.efficiency.get("links") or {}
     for gpu_id, names in used.items():
         gpu = catalog.gpus.get(gpu_id)
@@ -102,15 +103,16 @@ def consumer_card_warnings(catalog: Catalog, plan: dict[str, Any]) -> list[str]:
     return out
 
 
-def precision_notes(rfq: Any, plan: dict[str, Any]) -> list[str]:
+def precision_notes(rfq: Rfq, plan: Plan) -> list[str]:
     """Every quantisation choice of the plan, with the policy that allowed it."""
     specs = {spec.name: spec for spec in rfq.workloads}
     out: list[str] = []
-    for entry in plan.get("workloads", []):
-        spec = specs.get(entry["name"])
+    for entry in plan.workloads:
+        spec = specs.get(entry.name)
         if spec is None:
             continue
-        precisions = sorted({layout["precision"] for layout in entry.get("layouts") or [entry]})
+        precisions = sorted({lay.precision for lay in entry.layouts} if entry.layouts
+                            else {entry.precision})
         if spec.precisions is not None:
             policy = f"allowed by the RFQ's precisions {list(spec.precisions)}"
         elif spec.precision is not None:
@@ -122,7 +124,7 @@ def precision_notes(rfq: Any, plan: dict[str, Any]) -> list[str]:
         for precision in precisions:
             if precision == "bf16":
                 continue
-            out.append(f"{entry['name']}: {_what(spec.kind, precision)} - {policy}")
+            out.append(f"{entry.name}: {_what(spec.kind, precision)} - {policy}")
     return out
 
 
@@ -141,7 +143,7 @@ def _what(kind: str, precision: str) -> str:
             "quantised model on your own evaluations")
 
 
-def realism_warnings(catalog: Catalog, rfq: Any, plan: dict[str, Any],
+def realism_warnings(catalog: Catalog, rfq: Rfq, plan: Plan,
                      today: dt.date | None = None) -> list[str]:
     """Consumer-card risks, stale prices and quantisation choices of a plan."""
     return (consumer_card_warnings(catalog, plan) + stale_price_warnings(catalog, plan, today)

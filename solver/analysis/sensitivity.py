@@ -67,7 +67,7 @@ class Evaluator:
     """Solve scenarios quickly: reprice the base table, or rebuild only what changed."""
 
     def __init__(self, catalog: Catalog, rfq: Rfq, solver: str = DEFAULT_SOLVER):
-        self.catalog = catalog
+        self.catalog = rfq.catalog(catalog)
         self.rfq = rfq
         self.solver = solver
         self.table = build_candidates(catalog, rfq)

@@ -19,10 +19,11 @@ from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cos
 from solver.optimize.linear import Solution
 from solver.optimize.mip import fabric_var, node_var
 from solver.optimize.plan import cost_breakdown
+from solver.optimize.plan_model import Period, Plan
 from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.rental import reprice_rented
 from solver.optimize.storage import training_storage
-from solver.rfq.schema import Rfq, validate_rfq
+from solver.rfq.schema import AnyWorkload, Rfq, TrainingWorkload, validate_rfq
 
 Signature = tuple[tuple[tuple[str, int], ...], str]
 
@@ -94,7 +95,7 @@ def with_candidates(table: CandidateTable, workload: str,
     return replace(table, candidates={**table.candidates, workload: candidates})
 
 
-def rebuild_workload(catalog: Catalog, rfq: Rfq, table: CandidateTable, spec: Any,
+def rebuild_workload(catalog: Catalog, rfq: Rfq, table: CandidateTable, spec: AnyWorkload,
                      all_sizes: bool = False) -> CandidateTable:
     """Re-run the estimate stage for one (modified) workload only, keeping the others."""
     alone = rfq.model_copy(update={"workloads": [spec]})
@@ -134,8 +135,8 @@ def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable
             out.append(cand)
         candidates[name] = out
     specs = {spec.name: spec for spec in rfq.workloads}
-    storage = {name: training_storage(catalog, params, specs[name]) for name in table.storage
-               if name in specs}
+    storage = {name: training_storage(catalog, params, spec) for name, spec in specs.items()
+               if name in table.storage and isinstance(spec, TrainingWorkload)}
     return replace(table, node_types=node_types, fabrics=fabrics, candidates=candidates,
                    params=params, storage=storage)
 
@@ -177,7 +178,7 @@ def with_rental_prices(catalog: Catalog, factor: float) -> Catalog:
     """The catalog with every rental offer's $/GPU-hour multiplied by ``factor``."""
     offers = {key: offer.model_copy(update={
         "usd_per_gpu_hour": offer.usd_per_gpu_hour * factor})
-        for key, offer in getattr(catalog, "rental", {}).items()}
+        for key, offer in catalog.rental.items()}
     return catalog.model_copy(update={"rental": offers})
 
 
@@ -188,13 +189,13 @@ def with_growth(catalog: Catalog, rfq: Rfq, growth: float) -> Rfq:
     data = rfq.model_dump(mode="json", exclude_none=True)
     serving = 0
     for work, spec in zip(data["workloads"], rfq.workloads, strict=True):
-        if work.get("kind") != "inference":
+        if spec.kind != "inference":
             continue
         serving += 1
-        before = getattr(spec, "growth_per_year", None) or 0.0
-        periods = getattr(spec, "periods", None)
+        before = spec.growth_per_year or 0.0
+        periods = spec.periods
         for key in ("qps", "concurrency"):
-            first = getattr(periods[0], key, None) if periods else getattr(spec, key, None)
+            first = getattr(periods[0] if periods else spec, key)
             if first is None:
                 work.pop(key, None)
                 continue
@@ -233,7 +234,7 @@ def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
         base_table = build_candidates(catalog, rfq)
     points = []
     for value in values:
-        if kind == "rental-price":
+        if base_table is not None:  # rental-price: reprice the one table
             cat = with_rental_prices(catalog, value)
             plan = solve_rfq(rfq, cat, solver=solver, table=reprice(base_table, cat, rfq))
         else:
@@ -243,56 +244,54 @@ def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
             "note": note, "points": points, "seconds": round(time.perf_counter() - started, 2)}
 
 
-def sweep_point(kind: str, value: float, plan: dict[str, Any]) -> dict[str, Any]:
+def sweep_point(kind: str, value: float, plan: Plan) -> dict[str, Any]:
     """One point of a sweep from its plan (``choice``: buy, rent or hybrid overall)."""
-    feasible = plan["status"] in ("optimal", "feasible")
-    point: dict[str, Any] = {kind: value, "status": plan["status"]}
-    if not feasible:
+    point: dict[str, Any] = {kind: value, "status": plan.status}
+    cost = plan.cost
+    if not plan.feasible or cost is None:
         return {**point, "tco_usd": None, "choice": None}
-    phasing = plan.get("phasing")
-    schedule = plan.get("schedule") or []
-    cost = plan["cost"]
+    phasing = plan.phasing
+    schedule = plan.schedule
     sourcing = (phased_sourcing(schedule) if phasing else
-                {w["name"]: w.get("sourcing", "owned") for w in plan["workloads"]})
+                {w.name: w.sourcing or "owned" for w in plan.workloads})
     kinds = set(sourcing.values())
     choice = ("buy" if kinds == {"owned"} else "rent" if kinds == {"rented"} else "hybrid")
     point.update({
-        "tco_usd": phasing["tco_usd"] if phasing else cost["tco_usd"],
-        "buy_all_now_tco_usd": phasing.get("buy_all_now_tco_usd") if phasing
-        else cost["tco_usd"],
-        "capex_usd": cost["capex_usd"],
-        "rental_usd": (round(sum(p["rental_usd"] for p in schedule), 2) if phasing
-                       else cost.get("rental_usd", 0.0)),
+        "tco_usd": phasing.tco_usd if phasing else cost.tco_usd,
+        "buy_all_now_tco_usd": phasing.buy_all_now_tco_usd if phasing else cost.tco_usd,
+        "capex_usd": cost.capex_usd,
+        "rental_usd": (round(sum(p.rental_usd for p in schedule), 2) if phasing
+                       else cost.rental_usd),
         "choice": choice, "sourcing": sourcing,
-        "nodes_bought": [p["nodes_bought"] for p in schedule],
-        "start_months": [p["start_month"] for p in schedule],
+        "nodes_bought": [p.nodes_bought for p in schedule],
+        "start_months": [p.start_month for p in schedule],
         "cluster": describe_schedule(schedule) if phasing else describe_cluster(plan),
     })
     return point
 
 
-def phased_sourcing(schedule: list[dict[str, Any]]) -> dict[str, str]:
+def phased_sourcing(schedule: list[Period]) -> dict[str, str]:
     """owned / rented / hybrid per workload over every period of a phased schedule."""
     out: dict[str, str] = {}
-    names = {name for period in schedule for name in period.get("runs") or {}}
+    names = {name for period in schedule for name in period.runs}
     for name in sorted(names):
-        owned = sum(p["runs"].get(name, {}).get("owned_gpus", 0) for p in schedule)
-        rented = sum(p["runs"].get(name, {}).get("rented_gpus", 0) for p in schedule)
+        runs = [p.runs[name] for p in schedule if name in p.runs]
+        owned = sum(run.owned_gpus or 0 for run in runs)
+        rented = sum(run.rented_gpus or 0 for run in runs)
         out[name] = "hybrid" if owned and rented else "rented" if rented else "owned"
     return out
 
 
-def describe_schedule(schedule: list[dict[str, Any]]) -> str:
+def describe_schedule(schedule: list[Period]) -> str:
     """Node types bought over a phased schedule, e.g. ``2 × pcie-8gpu/rtx-pro-6000x8``."""
     total: dict[str, int] = {}
     for period in schedule:
-        for key, count in (period.get("node_types_bought") or {}).items():
+        for key, count in (period.node_types_bought or {}).items():
             total[key] = total.get(key, 0) + count
     return ", ".join(f"{n} × {key}" for key, n in sorted(total.items())) or "nothing bought"
 
 
-def describe_cluster(plan: dict[str, Any]) -> str:
+def describe_cluster(plan: Plan) -> str:
     """``2 × pcie-8gpu/rtx-pro-6000x8`` or ``nothing bought``."""
-    nodes = plan["cluster"].get("nodes") or []
-    return ", ".join(f"{n['count']} × {n['server']}/{n['gpu']}x{n['gpus_per_node']}"
-                     for n in nodes) or "nothing bought"
+    return ", ".join(f"{n.count} × {n.server}/{n.gpu}x{n.gpus_per_node}"
+                     for n in plan.cluster.nodes) or "nothing bought"

@@ -26,10 +26,11 @@ from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem, short
 from solver.optimize.backends import DEFAULT_SOLVER, release_solver_threads
 from solver.optimize.candidate_workers import default_workers
+from solver.optimize.plan_model import Plan
 from solver.rfq.schema import Rfq
 
-SolveFn = Callable[..., dict[str, Any]]
-"""``solve_fn(rfq, catalog, solver=..., time_limit=...) -> plan dict`` (contract.md)."""
+SolveFn = Callable[..., Plan]
+"""``solve_fn(rfq, catalog, solver=..., time_limit=...) -> Plan`` (docs/plan.md)."""
 
 IN_FLIGHT_PER_WORKER = 4
 PARENT_CHECK_SECONDS = 0.5
@@ -63,33 +64,32 @@ class SolveOutcome:
 
 
 def default_solve(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
-                  time_limit: float | None = None) -> dict[str, Any]:
+                  time_limit: float | None = None) -> Plan:
     """The real solver, without the decision-path annotation (not needed in a batch)."""
     return solve_rfq(rfq, catalog, solver=solver, time_limit=time_limit, explain=False)
 
 
-def plan_metrics(plan: dict[str, Any]) -> dict[str, Any]:
+def plan_metrics(plan: Plan) -> dict[str, Any]:
     """The headline numbers of a plan: TCO, capex, nodes, GPUs, GPU mix, fabric."""
-    cluster = plan.get("cluster") or {}
-    cost = plan.get("cost") or {}
-    gpus = sorted({node.get("gpu") for node in cluster.get("nodes") or [] if node.get("gpu")})
+    cluster, cost = plan.cluster, plan.cost
+    gpus = sorted({node.gpu for node in cluster.nodes})
     return {
-        "tco_usd": cost.get("tco_usd"), "capex_usd": cost.get("capex_usd"),
-        "total_nodes": cluster.get("total_nodes"), "total_gpus": cluster.get("total_gpus"),
+        "tco_usd": cost.tco_usd if cost else None, "capex_usd": cost.capex_usd if cost else None,
+        "total_nodes": cluster.total_nodes, "total_gpus": cluster.total_gpus,
         "gpu": "+".join(gpus) or None,
-        "fabric": cluster.get("fabric") if gpus else None,
-        "coupled": None if not gpus else int(bool(cluster.get("coupled"))),
-        "power_kw": cluster.get("power_kw"), "rack_units": cluster.get("rack_units"),
+        "fabric": cluster.fabric if gpus else None,
+        "coupled": None if not gpus else int(cluster.coupled),
+        "power_kw": cluster.power_kw, "rack_units": cluster.rack_units,
     }
 
 
-def _plan_error(plan: dict[str, Any]) -> str | None:
-    info = plan.get("infeasibility")
+def _plan_error(plan: Plan) -> str | None:
+    info = plan.infeasibility
     if not info:
         return None
-    text = "; ".join(str(r) for r in info.get("reasons") or [])
-    if info.get("to_fix"):
-        text += f". To fix: {info['to_fix']}"
+    text = "; ".join(info.reasons)
+    if info.to_fix:
+        text += f". To fix: {info.to_fix}"
     return text or None
 
 
@@ -99,12 +99,12 @@ def execute(task: SolveTask, catalog: Catalog, solve_fn: SolveFn, solver: str,
     started = time.perf_counter()
     try:
         plan = solve_fn(task.rfq, catalog, solver=solver, time_limit=time_limit)
-        status = plan.get("status")
+        status: str = plan.status
         if status == "timeout":  # no plan within --time-limit: recorded as an error
             status = "error"
         if status not in PLAN_STATUSES:
             raise ValueError(f"solver returned unknown status {status!r}")
-        plan_json = json.dumps(plan, separators=(",", ":"), allow_nan=False, default=str)
+        plan_json = json.dumps(plan.to_json(), separators=(",", ":"), allow_nan=False)
         return SolveOutcome(task, status, plan_json, _plan_error(plan), plan_metrics(plan),
                             time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 - one bad RFQ never stops the batch
@@ -253,7 +253,7 @@ class DaskExecutor:
         from dask.distributed import as_completed
 
         limit = self.threads * IN_FLIGHT_PER_WORKER
-        in_flight: dict[str, list[SolveTask]] = {}
+        in_flight: dict[Any, list[SolveTask]] = {}  # by the future's key
         completed = as_completed()
         for chunk in _chunks(tasks, DASK_RFQS_PER_TASK):
             future = self._client.submit(_solve_chunk, chunk, self._catalog, self._solve,

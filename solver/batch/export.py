@@ -14,8 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from solver.batch.store import ResultStore
 from solver.common.errors import InputError, Problem
+from solver.common.wording import COST_TERMS, cost_label
+from solver.optimize.plan_model import Plan
 
 EXPORT_COLUMNS = ("rfq", "status", "tco_usd", "capex_usd", "total_nodes", "total_gpus", "gpu",
                   "fabric", "coupled", "error", "power_kw", "rack_units", "source",
@@ -24,12 +28,6 @@ EXPORT_SUFFIXES = (".csv", ".parquet", ".xlsx")
 PARQUET_BATCH_ROWS = 1000
 _ILLEGAL_XLSX = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 USD_FORMAT = '"$"#,##0'
-COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "Servers (without GPUs)",
-               "network_usd": "Network (NICs, switch ports)", "storage_usd": "Shared storage",
-               "capex_usd": "Capex", "power_usd": "Power (horizon)",
-               "operations_usd": "Operations (horizon)",
-               "multinode_overhead_usd": "Multi-node engineering overhead",
-               "tco_usd": "Total cost of ownership"}
 
 
 def check_export_path(path: str | Path) -> Path:
@@ -202,13 +200,17 @@ def _summary_row(sheet: Any, record: dict[str, Any], sheet_name: str) -> list[An
 def _rfq_sheet(sheet: Any, detail: Any) -> None:
     """One RFQ: status, workloads, cluster layout and cost breakdown (or the error)."""
     _widths(sheet, [30, 16, 16, 11, 16, 8, 8, 8, 8, 12, 12, 12, 12, 12, 14])
-    plan: dict[str, Any] = json.loads(detail["plan_json"]) if detail["plan_json"] else {}
     sheet.append([_cell(sheet, f"RFQ {detail['rfq']}", bold=True)])
     sheet.append(["status", detail["status"]])
     sheet.append(["source", detail["source"]])
     if detail["error"]:
         sheet.append(["reason", detail["error"]])
-    if not plan.get("workloads"):
+    plan = _stored_plan(detail["plan_json"])
+    if plan is None and detail["plan_json"]:
+        sheet.append(["plan", "stored by another procure version (its JSON does not match "
+                              "docs/plan.md): run procure batch again to refresh it"])
+        return
+    if plan is None or not plan.workloads:
         if detail["input"] and detail["status"] != "invalid":
             _input_workloads(sheet, detail["input"])
         return
@@ -217,37 +219,49 @@ def _rfq_sheet(sheet: Any, detail: Any) -> None:
     titles = ["name", "kind", "model", "precision", "gpu", "tp", "pp", "dp", "gpus",
               "memory GB/GPU", "utilization", "TTFT ms", "TPOT ms", "tokens/s", "hours"]
     sheet.append(_header(sheet, titles))
-    for work in plan["workloads"]:
-        memory, predicted = work.get("memory") or {}, work.get("predicted") or {}
-        sheet.append([work.get("name"), work.get("kind"), work.get("model"),
-                      work.get("precision"), work.get("gpu"), work.get("tp"), work.get("pp"),
-                      work.get("dp"), work.get("gpus"),
-                      _cell(sheet, memory.get("total_gb"), "0.0"),
-                      _cell(sheet, memory.get("utilization"), "0%"),
-                      _cell(sheet, predicted.get("ttft_ms"), "#,##0"),
-                      _cell(sheet, predicted.get("tpot_ms"), "0.0"),
-                      _cell(sheet, predicted.get("tokens_per_s"), "#,##0"),
-                      _cell(sheet, predicted.get("hours_to_complete"), "0.0")])
-    cluster = plan.get("cluster") or {}
+    for work in plan.workloads:
+        memory, predicted = work.memory, work.predicted
+        sheet.append([work.name, work.kind, work.model, work.precision, work.gpu, work.tp,
+                      work.pp, work.dp, work.gpus,
+                      _cell(sheet, memory.total_gb, "0.0"),
+                      _cell(sheet, memory.utilization, "0%"),
+                      _cell(sheet, predicted.ttft_ms, "#,##0"),
+                      _cell(sheet, predicted.tpot_ms, "0.0"),
+                      _cell(sheet, predicted.tokens_per_s, "#,##0"),
+                      _cell(sheet, predicted.hours_to_complete, "0.0")])
+    cluster = plan.cluster
     sheet.append([])
     sheet.append([_cell(sheet, "Layout", bold=True)])
     sheet.append(_header(sheet, ["gpu", "server", "gpus per node", "nodes"]))
-    for node in cluster.get("nodes") or []:
-        sheet.append([node.get("gpu"), node.get("server"), node.get("gpus_per_node"),
-                      node.get("count")])
-    for label, key, fmt in (("total nodes", "total_nodes", "0"), ("total GPUs", "total_gpus", "0"),
-                            ("fabric", "fabric", None), ("coupled", "coupled", None),
-                            ("power kW", "power_kw", "0.0"), ("rack units", "rack_units", "0")):
-        sheet.append([label, _cell(sheet, cluster.get(key), fmt)])
-    cost = plan.get("cost") or {}
+    for node in cluster.nodes:
+        sheet.append([node.gpu, node.server, node.gpus_per_node, node.count])
+    for label, value, fmt in (("total nodes", cluster.total_nodes, "0"),
+                              ("total GPUs", cluster.total_gpus, "0"),
+                              ("fabric", cluster.fabric, None),
+                              ("coupled", cluster.coupled, None),
+                              ("power kW", cluster.power_kw, "0.0"),
+                              ("rack units", cluster.rack_units, "0")):
+        sheet.append([label, _cell(sheet, value, fmt)])
+    if plan.cost is None:
+        return
     sheet.append([])
     sheet.append([_cell(sheet, "Cost breakdown", bold=True)])
     sheet.append(_header(sheet, ["item", "USD"]))
-    for key, label in COST_LABELS.items():
-        if key in cost:
-            bold = key in ("capex_usd", "tco_usd")
-            sheet.append([_cell(sheet, label, bold=bold),
-                          _cell(sheet, cost[key], USD_FORMAT, bold=bold)])
+    for key, value in plan.cost.model_dump().items():  # the terms, then capex and TCO bold
+        bold = key not in COST_TERMS
+        sheet.append([_cell(sheet, cost_label(key), bold=bold),
+                      _cell(sheet, value, USD_FORMAT, bold=bold)])
+
+
+def _stored_plan(plan_json: str | None) -> Plan | None:
+    """The typed plan of a stored result; None when there is none or it does not validate
+    (a store written by another procure version)."""
+    if not plan_json:
+        return None
+    try:
+        return Plan.model_validate_json(plan_json)
+    except ValidationError:
+        return None
 
 
 def _input_workloads(sheet: Any, input_json: str) -> None:

@@ -118,6 +118,13 @@ class ResultStore:
             self.close()
             raise
 
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The open connection (a closed store refuses to be used)."""
+        if self._db is None:
+            raise RuntimeError(f"the batch store {self.path} is closed")
+        return self._db
+
     def _open(self) -> None:
         path = self.path
         try:
@@ -162,32 +169,32 @@ class ResultStore:
 
     def start_run(self, catalog_version: str, options: str, inputs: list[str]) -> int:
         """Record a new run; returns its id."""
-        cursor = self._db.execute(
+        cursor = self.db.execute(
             "INSERT INTO runs (started_at, catalog_version, options, inputs) VALUES (?, ?, ?, ?)",
             (_now(), catalog_version, options, "\n".join(inputs)))
         return int(cursor.lastrowid or 0)
 
     def finish_run(self, run_id: int) -> None:
         """Stamp the run as finished."""
-        self._db.execute("UPDATE runs SET finished_at = ? WHERE run_id = ?", (_now(), run_id))
+        self.db.execute("UPDATE runs SET finished_at = ? WHERE run_id = ?", (_now(), run_id))
 
     def last_run(self) -> int | None:
         """The latest run id, or None for an empty store."""
-        row = self._db.execute("SELECT MAX(run_id) FROM runs").fetchone()
+        row = self.db.execute("SELECT MAX(run_id) FROM runs").fetchone()
         return row[0] if row and row[0] is not None else None
 
     # --- results --------------------------------------------------------------------
 
     def stored_key(self, rfq: str, source: str) -> StoredKey | None:
         """What the stored row for this RFQ was computed from, if any."""
-        row = self._db.execute(
+        row = self.db.execute(
             "SELECT input_hash, catalog_version, options, status FROM results "
             "WHERE rfq = ? AND source = ?", (rfq, source)).fetchone()
         return StoredKey(*row) if row else None
 
     def touch(self, rfq: str, source: str, run_id: int) -> None:
         """Mark an unchanged (skipped) row as part of this run."""
-        self._db.execute("UPDATE results SET run_id = ? WHERE rfq = ? AND source = ?",
+        self.db.execute("UPDATE results SET run_id = ? WHERE rfq = ? AND source = ?",
                          (run_id, rfq, source))
 
     def write(self, row: ResultRow, run_id: int) -> None:
@@ -201,28 +208,28 @@ class ResultStore:
             row.input, row.plan_json, row.error, round(row.validate_seconds, 6),
             round(row.solve_seconds, 6), run_id, _now()))
         with self._transaction():
-            self._db.execute(f"INSERT OR REPLACE INTO results ({', '.join(columns)}) "
+            self.db.execute(f"INSERT OR REPLACE INTO results ({', '.join(columns)}) "
                              f"VALUES ({', '.join('?' * len(columns))})", values)
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+        return _Transaction(self.db)
 
     def count(self, run_id: int | None = None) -> int:
         """Rows in the store (of one run when given)."""
         where, args = _run_filter(run_id)
-        return int(self._db.execute(f"SELECT COUNT(*) FROM results {where}", args).fetchone()[0])
+        return int(self.db.execute(f"SELECT COUNT(*) FROM results {where}", args).fetchone()[0])
 
     def rows(self, run_id: int | None = None, columns: str = "*") -> Iterator[sqlite3.Row]:
         """Stream rows (ordered by rfq id, then source) without loading them all."""
         where, args = _run_filter(run_id)
-        cursor = self._db.cursor()
+        cursor = self.db.cursor()
         cursor.row_factory = sqlite3.Row
         cursor.execute(f"SELECT {columns} FROM results {where} ORDER BY rfq, source", args)
         yield from cursor
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """A small read-only aggregate query (summaries)."""
-        return self._db.execute(sql, args).fetchall()
+        return self.db.execute(sql, args).fetchall()
 
 
 class _Transaction:

@@ -10,14 +10,15 @@ built-in files, entries merged by ``id`` field by field, plus an optional ``pric
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -34,9 +35,28 @@ from solver.common.errors import InputError, Problem, problems_from_pydantic
 from solver.common.inputs import (
     reject_bool,
 )
+from solver.common.memo import Memo
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
+COMPUTE_PRECISIONS = ("bf16", "fp8", "int8", "fp4")
+"""Precisions tensor cores compute in (int4 weights are computed in a wider precision)."""
+
+
+def one_of(allowed: tuple[str, ...]) -> Callable[[str], str]:
+    """A validator: the value is one of ``allowed``."""
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"unknown precision {value!r}; use one of {', '.join(allowed)}")
+        return value
+    return check
+
+
+PrecisionKey = Annotated[str, AfterValidator(one_of(PRECISIONS))]
+"""A weight precision as a table key: checked like :data:`Precision`, typed ``str`` so that
+a layout's precision (any string the RFQ and CLI checked) looks it up."""
+ComputeKey = Annotated[str, AfterValidator(one_of(COMPUTE_PRECISIONS))]
+"""A compute precision as a table key (see :data:`PrecisionKey`)."""
 FormFactor = Literal["pcie", "sxm", "oam", "superchip"]
 PriceType = Literal["msrp", "street", "quote", "derived"]
 VENDOR_STACKS = {"nvidia": "cuda", "amd": "rocm"}
@@ -65,7 +85,7 @@ class Gpu(_Entry):
     family: str = Field(description="efficiency class, e.g. blackwell-pcie, hopper-sxm")
     memory_gb: float = Field(gt=0, description="vendor GB (1e9 bytes)")
     mem_bw_gbs: float = Field(gt=0)
-    dense_tflops: dict[Literal["bf16", "fp8", "int8", "fp4"], float]
+    dense_tflops: dict[ComputeKey, float]
     tdp_w: float = Field(gt=0)
     form_factor: FormFactor
     pcie_gen: int = Field(ge=3, le=6)
@@ -390,9 +410,11 @@ class Catalog(BaseModel):
         return self
 
     def model(self, model_id: str) -> Model:
-        """A model by id or alias (case-insensitive; Hugging Face names are aliases), or
-        one registered from a config file (:func:`register_model`, :func:`model_from_file`).
-        """
+        """A model by id or alias (case-insensitive; Hugging Face names are aliases).
+
+        Models given as a config file or an inline architecture are part of the catalog's
+        content: :meth:`with_models` adds them, so that every cache keyed by
+        :func:`content_key` tells two models of the same name apart."""
         if model_id in self.models:
             return self.models[model_id]
         for model in self.models.values():
@@ -403,11 +425,19 @@ class Catalog(BaseModel):
             if folded == model.id.casefold() or any(folded == a.casefold()
                                                     for a in model.aliases):
                 return model
-        if model_id in _REGISTERED:
-            return _REGISTERED[model_id]
-        if model_id.endswith(".json") and Path(model_id).is_absolute():
-            return model_from_file(model_id)  # a config registered in another process
         raise KeyError(model_id)
+
+    def with_models(self, models: Iterable[Model]) -> Catalog:
+        """This catalog with ``models`` added (a model replaces the entry of its id): a
+        different catalog, with a different :func:`content_key`, unless every model is
+        already in it. The same inputs give the same catalog object (memoised by content),
+        so the caches keyed by its content key are found again."""
+        added = tuple(models)
+        if all(self.models.get(m.id) is m for m in added):
+            return self
+        key = (content_key(self), tuple((m.id, model_key(m)) for m in added))
+        return WITH_MODELS.get(key, lambda: self.model_copy(
+            update={"models": {**self.models, **{m.id: m for m in added}}}))
 
     def has_model(self, model_id: str) -> bool:
         """Whether :meth:`model` finds ``model_id``."""
@@ -474,14 +504,15 @@ def content_key(catalog: Catalog) -> str:
     return key
 
 
-_REGISTERED: dict[str, Model] = {}
+WITH_MODELS: Memo[Catalog] = Memo(64)
+"""Catalogs extended by :meth:`Catalog.with_models`, keyed by the base catalog's content and
+the added models' content."""
 
 
-def register_model(model: Model) -> str:
-    """Make ``model`` findable by :meth:`Catalog.model` under its id in this process (models
-    given as a config file or an inline architecture). Returns the id."""
-    _REGISTERED[model.id] = model
-    return model.id
+
+def model_key(model: Model) -> str:
+    """A hash of a model's whole content (two models of one name differ by it)."""
+    return hashlib.sha256(model.model_dump_json().encode()).hexdigest()[:20]
 
 
 def model_from_architecture(arch: Architecture, model_id: str, source: str,
@@ -501,18 +532,14 @@ def slug(text: str) -> str:
     return slug or "model"
 
 
-@functools.lru_cache(maxsize=64)
-def _model_from_file(path: str, mtime_ns: int) -> Model:
-
-
-    arch = load_hf_config(path)
-    return model_from_architecture(arch, path, f"{path} (Hugging Face config.json)",
-                                   name=Path(path).name)
+MODEL_FILES: Memo[Model] = Memo(64)
+"""Models parsed from ``config.json`` files, keyed by path and the file's bytes."""
 
 
 def model_from_file(path: str | Path, base: str | Path | None = None) -> Model:
-    """The model of a Hugging Face ``config.json`` (``path`` relative to ``base``), registered
-    under its absolute path so that layouts and plans can name it."""
+    """The model of a Hugging Face ``config.json`` (``path`` relative to ``base``), with its
+    absolute path as its id so that layouts and plans can name it. Add it to a catalog with
+    :meth:`Catalog.with_models`."""
     p = Path(path)
     if not p.is_absolute():
         p = Path(base or ".") / p
@@ -520,19 +547,31 @@ def model_from_file(path: str | Path, base: str | Path | None = None) -> Model:
     if not p.is_file():
         raise InputError([Problem(str(path), "", None,
                                   f"model config file not found (looked at {p})")])
-    model = _model_from_file(str(p), p.stat().st_mtime_ns)
-    model = model.model_copy(update={"id": str(p)})
-    _REGISTERED[str(p)] = model
-    return model
+    try:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise InputError([Problem(str(path), "", None,
+                                  f"cannot read the model config file: {exc.strerror}")]) from None
+    return MODEL_FILES.get((str(p), digest), lambda: _model_from_file(str(p)))
 
 
-def resolve_model(catalog: Catalog, ref: str, base: str | Path | None = None) -> str:
-    """The id under which :meth:`Catalog.model` finds ``ref``: a catalog id or alias
-    (case-insensitive) as is, or a path to a ``config.json`` (relative to ``base``, the RFQ
-    file's folder or the working directory), parsed and registered under its absolute path.
-    Raises :class:`InputError` for a bad file; ``KeyError`` for an unknown id."""
+def _model_from_file(path: str) -> Model:
+    arch = load_hf_config(path)
+    model = model_from_architecture(arch, path, f"{path} (Hugging Face config.json)",
+                                    name=Path(path).name)
+    return model.model_copy(update={"id": path})
+
+
+def resolve_model(catalog: Catalog, ref: str, base: str | Path | None = None
+                  ) -> tuple[Catalog, str]:
+    """The catalog that knows ``ref`` and the id under which :meth:`Catalog.model` finds it:
+    a catalog id or alias (case-insensitive) in ``catalog`` itself, or a path to a
+    ``config.json`` (relative to ``base``, the RFQ file's folder or the working directory),
+    parsed and added (:meth:`Catalog.with_models`). Raises :class:`InputError` for a bad
+    file; ``KeyError`` for an unknown id."""
     if catalog.has_model(ref) and not ref.endswith(".json"):
-        return catalog.model(ref).id
+        return catalog, catalog.model(ref).id
     if ref.endswith(".json"):
-        return model_from_file(ref, base).id
+        model = model_from_file(ref, base)
+        return catalog.with_models([model]), model.id
     raise KeyError(ref)

@@ -5,7 +5,6 @@ are those of :mod:`solver.catalog.data`."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -29,6 +28,7 @@ from solver.common.inputs import (
     read_csv_rows,
     read_text,
 )
+from solver.common.memo import Memo
 from solver.common.parse_cache import cached_parse
 from solver.common.paths import data_dir
 
@@ -274,12 +274,46 @@ def check_catalog(catalog: Catalog) -> None:
         raise InputError(missing)
 
 
-@functools.lru_cache(maxsize=8)
+CATALOGS: Memo[Catalog] = Memo(8)
+"""Catalogs loaded, keyed by the overlay folder and the content of every catalog file read
+(a file changed on disk gives a new catalog, not the one loaded before)."""
+
+CATALOG_SUFFIXES = (".yaml", ".yml", ".csv", ".json")
+
+
+def files_key(*directories: Path) -> str:
+    """A hash of the catalog files in ``directories`` (and their ``models/`` folders): name
+    and bytes of each (a file over the size cap by its size and time stamp: it is refused
+    when read)."""
+    digest = hashlib.sha256()
+    for directory in directories:
+        for folder in (directory, directory / "models"):
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.iterdir()):
+                if path.suffix not in CATALOG_SUFFIXES or not path.is_file():
+                    continue
+                digest.update(str(path).encode() + b"\0")
+                try:
+                    stat = path.stat()
+                    digest.update(path.read_bytes() if stat.st_size <= MAX_CATALOG_FILE_BYTES
+                                  else f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+                except OSError:
+                    digest.update(b"unreadable")
+    return digest.hexdigest()
+
+
 def load_catalog(user_dir: str | None = None) -> Catalog:
-    """Load the built-in catalog, with ``user_dir`` overlaid on top when given.
+    """Load the built-in catalog, with ``user_dir`` overlaid on top when given (memoised by
+    the files' content, :data:`CATALOGS`).
 
     Raises :class:`InputError` naming file, field and reason when the data are invalid.
     """
+    folders = [builtin_catalog_dir()] + ([Path(user_dir)] if user_dir is not None else [])
+    return CATALOGS.get((user_dir, files_key(*folders)), lambda: _load_catalog(user_dir))
+
+
+def _load_catalog(user_dir: str | None) -> Catalog:
     builtin = builtin_catalog_dir()
     raw = _load_raw(builtin)
     origin = str(builtin)

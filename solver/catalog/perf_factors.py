@@ -1,7 +1,7 @@
 """Labelled empirical factors of the performance and memory model (``catalog/efficiency.yaml``).
 
 Every number the physics needs that is not a hardware fact or an architecture fact lives
-here, each with its value, source and note (conventions.md §2: never a bare ``* 0.7``).
+here, each with its value, source and note (never a bare ``* 0.7`` in the code).
 Factors come in two groups:
 
 * per GPU *family* (``Gpu.family``): achievable fractions of dense tensor peak (GEMMs in
@@ -20,11 +20,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from solver.catalog.data import Catalog, content_key
+from solver.catalog.data import Catalog, ComputeKey, PrecisionKey, content_key
 from solver.common.errors import InputError, problems_from_pydantic
+from solver.common.memo import Memo
 
-ComputePrecision = Literal["bf16", "fp8", "int8", "fp4"]
-WeightPrecision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
+ComputePrecision = ComputeKey
+WeightPrecision = PrecisionKey
 
 
 class Factor(BaseModel):
@@ -125,6 +126,8 @@ class EngineFactors(_Frozen):
     measurement sources, each confined to :data:`ENGINE_BOUNDS`)."""
 
     label: str = ""
+    planning: bool = Field(default=True, description="whether an RFQ or procure estimate may "
+                           "name it (false: a reference set for calibration only)")
     vendors: tuple[Literal["nvidia", "amd"], ...] = Field(
         default=("nvidia", "amd"), description="GPU vendors the engine runs on")
     token_budget: Factor = Field(description="max tokens per engine step (prefill chunk + "
@@ -358,7 +361,8 @@ class EfficiencyFactors(_Frozen):
                            f"(known: {', '.join(sorted(self.families))})") from None
 
 
-_CACHE: dict[str, EfficiencyFactors] = {}
+FACTORS: Memo[EfficiencyFactors] = Memo(32)
+"""Validated factors, keyed by the catalog's content."""
 _LAST: list = [None, None]
 """The catalog :func:`factors` answered last and its factors: the same object holds the same
 content (what :func:`content_key` relies on too), so its cache entry is found without a key."""
@@ -372,15 +376,13 @@ def factors(catalog: Catalog) -> EfficiencyFactors:
     last_catalog, last_factors = _LAST
     if catalog is last_catalog:  # the physics asks ~3 times per estimate, same catalog
         return last_factors
-    key = content_key(catalog)
-    cached = _CACHE.get(key)
-    if cached is None:
-        try:
-            cached = EfficiencyFactors.model_validate(catalog.efficiency)
-        except ValidationError as exc:
-            raise InputError(problems_from_pydantic(exc, "efficiency.yaml")) from None
-        if len(_CACHE) > 32:
-            _CACHE.clear()
-        _CACHE[key] = cached
+    cached = FACTORS.get(content_key(catalog), lambda: _validated(catalog))
     _LAST[:] = [catalog, cached]
     return cached
+
+
+def _validated(catalog: Catalog) -> EfficiencyFactors:
+    try:
+        return EfficiencyFactors.model_validate(catalog.efficiency)
+    except ValidationError as exc:
+        raise InputError(problems_from_pydantic(exc, "efficiency.yaml")) from None

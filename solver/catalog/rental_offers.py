@@ -121,9 +121,9 @@ def parse_offer(source: str, line: int, row: dict[str, str], gpus: set[str],
         if len(row[field]) < least:
             raise bad(field, f"required (at least {least} characters)")
     return RentalOffer(id=offer_id, gpu=row["gpu"], gpus_per_instance=int(size),
-                       fabric=row["fabric"], price_type=row["price_type"],  # type: ignore[arg-type]
+                       fabric=row["fabric"], price_type=row["price_type"],
                        usd_per_gpu_hour=price, min_term_hours=term,
-                       provider_class=row["provider_class"],  # type: ignore[arg-type]
+                       provider_class=row["provider_class"],
                        source=row["source"], as_of=row["as_of"], note=row.get("note", ""))
 
 
@@ -131,8 +131,8 @@ def load_offers(paths: list[Path], raw: dict[str, Any]) -> dict[str, RentalOffer
     """Offers of the built-in ``rental.csv`` with each overlay file on top (by offer id), as
     validated :class:`RentalOffer` objects; GPU and fabric ids are checked against ``raw``
     (the merged catalog entries)."""
-    gpus = {e.get("id") for e in raw.get("gpus") or [] if isinstance(e, dict)}
-    fabrics = {e.get("id") for e in raw.get("fabrics") or [] if isinstance(e, dict)}
+    gpus = {str(e.get("id")) for e in raw.get("gpus") or [] if isinstance(e, dict)}
+    fabrics = {str(e.get("id")) for e in raw.get("fabrics") or [] if isinstance(e, dict)}
     offers: dict[str, RentalOffer] = {}
     for path in paths:
         seen: dict[str, int] = {}
@@ -142,5 +142,5 @@ def load_offers(paths: list[Path], raw: dict[str, Any]) -> dict[str, RentalOffer
                 raise InputError([Problem(str(path), f"line {line}.offer_id", offer_id,
                                           f"given twice (also line {seen[offer_id]})")])
             seen[offer_id] = line
-            offers[offer_id] = parse_offer(str(path), line, row, gpus, fabrics)  # type: ignore[arg-type]
+            offers[offer_id] = parse_offer(str(path), line, row, gpus, fabrics)
     return offers

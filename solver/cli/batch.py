@@ -77,7 +77,8 @@ class RichProgress:
         style = STATUS_STYLE.get(event.status, "")
         self.progress.update(self.task, advance=1, rate=f"{rate:.1f}/s",
                              last=f"[{style}]{escape(event.rfq_id)}: {event.status}[/]")
-        if self.task is not None and self.done > self.progress.tasks[0].total:
+        total = self.progress.tasks[0].total if self.progress.tasks else None
+        if self.task is not None and total is not None and self.done > total:
             self.progress.update(self.task, total=self.done)
 
 

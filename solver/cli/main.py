@@ -7,13 +7,18 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from solver import __version__
 from solver.common.console import EXIT_INVALID, err, fail_input, out
 from solver.common.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pydantic import BaseModel
 
 app = typer.Typer(
     name="procure",
@@ -115,7 +120,7 @@ def catalog_list(catalog: CatalogOpt = None) -> None:
                    "source"):
         models.add_column(column)
     for m in cat.models.values():
-        attention = m.attention
+        attention: str = m.attention
         arch = m.architecture
         if arch is not None and arch.sliding_layers:
             attention += f" + {arch.sliding_layers} sliding {arch.sliding_window}"
@@ -138,8 +143,8 @@ def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
     from solver.common.errors import Problem, nearest
 
     cat = load_catalog(catalog)
-    tables = {"gpu": cat.gpus, "server": cat.servers, "fabric": cat.fabrics,
-              "vendor": cat.vendors}
+    tables: dict[str, Mapping[str, BaseModel]] = {
+        "gpu": cat.gpus, "server": cat.servers, "fabric": cat.fabrics, "vendor": cat.vendors}
     for kind, table in tables.items():
         if entry_id in table:
             out.print(f"[bold]{kind} {entry_id}[/]")
@@ -192,8 +197,9 @@ def main() -> None:
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last guard against tracebacks
         # click (vendored by typer) usage errors: show them the click way, exit 2
-        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
-            exc.show()
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code"):
+            show()
             sys.exit(exc.exit_code or EXIT_INVALID)
         if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):
             sys.exit(exc.exit_code)

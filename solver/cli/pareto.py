@@ -180,10 +180,10 @@ def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,
 def _frontier(cat: Any, parsed: Any, metric: str | None, points: int | None, solver: str,
               json_out: bool, csv_out: Path | None, plot: Path | None) -> int:
     """``pareto``: the non-dominated plans, printed, as JSON, CSV and/or a chart."""
-    from solver.analysis.pareto import frontier
+    from solver.analysis.pareto import frontier, frontier_json
     from solver.report.charts import frontier_csv, frontier_plot
 
-    result = frontier(cat, parsed, metric=metric, points=points, solver=solver)
+    result = frontier_json(frontier(cat, parsed, metric=metric, points=points, solver=solver))
     if csv_out is not None:
         frontier_csv(result, csv_out)
     if plot is not None and result["points"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -28,7 +29,6 @@ PREDICTED_KEYS = ("tokens_per_s", "tokens_per_s_per_gpu", "ttft_ms", "tpot_ms",
                   "step_time_s", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99",
                   "ttft_ms_slo", "tpot_ms_slo")
 PERCENTILE_KEYS = frozenset(PREDICTED_KEYS[9:])
-ENGINES = ("vllm", "sglang", "trtllm")
 PERCENTILES = (50, 90, 95, 99)
 
 
@@ -36,7 +36,7 @@ def _bad(field: str, value: object, reason: str) -> InputError:
     return InputError([Problem("command line", field, value, reason)])
 
 
-def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> str:
+def _check_choice(field: str, value: str, choices: Sequence[str]) -> str:
     if value not in choices:
         raise _bad(field, value, f"must be one of {', '.join(choices)}")
     return value
@@ -58,13 +58,12 @@ def _concurrency(value: str | None) -> int | None:
     return number
 
 
-def _serving_load(kind: str, concurrency: str | None, qps: float | None, engine: str,
+def _serving_load(kind: str, concurrency: str | None, qps: float | None, engine: str | None,
                   percentile: int) -> dict:
     """The serving-under-load options as Workload fields, checked: ``--qps`` (open loop,
-    Poisson arrivals) or ``--concurrency`` (closed loop), not both; ``--engine`` one of
-    ENGINES; ``--percentile`` one of PERCENTILES. Training kinds take neither qps nor a
-    percentile."""
-    _check_choice("--engine", engine, ENGINES)
+    Poisson arrivals) or ``--concurrency`` (closed loop), not both; ``--percentile`` one of
+    PERCENTILES (``--engine`` is checked against the catalog's engines once it is loaded,
+    :func:`_engine`). Training kinds take neither qps nor a percentile."""
     if percentile not in PERCENTILES:
         raise _bad("--percentile", percentile,
                    f"must be one of {', '.join(map(str, PERCENTILES))}")
@@ -147,13 +146,13 @@ def _verdict(data: dict) -> None:
     out.print(f"{fits}, {comfy}" + (f" — {data['reason']}" if data["reason"] else ""))
 
 
-def _check_context(cat: object, model: str, kind: str, workload_kwargs: dict,
+def _check_context(cat: Catalog, model: str, kind: str, workload_kwargs: dict,
                    context_flag: str | None) -> None:
     """Tokens per request (serving) or sequence length (training) within the model's context
     window: beyond it the memory and speed figures are meaningless (no error before)."""
-    if model not in cat.model_ids():  # type: ignore[attr-defined]
+    if not cat.has_model(model):
         return
-    limit = cat.model(model).max_context  # type: ignore[attr-defined]
+    limit = cat.model(model).max_context
     if kind in ("inference", "batch_inference"):
         tokens = workload_kwargs.get("input_tokens", 0) + workload_kwargs.get("output_tokens", 0)
         flag = context_flag or "--input-tokens + --output-tokens"
@@ -169,7 +168,7 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
                   fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
     from solver.catalog.data import PRECISIONS
     from solver.catalog.load import load_catalog
-    from solver.physics.layout import KINDS, Workload
+    from solver.physics.layout import KIND_OF, KINDS, Workload
     from solver.physics.performance import best_layout
 
     _check_choice("--kind", kind, KINDS)
@@ -181,9 +180,11 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     if gpus % ((tp or 1) * (pp or 1)):
         raise _bad("--gpus", gpus, f"not divisible by tp x pp = {(tp or 1) * (pp or 1)}")
     cat = load_catalog(catalog)
-    model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
+    cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
     _check_context(cat, model, kind, workload_kwargs, context_flag)
-    workload = Workload(kind=kind, **workload_kwargs)
+    if "engine" in workload_kwargs:
+        workload_kwargs = {**workload_kwargs, "engine": _engine(cat, workload_kwargs["engine"])}
+    workload = Workload(kind=KIND_OF[kind], **workload_kwargs)  # kind checked above
     if kind in ("inference", "batch_inference") and gpu in cat.gpus:
         from solver.physics.serving import engine_factors
 
@@ -195,28 +196,39 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     return data
 
 
-def _model_and_precision(cat, model: str, precision: str | None, kind: str,  # noqa: ANN001
-                         gpu: str) -> tuple[str, str, list[str]]:
-    """The model id (a catalog id/alias, or a config.json path relative to the working
-    directory) and the precision: ``--precision``, else for serving the checkpoint's own
+def _engine(cat: Catalog, engine: str | None) -> str:
+    """``--engine``: one of the catalog's serving engines (``efficiency.yaml``
+    ``serving.engines``), the catalog's default engine when not given."""
+    from solver.rfq.schema import serving_engines
+
+    default, engines = serving_engines(cat)
+    return _check_choice("--engine", engine or default, engines)
+
+
+def _model_and_precision(cat: Catalog, model: str, precision: str | None, kind: str,
+                         gpu: str) -> tuple[Catalog, str, str, list[str]]:
+    """The catalog that knows the model (a config file's model added to it), the model id
+    (a catalog id/alias, or a config.json path relative to the working directory) and the
+    precision: ``--precision``, else for serving the checkpoint's own
     quantisation (said in a note), else bf16."""
     from solver.catalog.data import resolve_model
     from solver.physics.layout import SERVING_KINDS
     from solver.physics.performance import check_ids
 
+    base = cat
     try:
-        model = resolve_model(cat, model, Path.cwd())
+        cat, model = resolve_model(cat, model, Path.cwd())
     except KeyError:
         check_ids(cat, model, gpu if gpu in cat.gpus else next(iter(cat.gpus)))
     notes: list[str] = []
     entry = cat.model(model)
-    if entry.architecture is not None and model not in cat.models:  # a user's file: say
+    if entry.architecture is not None and model not in base.models:  # a user's file: say
         notes.extend(entry.architecture.notes)  # what was assumed or read from it
     if precision is not None:
-        return model, precision, notes
+        return cat, model, precision, notes
     default = entry.default_precision
     if kind not in SERVING_KINDS or default is None:
-        return model, "bf16", notes
+        return cat, model, "bf16", notes
     chosen = default
     card = cat.gpus.get(gpu)
     if card is not None and default not in card.dense_tflops and default in ("fp4", "fp8"):
@@ -225,7 +237,7 @@ def _model_and_precision(cat, model: str, precision: str | None, kind: str,  # n
                      f"weight-only, modelled as {chosen}")
     notes.append(f"precision {chosen}: the checkpoint's own quantisation ({default}); "
                  "pass --precision to change it")
-    return model, chosen, notes
+    return cat, model, chosen, notes
 
 
 def fit(
@@ -307,8 +319,10 @@ def estimate(
     qps: Annotated[float | None, typer.Option(
         "--qps", help="Requests per second, Poisson arrivals (open loop; instead of "
         "--concurrency).")] = None,
-    engine: Annotated[str, typer.Option(
-        "--engine", help="Serving engine: vllm, sglang or trtllm.")] = "vllm",
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="Serving engine: one of the catalog's efficiency.yaml "
+        "serving.engines; default its serving.default_engine.")]
+    = None,
     percentile: Annotated[int, typer.Option(
         "--percentile", help="Percentile the SLOs are checked at: 50, 90, 95 or 99.")] = 90,
     fabric: Annotated[str, typer.Option("--fabric")] = "none",
@@ -330,7 +344,7 @@ def _estimate_request(kind: str, input_tokens: int, output_tokens: int, seq_len:
                       sequence_parallel: bool | None, zero: str | None,
                       interleave: int | None, context_parallel: int, ttft_ms: float | None,
                       tpot_ms: float | None, concurrency: str | None, qps: float | None,
-                      engine: str, percentile: int) -> dict:
+                      engine: str | None, percentile: int) -> dict:
     """``procure estimate``'s workload options as Workload fields, checked in order (sizes,
     training knobs, SLOs, serving load): a bad value raises :class:`InputError` naming the
     flag (exit 2)."""
@@ -475,8 +489,7 @@ def _serving_fit(cat: Catalog, catalog: str | None, path: Path, write_factors: b
             raise _bad("--write-factors", str(target_yaml), "not a clone of the "
                        "repository: no catalog/efficiency.yaml to write")
         serving_fit.write_factors(cat, serving, target_yaml)
-        load_catalog.cache_clear()  # the file changed under the cached catalog
-        cat = load_catalog(catalog)
+        cat = load_catalog(catalog)  # memoised by content: the new file is read
         out.print(f"wrote the serving factors and calibration table to {target_yaml}")
     return cat, serving
 

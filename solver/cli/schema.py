@@ -1,4 +1,5 @@
-"""`procure schema` (JSON Schema of the RFQ) and `procure quote` (the customer document)."""
+"""`procure schema` (JSON Schema of the RFQ, or with ``--plan`` of the plan JSON) and
+`procure quote` (the customer document)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,45 @@ def rfq_schema() -> dict:
     schema = Rfq.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "procure RFQ"
+    _engines_from_the_catalog(schema)
+    return schema
+
+
+def _engines_from_the_catalog(schema: dict) -> None:
+    """``engine``: the built-in catalog's serving engines (``efficiency.yaml``
+    ``serving.engines``, the one list of them), and its default engine."""
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import serving_engines
+
+    default, engines = serving_engines(load_catalog())
+    for definition in schema.get("$defs", {}).values():
+        field = definition.get("properties", {}).get("engine")
+        if field is not None:
+            field["anyOf"] = [{"enum": engines, "type": "string"}, {"type": "null"}]
+            field["default"] = default
+
+
+def plan_json_schema() -> dict:
+    """The JSON Schema of the plan JSON (``procure solve --json``), from the typed records of
+    :mod:`solver.optimize.plan_model` (docs/plan.md for the prose)."""
+    from solver.optimize.plan_model import plan_schema
+
+    schema = plan_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "procure plan"
     return schema
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def schema() -> None:
-        """Print the JSON Schema of the RFQ format (see docs/rfq.md for the prose)."""
-        print(json.dumps(rfq_schema(), indent=2))
+    def schema(
+        plan: Annotated[bool, typer.Option(
+            "--plan", help="The JSON Schema of the plan (procure solve --json) instead.")]
+        = False,
+    ) -> None:
+        """Print the JSON Schema of the RFQ format (docs/rfq.md), or with --plan of the plan
+        JSON (docs/plan.md)."""
+        print(json.dumps(plan_json_schema() if plan else rfq_schema(), indent=2))
 
     @app.command()
     def quote(
@@ -51,5 +83,5 @@ def register(app: typer.Typer) -> None:
                                       "the quote must be a .html or .xlsx file")])
         cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
         write_quote(output, plan, parsed, cat, alternatives, valid_days=valid_days)
-        out.print(f"wrote {output} ({plan['status']})")
-        return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
+        out.print(f"wrote {output} ({plan.status})")
+        return EXIT_INFEASIBLE if plan.status in ("infeasible", "error") else 0

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from solver.common.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out
 from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER
+
+if TYPE_CHECKING:
+    from solver.optimize.plan_model import Plan, WorkloadPlan
+    from solver.rfq.schema import AnyWorkload, Rfq
 
 SolverOpt = Annotated[str, typer.Option(
     "--solver", help="MIP backend: highs (default), cbc or cpsat.")]
@@ -34,7 +38,7 @@ def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = 
         from solver.rfq.overrides import apply_overrides
 
         catalog, rfq = apply_overrides(catalog, rfq, overrides or [], overrides_file)
-    return catalog, rfq
+    return rfq.catalog(catalog), rfq
 
 
 def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
@@ -47,8 +51,7 @@ def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
     cat, parsed = load(rfq, catalog)
     table = build_candidates(cat, parsed)
     plan = solve_rfq(parsed, cat, solver=solver, table=table)
-    alternatives = (counterfactuals(parsed, cat, plan, table, solver)
-                    if plan["status"] in ("optimal", "feasible") else [])
+    alternatives = counterfactuals(parsed, cat, plan, table, solver) if plan.feasible else []
     return cat, parsed, plan, alternatives
 
 
@@ -63,8 +66,8 @@ def check_solver(name: str) -> None:
         raise InputError([Problem("--solver", "", name, "this solver is not installed")])
 
 
-def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
-               rfq: Any | None = None, console: Any | None = None) -> None:
+def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
+               rfq: Rfq | None = None, console: Any | None = None) -> None:
     """A readable summary of a plan that fits 80 columns: one block per workload.
 
     ``assumptions`` (from :func:`solver.common.wording.assumptions`) adds the horizon, electricity,
@@ -73,11 +76,11 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
     from solver.common.wording import assumption_lines, node_lines, plural, usd, years
 
     con = console or out
-    status = plan["status"]
+    status = plan.status
     colour = {"optimal": "green", "feasible": "yellow"}.get(status, "red")
-    con.print(f"[bold]RFQ {plan['rfq']}[/]: [{colour}]{status}[/] "
-              f"({plan['solver']}, {plan['solve_seconds']} s"
-              + (f", gap {plan['gap']:.2%}" if status == "feasible" and plan.get("gap") else "")
+    con.print(f"[bold]RFQ {plan.rfq}[/]: [{colour}]{status}[/] "
+              f"({plan.solver}, {plan.solve_seconds} s"
+              + (f", gap {plan.gap:.2%}" if status == "feasible" and plan.gap else "")
               + ")")
     if assumptions:
         con.print("[bold]Assumptions[/]")
@@ -85,39 +88,40 @@ def print_plan(plan: dict[str, Any], assumptions: dict[str, Any] | None = None,
             con.print(f"  {line}", markup=False)
     specs = {w.name: w for w in rfq.workloads} if rfq is not None else {}
     horizon = assumptions["horizon_years"] if assumptions else None
-    if status in ("optimal", "feasible"):
-        cluster, cost = plan["cluster"], plan["cost"]
-        con.print(f"[bold]Buy[/] (TCO {usd(cost['tco_usd'])}"
+    if plan.feasible and plan.cost is not None:
+        cluster, cost = plan.cluster, plan.cost
+        con.print(f"[bold]Buy[/] (TCO {usd(cost.tco_usd)}"
                   + (f" over {years(horizon)}" if horizon else "")
-                  + f", capex {usd(cost['capex_usd'])}):")
-        for line in node_lines(cluster):
+                  + f", capex {usd(cost.capex_usd)}):")
+        for line in node_lines(cluster.model_dump()):
             con.print(f"  {line}", markup=False)
-        fabric = (f"fabric {cluster['fabric']}, {plural(cluster['coupled_nodes'], 'node')} "
-                  "coupled" if cluster["coupled"] else "no fabric: independent nodes")
-        con.print(f"  {fabric}; {plural(cluster['total_gpus'], 'GPU')}, "
-                  f"{cluster['power_kw']:,.1f} kW, {cluster['rack_units']} U", markup=False)
-        for w in plan["workloads"]:
-            _print_workload(w, specs.get(w["name"]), con)
+        fabric = (f"fabric {cluster.fabric}, {plural(cluster.coupled_nodes, 'node')} "
+                  "coupled" if cluster.coupled else "no fabric: independent nodes")
+        con.print(f"  {fabric}; {plural(cluster.total_gpus, 'GPU')}, "
+                  f"{cluster.power_kw:,.1f} kW, {cluster.rack_units} U", markup=False)
+        for w in plan.workloads:
+            _print_workload(w, specs.get(w.name), con)
         con.print()
         _print_rental(plan, con)
         _print_buy_or_rent(plan, con)
         _print_bom(plan, con)
         _print_cost(plan, horizon, con)
-    for warning in plan.get("warnings", []):
+    for warning in plan.warnings:
         con.print("[yellow]warning:[/] ", end="")
         con.print(warning, markup=False)
     _print_infeasibility(plan, horizon, con)
 
 
-def _print_workload(w: dict[str, Any], spec: Any | None, con: Any) -> None:
+def _print_workload(work: WorkloadPlan, spec: AnyWorkload | None, con: Any) -> None:
     """One workload's block: its layouts, memory per GPU, serving figures and targets."""
     from rich.table import Table
 
     from solver.common.wording import layout_rows, serving_lines, target_rows
 
     con.print()
-    con.print(f"[bold]{w['name']}[/] — {w['kind'].replace('_', ' ')}, {w['model']}, "
-              f"{w['precision'].upper()}")
+    con.print(f"[bold]{work.name}[/] — {work.kind.replace('_', ' ')}, {work.model}, "
+              f"{work.precision.upper()}")
+    w = work.model_dump(mode="json")  # the wording helpers read the plan JSON
     rows = layout_rows(w)
     layouts = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for column in ("GPU", "precision", "TP×PP×DP", "GPUs", "nodes each"):
@@ -131,12 +135,12 @@ def _print_workload(w: dict[str, Any], spec: Any | None, con: Any) -> None:
         layouts.add_row("total", "", "", str(sum(r["gpus"] for r in rows)), "",
                         style="bold")
     con.print(layouts)
-    mem = w["memory"]
-    training = w["kind"] in ("lora", "qlora", "full_finetune", "pretrain")
+    mem = work.memory
+    training = work.kind in ("lora", "qlora", "full_finetune", "pretrain")
     dp_means = ("DP = data-parallel copies inside the one job" if training
                 else "DP = independent replicas")
-    con.print(f"  {dp_means}; memory per GPU {mem['total_gb']:,.1f} of "
-              f"{mem['capacity_gb']:,.0f} GB"
+    con.print(f"  {dp_means}; memory per GPU {mem.total_gb:,.1f} of "
+              f"{mem.capacity_gb:,.0f} GB"
               + (" (first layout)" if len(rows) > 1 else ""), markup=False)
     for line in serving_lines(w):
         con.print(f"  {line}", markup=False)
@@ -152,11 +156,11 @@ def _print_workload(w: dict[str, Any], spec: Any | None, con: Any) -> None:
         con.print(checks)
 
 
-def _print_buy_or_rent(plan: dict[str, Any], con: Any) -> None:
+def _print_buy_or_rent(plan: Plan, con: Any) -> None:
     """Owning against renting, each workload alone, with the break-evens (when the catalog
     rents the GPUs the workload could use)."""
-    rows = plan.get("buy_vs_rent") or []
-    if not any(row.get("rented_usd") is not None for row in rows):
+    rows = plan.buy_vs_rent or []
+    if not any(row.rented_usd is not None for row in rows):
         return
     from solver.optimize.rental import buy_vs_rent_lines
 
@@ -165,62 +169,51 @@ def _print_buy_or_rent(plan: dict[str, Any], con: Any) -> None:
         con.print(f"  {line}", markup=False)
 
 
-def _print_cost(plan: dict[str, Any], horizon: float | None, con: Any) -> None:
+def _print_cost(plan: Plan, horizon: float | None, con: Any) -> None:
     """The cost terms of the plan (capex and TCO in bold)."""
     from rich.table import Table
 
-    from solver.common.wording import usd, years
+    from solver.common.wording import cost_label, usd, years
 
-    cost = plan["cost"]
+    if plan.cost is None:
+        return
     table = Table(title="Cost" + (f" over {years(horizon)}" if horizon else "")
-                  + f" (objective {plan.get('objective', 'tco')})", title_justify="left")
+                  + f" (objective {plan.objective})", title_justify="left")
     table.add_column("term", no_wrap=True)
     table.add_column("USD", justify="right", no_wrap=True)
-    for key, value in cost.items():
-        if not isinstance(value, int | float):
-            continue
+    for key, value in plan.cost.model_dump().items():
         style = "bold" if key in ("capex_usd", "tco_usd") else ""
-        table.add_row(COST_LABELS.get(key, key.removesuffix("_usd").replace("_", " ")),
-                      usd(value), style=style)
+        table.add_row(cost_label(key), usd(value), style=style)
     con.print(table)
 
 
-def _print_infeasibility(plan: dict[str, Any], horizon: float | None, con: Any) -> None:
+def _print_infeasibility(plan: Plan, horizon: float | None, con: Any) -> None:
     """Why no plan was found, and the nearest feasible changes."""
     from solver.common.wording import relaxations
 
-    status = plan["status"]
-    info = plan.get("infeasibility")
+    info = plan.infeasibility
     if info:
-        con.print("[red]No plan found within the time limit.[/]" if status == "timeout"
+        con.print("[red]No plan found within the time limit.[/]" if plan.status == "timeout"
                   else "[red]No plan meets this RFQ.[/]")
-        for reason in info["reasons"]:
+        for reason in info.reasons:
             con.print(f"  - {reason}", markup=False)
-        words = relaxations(info, plan.get("objective", "tco"), horizon)
+        words = relaxations(info.model_dump(mode="json"), plan.objective, horizon)
         if words:
             con.print("Nearest feasible changes:")
             for line in words:
                 con.print(f"  - {line}", markup=False)
         else:
-            con.print(f"  to fix: {info['to_fix']}", markup=False)
+            con.print(f"  to fix: {info.to_fix}", markup=False)
 
 
-COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "servers", "network_usd":
-               "network (NICs, switches, cables)", "storage_usd": "shared storage",
-               "capex_usd": "capex (hardware)", "power_usd": "power",
-               "operations_usd": "operations and engineering",
-               "multinode_overhead_usd": "coupled-node overhead", "tco_usd": "TCO",
-               "rental_usd": "rental"}
-
-
-def _print_rental(plan: dict[str, Any], con: Any) -> None:
+def _print_rental(plan: Plan, con: Any) -> None:
     """What the plan rents (solver/optimize/rental.py) and its phased purchase schedule
     (solver/optimize/schedule.py), when it has them."""
     from solver.optimize.rental import rent_lines
 
     lines = rent_lines(plan)
     if lines:
-        con.print(f"[bold]Rent[/] (rental {_money(plan['cost'].get('rental_usd'))}):")
+        con.print(f"[bold]Rent[/] (rental {_money(plan.cost.rental_usd if plan.cost else None)}):")
         for line in lines:
             con.print(f"  {line}", markup=False)
         con.print()
@@ -238,29 +231,29 @@ def _money(value: Any) -> str:
     return "-" if value is None else f"${value:,.0f}"
 
 
-def _print_bom(plan: dict[str, Any], con: Any) -> None:
+def _print_bom(plan: Plan, con: Any) -> None:
     """The bill of materials (plan key ``bill_of_materials``), when the plan has one."""
     from rich.table import Table
 
     from solver.common.wording import opex_rows, qty, usd
 
-    bom = plan.get("bill_of_materials")
-    if not bom or not bom.get("lines"):
+    bill = plan.bill_of_materials
+    if bill is None or not bill.lines:
         return
     table = Table(title="Bill of materials", title_justify="left")
     table.add_column("item", overflow="fold")
     table.add_column("qty", justify="right", no_wrap=True)
     table.add_column("unit", justify="right", no_wrap=True)
     table.add_column("total", justify="right", no_wrap=True)
-    for line in bom["lines"]:
-        item = f"{line.get('sku', '')}: {line.get('description', '')}"
-        if line.get("as_of"):
-            item += f" ({line.get('price_type', 'price')} {line['as_of']})"
-        table.add_row(item, qty(line.get("quantity", 0)), usd(line.get("unit_price_usd")),
-                      usd(line.get("line_total_usd")))
-    table.add_row("capex", "", "", usd(bom.get("capex_usd")), style="bold")
+    for line in bill.lines:
+        item = f"{line.sku}: {line.description}"
+        if line.as_of:
+            item += f" ({line.price_type} {line.as_of})"
+        table.add_row(item, qty(line.quantity), usd(line.unit_price_usd),
+                      usd(line.line_total_usd))
+    table.add_row("capex", "", "", usd(bill.capex_usd), style="bold")
     con.print(table)
-    rows = opex_rows(bom.get("opex_per_year"))
+    rows = opex_rows(bill.opex_per_year.model_dump())
     if rows:
         yearly = Table(title="Running costs per year", title_justify="left")
         yearly.add_column("item", overflow="fold")
@@ -270,21 +263,21 @@ def _print_bom(plan: dict[str, Any], con: Any) -> None:
         con.print(yearly)
 
 
-def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
-                      assumptions: dict[str, Any] | None = None, rfq: Any | None = None
+def print_explanation(plan: Plan, alternatives: list[dict[str, Any]],
+                      assumptions: dict[str, Any] | None = None, rfq: Rfq | None = None
                       ) -> None:
     """The decision path (about the chosen hardware), the plan, counterfactuals, glossary."""
     from solver.analysis.explain import GLOSSARY, money_delta
 
     out.print("[bold]Decision path (the buying guide's steps; the first yes ends it)[/]")
-    for step in plan["decision_path"]:
-        mark = "[green]yes[/]" if step["answer"] else "[dim]no[/]"
-        out.print(f"  {step['workload']} · step {step['step']}: ", end="", markup=True)
-        out.print(step["question"], end=" ", markup=False)
+    for step in plan.decision_path:
+        mark = "[green]yes[/]" if step.answer else "[dim]no[/]"
+        out.print(f"  {step.workload} · step {step.step}: ", end="", markup=True)
+        out.print(step.question, end=" ", markup=False)
         out.print(mark)
-        out.print(f"      {step['note']}", markup=False)
-        if step.get("reference"):
-            out.print(f"      (for comparison, {step['reference']})", markup=False)
+        out.print(f"      {step.note}", markup=False)
+        if step.reference:
+            out.print(f"      (for comparison, {step.reference})", markup=False)
     print_plan(plan, assumptions, rfq)
     if alternatives:
         out.print("[bold]Counterfactuals (each re-solved)[/]")
@@ -299,11 +292,11 @@ def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
         out.print(f"  {term}: {meaning}", markup=False)
 
 
-def exit_code(plan: dict[str, Any]) -> int:
+def exit_code(plan: Plan) -> int:
     """0 a plan; 4 the time limit ran out before any plan; 3 infeasible (or solver error)."""
-    if plan["status"] == "timeout":
+    if plan.status == "timeout":
         return EXIT_TIMEOUT
-    return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
+    return EXIT_INFEASIBLE if plan.status in ("infeasible", "error") else 0
 
 
 def _fmt(value: Any) -> str:
@@ -334,11 +327,11 @@ def register(app: typer.Typer) -> None:
         plan = solve_rfq(parsed, cat, solver=solver, time_limit=time_limit,
                          workers=default_workers())
         if json_out:
-            print(json.dumps(plan, indent=2))
+            print(json.dumps(plan.to_json(), indent=2))
         else:
             from solver.common.wording import assumptions
 
-            print_plan(plan, assumptions(cat, parsed, plan), parsed)
+            print_plan(plan, assumptions(cat, parsed, plan.to_json()), parsed)
         return exit_code(plan)
 
     @app.command()
@@ -351,9 +344,10 @@ def register(app: typer.Typer) -> None:
         """The guide's decision path for each workload, the plan, and the counterfactuals."""
         cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
         if json_out:
-            print(json.dumps({"plan": plan, "counterfactuals": alternatives}, indent=2))
-            return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
+            print(json.dumps({"plan": plan.to_json(), "counterfactuals": alternatives},
+                             indent=2))
+            return EXIT_INFEASIBLE if plan.status == "infeasible" else 0
         from solver.common.wording import assumptions
 
-        print_explanation(plan, alternatives, assumptions(cat, parsed, plan), parsed)
-        return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
+        print_explanation(plan, alternatives, assumptions(cat, parsed, plan.to_json()), parsed)
+        return EXIT_INFEASIBLE if plan.status == "infeasible" else 0

@@ -69,4 +69,4 @@ def tie_pulp_children() -> None:
     current = getattr(coin_api, "subprocess", None)
     if current is None or isinstance(current, _Subprocess) or parent_death_hook() is None:
         return
-    coin_api.subprocess = _Subprocess(current)  # type: ignore[assignment]
+    coin_api.subprocess = _Subprocess(current)

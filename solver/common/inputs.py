@@ -87,7 +87,7 @@ def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
 
-class _BoundedLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
+class _BoundedLoader(_BASE_LOADER):
     """The safe loader with duplicate keys and over-long integers rejected."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:

@@ -1,16 +1,61 @@
 """Plain words for plans: money, counts, the cluster, assumptions, layouts, targets, fixes.
 
-Shared by the terminal (``procure solve/explain``), the quote document and the dashboard so
-that all of them say the same thing about the same plan. Pure functions of the plan JSON
-(contract.md), the RFQ and the catalog; no Rich, no Streamlit.
+Shared by the terminal (``procure solve/explain``), the quote document, the batch export and
+the dashboard so that all of them say the same thing about the same plan. Pure functions of
+the plan JSON (docs/plan.md), the RFQ and the catalog; no Rich, no Streamlit.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 TRAINING = frozenset({"lora", "qlora", "full_finetune", "pretrain"})
+
+
+@dataclass(frozen=True)
+class CostLabel:
+    """How one cost term of a plan (``cost.*``) is named wherever it is shown."""
+
+    label: str
+    """In a table row, a spreadsheet column or a chart legend: ``Power``."""
+    words: str
+    """In a sentence: ``power``."""
+    running: bool = False
+    """A running cost: the amount covers the whole horizon (tables say so)."""
+
+
+COST_LABELS: dict[str, CostLabel] = {
+    "gpus_usd": CostLabel("GPUs", "GPUs"),
+    "servers_usd": CostLabel("Servers (without GPUs)", "servers"),
+    "network_usd": CostLabel("Network (NICs, switches, cables)", "network"),
+    "storage_usd": CostLabel("Shared storage", "storage"),
+    "capex_usd": CostLabel("Capex (hardware)", "capex"),
+    "power_usd": CostLabel("Power", "power", running=True),
+    "operations_usd": CostLabel("Operations and engineering", "operations", running=True),
+    "multinode_overhead_usd": CostLabel("Coupled-node engineering overhead",
+                                        "multi-node overhead", running=True),
+    "rental_usd": CostLabel("Rental", "rental", running=True),
+    "tco_usd": CostLabel("Total cost of ownership", "TCO", running=True),
+}
+"""The one table of cost labels (terminal, quote, explain, batch export, dashboard), in the
+plan's ``cost`` order."""
+
+CAPEX_TERMS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd")
+"""The terms that add up to ``capex_usd``."""
+COST_TERMS = CAPEX_TERMS + ("power_usd", "operations_usd", "multinode_overhead_usd",
+                            "rental_usd")
+"""The terms that add up to ``tco_usd`` (capex terms, running costs, rental)."""
+
+
+def cost_label(key: str, horizon_years: float | None = None) -> str:
+    """A cost term's label; a running cost says the horizon it covers when given."""
+    known = COST_LABELS.get(key)
+    label = known.label if known else key.removesuffix("_usd").replace("_", " ").capitalize()
+    if horizon_years and known is not None and known.running:
+        label += f" ({years(horizon_years)})"
+    return label
 
 
 def usd(value: float | None) -> str:
@@ -65,11 +110,16 @@ def assumptions(catalog: Any, rfq: Any, plan: dict[str, Any] | None = None) -> d
             if key in seen:
                 continue
             seen.add(key)
-            entry = catalog.gpus.get(key) if kind == "GPU" else catalog.servers.get(key)
-            if entry is not None:
-                prices.append({"item": key, "kind": kind, "price_usd": entry.price_usd,
-                               "as_of": getattr(entry, "price_as_of", None) or entry.as_of,
-                               "source": getattr(entry, "price_source", "") or entry.source})
+            gpu = catalog.gpus.get(key) if kind == "GPU" else None
+            server = catalog.servers.get(key) if kind == "server" else None
+            if gpu is not None:
+                prices.append({"item": key, "kind": kind, "price_usd": gpu.price_usd,
+                               "as_of": gpu.price_as_of or gpu.as_of,
+                               "source": gpu.price_source or gpu.source})
+            elif server is not None:
+                prices.append({"item": key, "kind": kind, "price_usd": server.price_usd,
+                               "as_of": server.price_as_of or server.as_of,
+                               "source": server.source})
     fabric = catalog.fabrics.get(cluster.get("fabric", "none"))
     if fabric is not None and cluster.get("coupled"):
         prices.append({"item": fabric.id, "kind": "fabric (NIC + switch port)",
@@ -92,11 +142,9 @@ def assumptions(catalog: Any, rfq: Any, plan: dict[str, Any] | None = None) -> d
 def serving_assumptions(rfq: Any) -> list[dict[str, Any]]:
     """What each online workload is planned for: engine, the percentile its SLOs hold at,
     the utilisation the capacity is sized for, and redundancy (``none`` or ``n+1``)."""
-    return [{"workload": w.name, "engine": getattr(w, "engine", "vllm"),
-             "slo_percentile": getattr(w, "slo_percentile", 90),
-             "target_utilization": getattr(w, "target_utilization", 1.0),
-             "redundancy": getattr(w, "redundancy", "none")}
-            for w in getattr(rfq, "workloads", []) if getattr(w, "kind", None) == "inference"]
+    return [{"workload": w.name, "engine": w.engine, "slo_percentile": w.slo_percentile,
+             "target_utilization": w.target_utilization, "redundancy": w.redundancy}
+            for w in rfq.workloads if w.kind == "inference"]
 
 
 def assumption_lines(a: dict[str, Any]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Solver backends behind one small interface (conventions.md §5).
+"""Solver backends behind one small interface.
 
 A :class:`LinearModel` is a plain mixed-integer linear program (variables with bounds and
 integrality, named constraints, a linear objective to minimise). Each backend has a name,
@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from solver.common.childproc import tie_pulp_children
 from solver.optimize.bounds import tighten_bounds
@@ -112,12 +112,13 @@ class Backend:
             if solution.status == "error":
                 return Solution("error", {}, None, 0.0, time.perf_counter() - start, self.name,
                                 solution.message)
-            if solution.status in FOUND and solution.objective is not None and (
-                    best is None or solution.objective < best.objective):
+            found = solution.objective
+            if solution.status in FOUND and found is not None and (
+                    best is None or best.objective is None or found < best.objective):
                 best = solution
-            if solution.status == "feasible":
+            if solution.status == "feasible" and found is not None:
                 unproven = True
-                bounds.append(solution.objective - solution.gap * abs(solution.objective))
+                bounds.append(found - solution.gap * abs(found))
             elif solution.status == "timeout":
                 unproven = True
                 bounds.append(-math.inf)
@@ -191,6 +192,7 @@ class PulpBackend(Backend):
 
     def __init__(self, name: Literal["cbc", "highs-pulp"]):
         self.name = name
+        self.engine: Literal["cbc", "highs-pulp"] = name
 
     def available(self) -> bool:
         if not _module_found("pulp"):
@@ -261,7 +263,7 @@ class PulpBackend(Backend):
         relaxed = LinearModel(model.name, {n: Var(n, v.low, v.high, False)
                                            for n, v in model.variables.items()},
                               model.constraints, model.objective, model.objective_constant)
-        solution = PulpBackend(self.name).solve(relaxed)
+        solution = PulpBackend(self.engine).solve(relaxed)
         return solution.objective if solution.status == "optimal" else None
 
 
@@ -277,9 +279,10 @@ are numbered by position and the list has changed between versions, so an unchec
 version keeps probing on."""
 
 
-def probing_rule_bit(solver: object) -> int | None:
-    """The ``presolve_rule_off`` bit that turns probing off in this HiGHS, if known."""
-    version = (solver.versionMajor(), solver.versionMinor())  # type: ignore[attr-defined]
+def probing_rule_bit(solver: Any) -> int | None:
+    """The ``presolve_rule_off`` bit that turns probing off in this HiGHS (a
+    ``highspy.Highs``, whose version calls highspy's stubs do not declare), if known."""
+    version = (solver.versionMajor(), solver.versionMinor())
     return PROBING_RULE.get(version)
 
 
@@ -320,7 +323,11 @@ class HighsBackend(Backend):
         lp.col_upper_ = np.array([inf if model.variables[n].high is None
                                   else model.variables[n].high for n in names], dtype=float)
         lp.offset_ = model.objective_constant
-        lower, upper, starts, cols, vals = [], [], [0], [], []
+        lower: list[float] = []
+        upper: list[float] = []
+        starts: list[int] = [0]
+        cols: list[int] = []
+        vals: list[float] = []
         for con in model.constraints:
             lower.append(-inf if con.sense == "<=" else con.rhs)
             upper.append(inf if con.sense == ">=" else con.rhs)
@@ -409,29 +416,29 @@ class CpSatBackend(Backend):
         if free:
             return Solution("error", {}, None, 0.0, 0.0, self.name,
                             f"cpsat needs bounded variables ({free[0]} has no upper bound)")
-        variables = {v.name: cp.NewIntVar(int(math.ceil(v.low - 1e-9)),
-                                          int(math.floor(v.high + 1e-9)), v.name)
-                     for v in model.variables.values()}
+        variables = {v.name: cp.new_int_var(int(math.ceil(v.low - 1e-9)),
+                                            int(math.floor((v.high or 0.0) + 1e-9)), v.name)
+                     for v in model.variables.values()}  # every high is set (checked above)
         for con in model.constraints:
             scale = _integer_scale(list(con.coeffs.values()) + [con.rhs])
             coeffs = {n: c * scale for n, c in con.coeffs.items()}
             rhs = con.rhs * scale
             if con.sense == "<=":
                 expr = sum(math.ceil(c - 1e-9) * variables[n] for n, c in coeffs.items())
-                cp.Add(expr <= math.floor(rhs + 1e-9))
+                cp.add(expr <= math.floor(rhs + 1e-9))
             elif con.sense == ">=":
                 expr = sum(math.floor(c + 1e-9) * variables[n] for n, c in coeffs.items())
-                cp.Add(expr >= math.ceil(rhs - 1e-9))
+                cp.add(expr >= math.ceil(rhs - 1e-9))
             else:
                 expr = sum(round(c) * variables[n] for n, c in coeffs.items())
-                cp.Add(expr == round(rhs))
-        objective = sum(round(c * self.SCALE) * variables[n] for n, c in model.objective.items())
+                cp.add(expr == round(rhs))
+        goal = sum(round(c * self.SCALE) * variables[n] for n, c in model.objective.items())
         if cutoff is not None:  # on the scaled objective, loosened by its rounding at most
             margin = sum(0.5 * (model.variables[n].high or 0.0) for n in model.objective)
             margin += 1e-7 * max(1.0, abs(cutoff)) * self.SCALE
-            cp.Add(objective <= math.floor((cutoff - model.objective_constant) * self.SCALE
-                                           + margin))
-        cp.Minimize(objective)
+            cp.add(goal <= math.floor((cutoff - model.objective_constant) * self.SCALE
+                                      + margin))
+        cp.minimize(goal)
         solver = cp_model.CpSolver()
         solver.parameters.num_search_workers = 2
         if time_limit is not None:

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from solver.catalog.data import Catalog
+from solver.catalog.data import Catalog, Fabric, Gpu, Server
 from solver.optimize.costs import HOURS_PER_YEAR, CostParams, node_cost
 from solver.optimize.network import switch_counts
 from solver.optimize.rental import bom_rental
 from solver.optimize.storage import training_storage
-from solver.physics.layout import TRAINING_KINDS
+from solver.rfq.schema import Rfq, TrainingWorkload
 
 DEFAULT_PRICE_TYPE = "list"
 
@@ -42,8 +42,9 @@ def _opex(item: str, description: str, quantity: float, unit: str, unit_usd: flo
             "source": source, "category": category}
 
 
-def _price_type(entry: Any) -> str:
-    return str(getattr(entry, "price_type", None) or DEFAULT_PRICE_TYPE)
+def _price_type(entry: Gpu | Server | Fabric) -> str:
+    """A GPU's or server's price type; a fabric carries none (the default)."""
+    return DEFAULT_PRICE_TYPE if isinstance(entry, Fabric) else entry.price_type
 
 
 def _switch_lines(tag: str, name: str, ports: int, radix: int, switch_usd: float,
@@ -77,7 +78,7 @@ def _groups(placement: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return groups
 
 
-def bill_of_materials(catalog: Catalog, rfq: Any, params: CostParams,
+def bill_of_materials(catalog: Catalog, rfq: Rfq, params: CostParams,
                       plan: dict[str, Any]) -> dict[str, Any]:
     """The bill of materials of a feasible plan (module docstring)."""
     nodes = plan["cluster"]["nodes"]
@@ -116,8 +117,8 @@ def _hardware_lines(catalog: Catalog, nodes: list[dict[str, Any]]) -> list[dict[
     for server_id, qty in server_count.items():
         server = catalog.servers[server_id]
         lines.append(_line(server_id, f"{server.name} (without GPUs)", qty, server.price_usd,
-                           _price_type(server), getattr(server, "price_as_of", None)
-                           or server.as_of, server.source, "servers_usd"))
+                           _price_type(server), server.price_as_of or server.as_of,
+                           server.source, "servers_usd"))
     return lines
 
 
@@ -152,7 +153,7 @@ def _frontend_lines(catalog: Catalog, params: CostParams,
     return lines
 
 
-def _storage_lines(catalog: Catalog, rfq: Any, params: CostParams, plan: dict[str, Any],
+def _storage_lines(catalog: Catalog, rfq: Rfq, params: CostParams, plan: dict[str, Any],
                    groups: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Shared storage of the coupled cluster and each training job's checkpoint + dataset
     storage (capacity and write bandwidth)."""
@@ -170,7 +171,7 @@ def _storage_lines(catalog: Catalog, rfq: Any, params: CostParams, plan: dict[st
     specs = {spec.name: spec for spec in rfq.workloads}
     for work in plan["workloads"]:
         spec = specs[work["name"]]
-        if spec.kind not in TRAINING_KINDS:
+        if not isinstance(spec, TrainingWorkload):
             continue
         st = training_storage(catalog, params, spec)
         lines.append(_line(f"storage-tb-{spec.name}", f"Checkpoint + dataset storage for "

@@ -4,7 +4,7 @@ For every workload this enumerates node types (server × GPU SKU × GPUs populat
 TP × PP splits, GPU counts and fabrics; asks the physics (:mod:`solver.physics.performance`) what each
 would do; drops what does not fit or cannot meet its targets; and keeps for each what the
 MIP needs: GPUs used, nodes spanned, fabric, capacity and per-unit network cost. The MIP
-(:mod:`solver.optimize.mip`) reads only this table (conventions.md §3).
+(:mod:`solver.optimize.mip`) reads only this table.
 
 A *unit* of a serving workload is one replica (the MIP chooses how many); a unit of a
 training workload is the whole job (the MIP chooses exactly one).
@@ -36,7 +36,7 @@ from solver.optimize.records import (
 from solver.optimize.rental import owned_allowed, rented_candidates
 from solver.optimize.storage import training_storage
 from solver.physics.goodput import hours_at_goodput, job_goodput
-from solver.physics.layout import TRAINING_KINDS, Estimate
+from solver.physics.layout import Estimate
 from solver.physics.memory import microbatches, weight_bytes_per_param
 from solver.physics.performance import (
     clear_caches as clear_physics_caches,
@@ -297,7 +297,7 @@ def coupled_training_rdma_only(catalog: Catalog, rfq: Rfq) -> bool:
     """Whether training jobs that couple nodes must run on an RDMA fabric: the RFQ's
     ``constraints.coupled_training_fabric``, else the vendor profile's engineering policy
     (the guide: coupled training on InfiniBand/RoCE)."""
-    wanted = getattr(rfq.constraints, "coupled_training_fabric", None)
+    wanted = rfq.constraints.coupled_training_fabric
     if wanted is None:
         wanted = catalog.vendors[rfq.constraints.vendor or "open"].coupled_training_fabric
     return wanted == "rdma"
@@ -500,6 +500,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     instant) raises :class:`~solver.optimize.backends.TimeLimitReached` once passed.
     ``workers`` > 1: a large RFQ's workloads are built in that many forked processes
     (:mod:`solver.optimize.candidate_workers`; the same table, for a first build only)."""
+    catalog = rfq.catalog(catalog)
     params = params or CostParams.from_catalog(catalog, rfq.horizon_years)
     types = node_types(catalog, rfq, params)
     _, _, fabrics = allowed_entries(catalog, rfq)
@@ -515,7 +516,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     candidates = {spec.name: found for spec, (found, _) in zip(specs, built, strict=True)}
     rejected = {spec.name: why for spec, (_, why) in zip(specs, built, strict=True)}
     storage = {spec.name: training_storage(catalog, params, spec) for spec in specs
-               if spec.kind in TRAINING_KINDS}
+               if isinstance(spec, TrainingWorkload)}
     return CandidateTable(types, {f.id: f for f in fabrics}, candidates, params, rejected,
                           storage)
 

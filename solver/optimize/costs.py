@@ -1,7 +1,7 @@
 """Cost of ownership: what one node, one coupled node and the shared infrastructure cost.
 
 All money in USD over the RFQ's horizon. Power is TDP × load factor × PUE × price × hours;
-operations are per node-year; the multi-node engineering overhead follows domain.md:
+operations are per node-year; the multi-node engineering overhead follows the buying guide (docs/buying-guide.md):
 "each additional node of a coupled cluster costs 4–5× the first" in engineering time, so a
 coupled group (one job, or one replica, spanning n nodes) pays
 ``(factor - 1) × engineering × horizon × (n - 1)`` on top of every node's own engineering

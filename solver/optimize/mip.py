@@ -23,7 +23,7 @@ Parameters
     O           extra engineering cost of each coupled node beyond the first *of one
                 coupled group*: (overhead factor - 1) × engineering per node-year × horizon.
                 A group spanning n_c nodes pays (n_c - 1) O; independent replicas and
-                in-node groups pay nothing (domain.md: "each additional node of a coupled
+                in-node groups pay nothing (docs/buying-guide.md: "each additional node of a coupled
                 cluster costs 4-5x the first" is per coupled job, not per estate)
     D^conc_w, D^qps_w   serving capacity to buy: the stated demand (concurrency, requests/s;
                 batch: requests / deadline) divided by the workload's target utilisation
@@ -146,12 +146,10 @@ def demand_of(spec: AnyWorkload) -> Demand:
     return Demand()
 
 
-def target_utilization(spec: object) -> float:
+def target_utilization(spec: AnyWorkload) -> float:
     """The share of bought capacity an online workload is planned to use (RFQ
-    ``target_utilization``); 1 for batch inference, training and bare specs (tests)."""
-    if getattr(spec, "kind", None) != "inference":
-        return 1.0
-    return float(getattr(spec, "target_utilization", None) or 1.0)
+    ``target_utilization``); 1 for batch inference and training."""
+    return spec.target_utilization if spec.kind == "inference" else 1.0
 
 
 def planned_demand(spec: AnyWorkload) -> Demand:
@@ -167,10 +165,9 @@ def planned_demand(spec: AnyWorkload) -> Demand:
                   float(f"{demand.qps / util:.12g}"))
 
 
-def needs_n_plus_1(spec: object) -> bool:
+def needs_n_plus_1(spec: AnyWorkload) -> bool:
     """Whether an online workload asks for ``redundancy: n+1`` (any one node down)."""
-    return getattr(spec, "kind", None) == "inference" and \
-        getattr(spec, "redundancy", "none") == "n+1"
+    return spec.kind == "inference" and spec.redundancy == "n+1"
 
 
 def replicas_per_node(cand: Candidate, node_gpus: int) -> int:
@@ -572,7 +569,7 @@ def _one_vendor_stack(model: LinearModel, table: CandidateTable, rfq: Rfq) -> No
     node type's count bounded by ``M_t v[s(t)]``. ``M_t`` = the nodes that every candidate on
     type t at its replica bound would fill, so the bound never cuts a useful plan."""
     stacks = sorted({node.stack for node in table.node_types.values()})
-    if len(stacks) < 2 or getattr(rfq.constraints, "mixed_vendors", False):
+    if len(stacks) < 2 or rfq.constraints.mixed_vendors:
         return
     for stack in stacks:
         model.var(stack_var(stack), 0, 1)

@@ -1,4 +1,5 @@
-"""Turn a MIP solution into the plan a user reads (the JSON of contract.md)."""
+"""Turn a MIP solution into the plan a user reads: the typed :class:`Plan`
+(:mod:`solver.optimize.plan_model`, docs/plan.md)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ from solver.optimize.mip import (
     target_utilization,
 )
 from solver.optimize.placement import place
+from solver.optimize.plan_model import Plan
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.rental import add_sourcing
 from solver.optimize.schedule import schedule_for
 from solver.physics.goodput import goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.performance import estimate as estimate_layout
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import AnyWorkload, InferenceWorkload, Rfq, TrainingWorkload
 
 COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
              "operations_usd", "multinode_overhead_usd", "rental_usd", "tco_usd")
@@ -58,7 +60,7 @@ def cost_breakdown(table: CandidateTable, values: dict[str, float]) -> dict[str,
     return {key: round(cost[key], 2) for key in COST_KEYS}
 
 
-def at_load(catalog: Catalog, spec: Any, cand: Candidate, replicas: int,
+def at_load(catalog: Catalog, spec: AnyWorkload, cand: Candidate, replicas: int,
             total_replicas_capacity: float) -> Estimate:
     """The candidate evaluated at its share of the workload's concurrency (when given)."""
     est = cand.estimate
@@ -79,7 +81,7 @@ PERCENTILE_KEYS = ("ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99")
 physics gives them; ``ttft_ms`` / ``tpot_ms`` stay the median)."""
 
 
-def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estimate
+def _predicted_at_load(spec: AnyWorkload, cand: Candidate, replicas: int, loaded: Estimate
                        ) -> dict[str, Any]:
     """Per-request latency at this workload's actual load, capacity for all replicas."""
     pred = loaded.predicted
@@ -104,7 +106,7 @@ def _predicted_at_load(spec: Any, cand: Candidate, replicas: int, loaded: Estima
     }
 
 
-def utilization(spec: Any, picks: list[tuple[Candidate, int]]) -> float | None:
+def utilization(spec: AnyWorkload, picks: list[tuple[Candidate, int]]) -> float | None:
     """Stated demand / capacity bought for a serving workload: concurrency against the
     replicas' concurrency, requests/s against their request rate; the larger when both are
     stated (the binding one). None when nothing was bought."""
@@ -122,7 +124,7 @@ def utilization(spec: Any, picks: list[tuple[Candidate, int]]) -> float | None:
 SLO_METRICS = (("ttft_ms", "ttft"), ("tpot_ms", "tpot"))
 
 
-def slo_margins(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
+def slo_margins(catalog: Catalog, spec: InferenceWorkload, picks: list[tuple[Candidate, int]]
                 ) -> dict[str, dict[str, Any]]:
     """Each latency SLO of an online workload against the prediction at its percentile.
 
@@ -131,12 +133,12 @@ def slo_margins(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
     or its median when it gives no percentile - ``basis`` says which), ``margin`` = 1 -
     predicted / target and ``met``.
     """
-    percentile = int(getattr(spec, "slo_percentile", 90))
+    percentile = spec.slo_percentile
     capacity = sum(c.concurrency_capacity * n for c, n in picks)
     loaded = [at_load(catalog, spec, cand, n, capacity).predicted for cand, n in picks]
     out: dict[str, dict[str, Any]] = {}
     for metric, slo in SLO_METRICS:
-        target = getattr(spec, metric, None)
+        target = getattr(spec, metric)
         if not target:
             continue
         values = [(getattr(p, f"{metric}_slo", None), getattr(p, metric)) for p in loaded]
@@ -183,7 +185,7 @@ def redundancy_check(plan: dict[str, Any], picks: dict[str, list[tuple[Candidate
                              "qps_one_node_down": _round(worst[1], 3)}
 
 
-def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int]]
+def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candidate, int]]
                    ) -> dict[str, Any]:
     """The plan's entry for one workload: its main layout, memory and predictions."""
     cand, replicas = picks[0]
@@ -202,7 +204,7 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
         "memory": memory,
         "predicted": _predicted_at_load(spec, cand, replicas, loaded),
     }
-    if is_job:  # issue 15: the training knobs it runs with, goodput and deadline margin
+    if isinstance(spec, TrainingWorkload):  # the training knobs, goodput, deadline margin
         entry["training"] = training_entry(catalog, spec, cand)
     demand = demand_of(spec)
     if not is_job:
@@ -211,9 +213,9 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
         entry["utilization"] = _round(utilization(spec, picks), 3)
     if spec.kind == "inference":
         entry["target_utilization"] = target_utilization(spec)
-        entry["slo_percentile"] = getattr(spec, "slo_percentile", 90)
-        entry["engine"] = getattr(spec, "engine", "vllm")
-        entry["redundancy"] = getattr(spec, "redundancy", "none")
+        entry["slo_percentile"] = spec.slo_percentile
+        entry["engine"] = spec.engine
+        entry["redundancy"] = spec.redundancy
         entry["margins"] = slo_margins(catalog, spec, picks)
     if len(picks) > 1:
         entry["layouts"] = [{"gpu": c.layout.gpu, "precision": c.layout.precision,
@@ -231,7 +233,7 @@ def workload_entry(catalog: Catalog, spec: Any, picks: list[tuple[Candidate, int
     return entry
 
 
-def training_entry(catalog: Catalog, spec: Any, cand: Candidate) -> dict[str, Any]:
+def training_entry(catalog: Catalog, spec: TrainingWorkload, cand: Candidate) -> dict[str, Any]:
     """A training job's knobs (recompute, ZeRO stage, batch, SP, interleave, CP), its
     expected goodput (failures, checkpoints) and the margin to its deadline."""
     good = goodput(catalog, cand.estimate)
@@ -250,12 +252,12 @@ def training_entry(catalog: Catalog, spec: Any, cand: Candidate) -> dict[str, An
     return entry
 
 
-def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution
-             ) -> dict[str, Any]:
-    """The plan JSON (without decision path and warnings, which explain adds), with its
-    placement (one entry per bought node) and bill of materials recomputed from it."""
+def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution) -> Plan:
+    """The plan (without decision path and warnings, which explain adds), with its
+    placement (one entry per bought node) and bill of materials recomputed from it. The
+    parts are put together as plain values, then checked into the frozen :class:`Plan`."""
     values = solution.values
-    nodes = []
+    nodes: list[dict[str, Any]] = []
     bought: dict[str, int] = {}
     power_kw = 0.0
     rack_units = 0
@@ -301,4 +303,4 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
     add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/optimize/rental.py)
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
     plan["schedule"] = schedule_for(catalog, rfq, table, plan)  # solver/optimize/schedule.py
-    return plan
+    return Plan.model_validate(plan)

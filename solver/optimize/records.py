@@ -5,14 +5,14 @@ and rented ones (:mod:`solver.optimize.rental`) are both built from these record
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from solver.catalog.data import Fabric, Gpu
 from solver.optimize.costs import CostParams, NodeCost
 from solver.optimize.storage import TrainingStorage
 from solver.physics.layout import TRAINING_KINDS, Estimate, Layout, Workload
-from solver.rfq.schema import AnyWorkload
+from solver.rfq.schema import AnyWorkload, ServingWorkload
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 SERVING_PRECISIONS = ("bf16", "fp8", "int8", "int4", "fp4")
@@ -87,20 +87,24 @@ class CandidateTable:
 def physics_workload(spec: AnyWorkload) -> Workload:
     """The physics-facing view of one RFQ workload (capacity mode for serving).
 
-    Serving passes the engine (whose factors the physics uses) and, for online inference,
-    the percentile the SLOs are checked at; batch inference has no latency SLO (percentile
-    50). A bare spec without these fields (tests, tools) gets vLLM at p90."""
-    engine = getattr(spec, "engine", None) or "vllm"
+    Serving passes the engine (whose factors the physics uses; a validated RFQ names one,
+    the catalog's default when it gave none) and, for online inference, the percentile the
+    SLOs are checked at; batch inference has no latency SLO (percentile 50)."""
     if spec.kind == "inference":
-        return Workload(kind=spec.kind, input_tokens=spec.input_tokens,
-                        output_tokens=spec.output_tokens, concurrency=None,
-                        ttft_ms=spec.ttft_ms, tpot_ms=spec.tpot_ms, engine=engine,
-                        percentile=int(getattr(spec, "slo_percentile", None) or 90))
+        return _engine(spec, Workload(kind=spec.kind, input_tokens=spec.input_tokens,
+                                      output_tokens=spec.output_tokens, concurrency=None,
+                                      ttft_ms=spec.ttft_ms, tpot_ms=spec.tpot_ms,
+                                      percentile=spec.slo_percentile))
     if spec.kind == "batch_inference":
-        return Workload(kind=spec.kind, input_tokens=spec.input_tokens,
-                        output_tokens=spec.output_tokens, concurrency=None, engine=engine,
-                        percentile=50)
+        return _engine(spec, Workload(kind=spec.kind, input_tokens=spec.input_tokens,
+                                      output_tokens=spec.output_tokens, concurrency=None,
+                                      percentile=50))
     return Workload(kind=spec.kind, seq_len=spec.seq_len)
+
+
+def _engine(spec: ServingWorkload, work: Workload) -> Workload:
+    """``work`` with the RFQ's engine, when it names one (else the physics' default)."""
+    return replace(work, engine=spec.engine) if spec.engine else work
 
 
 def precisions_for(spec: AnyWorkload, gpu: Gpu) -> list[str]:
@@ -115,11 +119,7 @@ def precisions_for(spec: AnyWorkload, gpu: Gpu) -> list[str]:
     else:
         options = [p for p in SERVING_PRECISIONS
                    if p in ("bf16", "int4") or p in gpu.dense_tflops]
-    allowed_of = getattr(spec, "allowed_precisions", None)
-    if allowed_of is None:  # a bare spec (tests, tools): only a pinned precision narrows
-        pinned = getattr(spec, "precision", None)
-        return [p for p in options if pinned is None or p == pinned]
-    allowed = allowed_of()
+    allowed = spec.allowed_precisions()
     return [p for p in options if p in allowed]
 
 

@@ -33,11 +33,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from solver.catalog.data import Catalog
 from solver.optimize.costs import HOURS_PER_YEAR, CostParams, NodeCost
 from solver.optimize.mip import demand_of, replica_bound
+from solver.optimize.plan_model import BuyVsRent, Plan
 from solver.optimize.records import (
     POWERS_OF_TWO,
     Candidate,
+    CandidateTable,
     NodeType,
     batch_request_too_slow,
     physics_workload,
@@ -46,29 +49,30 @@ from solver.optimize.records import (
 )
 from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import best_layout
+from solver.rfq.schema import AnyWorkload, Rfq, TrainingWorkload
 
 RENTED_PREFIX = "rent:"
 MAX_RENTED_INSTANCES = 64
 JOB_SIZES_KEPT = 3  # meeting sizes kept per offer and precision (larger ones cost more)
 
 
-def rental_mode(rfq: Any) -> str:
-    return getattr(rfq, "rental", None) or "forbid"
+def rental_mode(rfq: Rfq) -> str:
+    return rfq.rental
 
 
-def owned_allowed(rfq: Any) -> bool:
+def owned_allowed(rfq: Rfq) -> bool:
     """Whether bought nodes may run workloads (``rental: only`` rents everything)."""
     return rental_mode(rfq) != "only"
 
 
-def allowed_offers(catalog: Any, rfq: Any) -> list[Any]:
+def allowed_offers(catalog: Catalog, rfq: Rfq) -> list[Any]:
     """Offers the RFQ may rent: none when ``rental: forbid``; else those whose GPU the
     RFQ allows (``constraints.gpus``, ``datacenter_grade_only``)."""
     if rental_mode(rfq) == "forbid":
         return []
     c = rfq.constraints
     out = []
-    for offer in getattr(catalog, "rental", {}).values():
+    for offer in catalog.rental.values():
         gpu = catalog.gpus.get(offer.gpu)
         if gpu is None or (c.gpus is not None and offer.gpu not in c.gpus):
             continue
@@ -78,7 +82,7 @@ def allowed_offers(catalog: Any, rfq: Any) -> list[Any]:
     return out
 
 
-def offer_fabric(rfq: Any, offer: Any) -> str:
+def offer_fabric(rfq: Rfq, offer: Any) -> str:
     """The offer's fabric, or ``none`` when the RFQ's ``constraints.fabrics`` excludes it."""
     allowed = rfq.constraints.fabrics
     if offer.fabric != "none" and allowed is not None and offer.fabric not in allowed:
@@ -86,7 +90,7 @@ def offer_fabric(rfq: Any, offer: Any) -> str:
     return offer.fabric
 
 
-def instance_node(catalog: Any, offer: Any) -> Any:
+def instance_node(catalog: Catalog, offer: Any) -> Any:
     """A cost-free node type standing for one instance (for the physics only): the offer's
     GPU, ``gpus_per_instance`` GPUs, in the smallest catalog server that takes that GPU."""
     gpu = catalog.gpus[offer.gpu]
@@ -100,7 +104,7 @@ def instance_node(catalog: Any, offer: Any) -> Any:
                     stack=gpu.stack)
 
 
-def hours_used(spec: Any, cand_hours: float | None, horizon_years: float) -> float:
+def hours_used(spec: AnyWorkload, cand_hours: float | None, horizon_years: float) -> float:
     """Hours a rented unit is paid for before the minimum term: the job's run, the batch
     deadline window, or the whole horizon for always-on serving."""
     if spec.kind in TRAINING_KINDS:
@@ -115,7 +119,7 @@ def unit_cost_usd(offer: Any, gpus: int, hours: float) -> float:
     return gpus * offer.usd_per_gpu_hour * offer.billed_hours(hours)
 
 
-def rented_candidates(catalog: Any, rfq: Any, spec: Any, params: CostParams,
+def rented_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, params: CostParams,
                       rejected: list[str]) -> list[Any]:
     """Every rented candidate of one workload (module docstring)."""
     out: list[Any] = []
@@ -125,7 +129,7 @@ def rented_candidates(catalog: Any, rfq: Any, spec: Any, params: CostParams,
             rejected.append(f"{RENTED_PREFIX}{offer.id}: no catalog server models this GPU")
             continue
         for precision in precisions_for(spec, catalog.gpus[offer.gpu]):
-            if spec.kind in TRAINING_KINDS:
+            if isinstance(spec, TrainingWorkload):
                 out += _rented_jobs(catalog, rfq, spec, offer, node, precision, params,
                                     rejected)
             else:
@@ -134,15 +138,15 @@ def rented_candidates(catalog: Any, rfq: Any, spec: Any, params: CostParams,
     return out
 
 
-def _instance_counts(rfq: Any, offer: Any) -> list[int]:
+def _instance_counts(rfq: Rfq, offer: Any) -> list[int]:
     """Instances one rented group may span: 1, and 2, 4, ... when the offer has a fabric."""
     if offer_fabric(rfq, offer) == "none":
         return [1]
     return [1] + [m for m in (2, 4, 8, 16, 32, 64) if m <= MAX_RENTED_INSTANCES]
 
 
-def _rented_jobs(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, precision: str,
-                 params: CostParams, rejected: list[str]) -> list[Any]:
+def _rented_jobs(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload, offer: Any, node: Any,
+                 precision: str, params: CostParams, rejected: list[str]) -> list[Any]:
     """A job on ``m`` whole instances for m = 1, 2, 4, ...: the first sizes that meet the
     deadline (larger ones are faster but rarely cheaper; ``JOB_SIZES_KEPT`` are kept)."""
     workload = physics_workload(spec)
@@ -174,7 +178,7 @@ def _rented_jobs(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, preci
     return out
 
 
-def _rented_serving(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, precision: str,
+def _rented_serving(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, offer: Any, node: Any, precision: str,
                     params: CostParams, rejected: list[str]) -> list[Any]:
     """Serving units on one offer: one instance running k/s replicas of an s-GPU layout
     (s = 1, 2, ... k), or - when none fits one instance - a replica over m instances."""
@@ -212,12 +216,12 @@ def _rented_serving(catalog: Any, rfq: Any, spec: Any, offer: Any, node: Any, pr
     return out
 
 
-def reprice_rented(cand: Any, catalog: Any, rfq: Any, params: CostParams) -> Any:
+def reprice_rented(cand: Any, catalog: Catalog, rfq: Rfq, params: CostParams) -> Any:
     """A rented candidate with its cost recomputed for the catalog's current offer price
     and the horizon in ``params`` (the physics is unchanged; what-if and sensitivity)."""
     from dataclasses import replace
 
-    offer = getattr(catalog, "rental", {}).get(cand.rental.id, cand.rental)
+    offer = catalog.rental.get(cand.rental.id, cand.rental)
     spec = next(s for s in rfq.workloads if s.name == cand.workload)
     hours = hours_used(spec, cand.hours_to_complete, params.horizon_years)
     return replace(cand, rental=offer, rental_usd=unit_cost_usd(offer, cand.gpus, hours))
@@ -284,8 +288,8 @@ def bom_rental(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- buy vs rent
-def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any],
-                residual: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+def buy_vs_rent(table: CandidateTable, rfq: Rfq, plan: Plan,
+                residual: tuple[float, float] | None = None) -> list[BuyVsRent]:
     """For each workload: the cheapest owned-alone and rented-alone cost (each workload on
     its own, from the candidate table), the break-even hours of use over the horizon and
     the break-even utilisation above which owning wins, the break-even horizon (months of
@@ -294,7 +298,7 @@ def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any],
     value fraction, yearly price decline); default :func:`residual_params`."""
     horizon_h = HOURS_PER_YEAR * table.params.horizon_years
     specs = {s.name: s for s in rfq.workloads}
-    chosen = {e["name"]: e.get("sourcing", "owned") for e in plan.get("workloads", [])}
+    chosen = {e.name: e.sourcing or "owned" for e in plan.workloads}
     out = []
     for name, cands in table.candidates.items():
         spec = specs[name]
@@ -314,11 +318,11 @@ def buy_vs_rent(table: Any, rfq: Any, plan: dict[str, Any],
                         "breakeven_utilization": round(breakeven_h / horizon_h, 4)})
             row.update(owned_horizon_terms(table, spec, own, per_hour, used, residual))
         row["why"] = _why(row)
-        out.append(row)
+        out.append(BuyVsRent.model_validate(row))
     return out
 
 
-def _cheapest(table: Any, spec: Any, cands: list[Any]) -> tuple[float, Any, int] | None:
+def _cheapest(table: CandidateTable, spec: AnyWorkload, cands: list[Any]) -> tuple[float, Any, int] | None:
     """(USD, candidate, units) of the cheapest way to run one workload alone on these
     candidates: a job's cheapest candidate; serving: the cheapest candidate at the replica
     count that alone meets demand. Owned costs count whole nodes over the horizon plus
@@ -353,13 +357,13 @@ def _why(row: dict[str, Any]) -> str:
     return f"owning wins: used {used:,.0f} h, above the break-even {even:,.0f} h"
 
 
-def resale_text(row: dict[str, Any]) -> str:
+def resale_text(row: BuyVsRent) -> str:
     """A one-off job's buy-run-resell cost against renting, in words (<= 76 chars)."""
-    resold = row.get("owned_resold_usd")
-    if resold is None or row.get("rented_usd") is None:
+    resold = row.owned_resold_usd
+    if resold is None or row.rented_usd is None:
         return ""
-    verdict = "dearer than" if resold > row["rented_usd"] else "cheaper than"
-    return (f"buy, run the job, resell at {row['residual_value_fraction']:.0%}: "
+    verdict = "dearer than" if resold > row.rented_usd else "cheaper than"
+    return (f"buy, run the job, resell at {row.residual_value_fraction or 0.0:.0%}: "
             f"{_usd(resold)} ({verdict} renting)")
 
 
@@ -377,7 +381,7 @@ def residual_value_usd(capex_usd: float, months: float, fraction: float,
     return capex_usd * fraction * (1.0 - decline) ** (max(0.0, months) / 12.0)
 
 
-def owned_horizon_terms(table: Any, spec: Any, own: tuple[float, Any, int], per_hour: float,
+def owned_horizon_terms(table: CandidateTable, spec: AnyWorkload, own: tuple[float, Any, int], per_hour: float,
                         used: float, residual: tuple[float, float] | None = None
                         ) -> dict[str, Any]:
     """Owned-alone cost split into what is paid up front and per month, the break-even
@@ -417,12 +421,14 @@ def owned_horizon_terms(table: Any, spec: Any, own: tuple[float, Any, int], per_
     return out
 
 
-def cumulative_costs(row: dict[str, Any], horizon_years: float, step_months: float = 1.0
+def cumulative_costs(row: BuyVsRent, horizon_years: float, step_months: float = 1.0
                      ) -> dict[str, list[float]] | None:
     """Cumulative cost month by month of owning (capex at month 0, then running costs) and
     of renting (the rented capacity's $/h for the hours it is used, spread over time from
     month 0) for one ``buy_vs_rent`` row; ``None`` when the row lacks either side."""
-    if row.get("owned_capex_usd") is None or row.get("rent_usd_per_hour") is None:
+    capex, running = row.owned_capex_usd, row.owned_running_usd_per_month
+    per_hour, used = row.rent_usd_per_hour, row.hours_used
+    if capex is None or running is None or per_hour is None or used is None:
         return None
     months: list[float] = []
     month = 0.0
@@ -431,8 +437,8 @@ def cumulative_costs(row: dict[str, Any], horizon_years: float, step_months: flo
         months.append(round(month, 6))
         month += step_months
     per_month = HOURS_PER_YEAR / 12.0
-    buy = [row["owned_capex_usd"] + row["owned_running_usd_per_month"] * m for m in months]
-    rent = [row["rent_usd_per_hour"] * min(m * per_month, row["hours_used"]) for m in months]
+    buy = [capex + running * m for m in months]
+    rent = [per_hour * min(m * per_month, used) for m in months]
     return {"month": months, "buy_usd": [round(v, 2) for v in buy],
             "rent_usd": [round(v, 2) for v in rent]}
 
@@ -442,42 +448,42 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:,.0f}"
 
 
-def rent_lines(plan: dict[str, Any]) -> list[str]:
+def rent_lines(plan: Plan) -> list[str]:
     """What the plan rents, one short line per offer and workload (fits 80 columns)."""
     out = []
-    for entry in plan.get("workloads", []):
-        for rent in entry.get("rental") or []:
-            term = rent["price_type"].replace("_", " ")
-            out.append(f"{entry['name']}: {rent['instances']} x {rent['gpus_per_instance']} "
-                       f"{rent['gpu']} from {rent['offer']} ({term})")
-            out.append(f"  {rent['gpu_hours']:,.1f} GPU-h x {rent['usd_per_gpu_hour']:g} USD/GPU-h"
-                       f" = {_usd(rent['usd'])} (price as of {rent['as_of']})")
+    for entry in plan.workloads:
+        for rent in entry.rental or []:
+            term = rent.price_type.replace("_", " ")
+            out.append(f"{entry.name}: {rent.instances} x {rent.gpus_per_instance} "
+                       f"{rent.gpu} from {rent.offer} ({term})")
+            out.append(f"  {rent.gpu_hours:,.1f} GPU-h x {rent.usd_per_gpu_hour:g} USD/GPU-h"
+                       f" = {_usd(rent.usd)} (price as of {rent.as_of})")
     return out
 
 
-def buy_vs_rent_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The buy-versus-rent comparison of ``plan['buy_vs_rent']`` as lines of <= 78 chars."""
+def buy_vs_rent_lines(rows: list[BuyVsRent]) -> list[str]:
+    """The buy-versus-rent comparison of ``plan.buy_vs_rent`` as lines of <= 78 chars."""
     out = []
     for row in rows:
-        out.append(f"{row['workload']}: chosen {row['chosen']}; alone: own "
-                   f"{_usd(row['owned_usd'])}, rent {_usd(row['rented_usd'])}")
-        if row.get("breakeven_hours") is not None:
-            out.append(f"  rent {row['rent_offer']} at {row['rent_usd_per_hour']:,.2f} USD/h; "
-                       f"used {row['hours_used']:,.0f} h")
-            out.append(f"  break-even {row['breakeven_hours']:,.0f} h = "
-                       f"{row['breakeven_utilization']:.1%} of the horizon: above it, "
+        out.append(f"{row.workload}: chosen {row.chosen}; alone: own "
+                   f"{_usd(row.owned_usd)}, rent {_usd(row.rented_usd)}")
+        if row.breakeven_hours is not None:
+            out.append(f"  rent {row.rent_offer} at {row.rent_usd_per_hour or 0.0:,.2f} USD/h; "
+                       f"used {row.hours_used or 0.0:,.0f} h")
+            out.append(f"  break-even {row.breakeven_hours:,.0f} h = "
+                       f"{row.breakeven_utilization or 0.0:.1%} of the horizon: above it, "
                        "owning wins")
             out.append(f"  {breakeven_horizon_text(row)}")
             if resale_text(row):
                 out.append(f"  {resale_text(row)}")
-        out.append(f"  {row['why']}")
+        out.append(f"  {row.why}")
     return out
 
 
-def breakeven_horizon_text(row: dict[str, Any]) -> str:
+def breakeven_horizon_text(row: BuyVsRent) -> str:
     """The break-even horizon of a ``buy_vs_rent`` row in words (<= 76 chars)."""
-    months = row.get("breakeven_months")
-    if row.get("owned_capex_usd") is None:
+    months = row.breakeven_months
+    if row.owned_capex_usd is None:
         return ""
     if months is None:
         return "break-even horizon: none (renting costs less per hour than running owned)"

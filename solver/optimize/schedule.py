@@ -11,10 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.linear import LinearModel
 from solver.optimize.mip import Demand, planned_demand, replica_bound, target_utilization
+from solver.optimize.plan_model import Plan
+from solver.optimize.records import CandidateTable
+from solver.rfq.schema import AnyWorkload, Rfq
 
 
 def single_period(plan: dict[str, Any], horizon_years: float) -> list[dict[str, Any]]:
@@ -38,17 +42,17 @@ class Period:
     months: float
 
 
-def has_demand_over_time(rfq: Any) -> bool:
-    return any(getattr(w, "periods", None) for w in rfq.workloads)
+def has_demand_over_time(rfq: Rfq) -> bool:
+    return any(w.kind == "inference" and w.periods for w in rfq.workloads)
 
 
-def periods_of(rfq: Any) -> list[Period]:
+def periods_of(rfq: Rfq) -> list[Period]:
     """The union of every workload's period boundaries, up to the horizon."""
     horizon = 12.0 * rfq.horizon_years
     cuts = {0.0, horizon}
     for work in rfq.workloads:
         start = 0.0
-        for period in getattr(work, "periods", None) or []:
+        for period in (work.periods if work.kind == "inference" else None) or []:
             start += period.months
             if start < horizon - 1e-9:
                 cuts.add(round(start, 6))
@@ -56,11 +60,11 @@ def periods_of(rfq: Any) -> list[Period]:
     return [Period(a, b - a) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def demand_at(spec: Any, month: float) -> Any:
+def demand_at(spec: AnyWorkload, month: float) -> Any:
     """A serving workload's demand in force at ``month`` (its last period holds on), as
     capacity to buy: divided by the workload's ``target_utilization`` like the one-period
     MIP's demand (solver/optimize/mip.py planned_demand)."""
-    periods = getattr(spec, "periods", None)
+    periods = spec.periods if spec.kind == "inference" else None
     if not periods:
         return planned_demand(spec)
     start = 0.0
@@ -75,7 +79,7 @@ def demand_at(spec: Any, month: float) -> Any:
                   float(f"{float(chosen.qps or 0.0) / util:.12g}"))
 
 
-def schedule_for(catalog: Any, rfq: Any, table: Any, plan: dict[str, Any]
+def schedule_for(catalog: Catalog, rfq: Rfq, table: CandidateTable, plan: dict[str, Any]
                  ) -> list[dict[str, Any]]:
     """The plan's schedule: one period, or - when a workload gives demand over time - the
     phased purchase of :func:`phased` (its comparison with buying everything at month 0
@@ -97,7 +101,7 @@ def _usable(cand: Any) -> bool:
     return cand.rented or not cand.spanning
 
 
-def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
+def phased(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str | None = None
            ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
     r"""Buy capacity per period, rent to bridge (docs/rental.md, "Demand over time").
 
@@ -139,18 +143,19 @@ def phased(catalog: Any, rfq: Any, table: Any, solver: str | None = None
     now = _buy_now(model, table, periods)
     now_solution = backend.solve(now, None)
     schedule = _periods_out(table, cands, once, periods, solution.values, factor, fe_cable)
-    summary = {"tco_usd": round(solution.objective or 0.0, 2),
-               "buy_all_now_tco_usd": (round(now_solution.objective, 2)
-                                       if now_solution.objective is not None else None),
-               "hardware_price_decline_per_year": decline}
-    if summary["buy_all_now_tco_usd"] is not None:
-        summary["saving_usd"] = round(summary["buy_all_now_tco_usd"] - summary["tco_usd"], 2)
+    tco = round(solution.objective or 0.0, 2)
+    now_tco = (round(now_solution.objective, 2) if now_solution.objective is not None
+               else None)
+    summary: dict[str, Any] = {"tco_usd": tco, "buy_all_now_tco_usd": now_tco,
+                               "hardware_price_decline_per_year": decline}
+    if now_tco is not None:
+        summary["saving_usd"] = round(now_tco - tco, 2)
     return schedule, summary
 
 
 
 
-def _purchase_vars(model: LinearModel, table: Any, periods: list[Period],
+def _purchase_vars(model: LinearModel, table: CandidateTable, periods: list[Period],
                    factor: Any, fe_cable: float) -> None:
     """B[t,p]: nodes of type t bought at the start of period p, at the declined capex plus
     their front-end cables and power/operations for the rest of the horizon."""
@@ -164,7 +169,7 @@ def _purchase_vars(model: LinearModel, table: Any, periods: list[Period],
                                      + per_year * (horizon_months - period.start_month) / 12.0)
 
 
-def _unit_vars(model: LinearModel, table: Any, cands: dict[str, list[Any]],
+def _unit_vars(model: LinearModel, table: CandidateTable, cands: dict[str, list[Any]],
                specs: dict[str, Any], once: set[str], periods: list[Period]) -> None:
     """x[c,p]: units of candidate c in period p (jobs and batch once, in the first period);
     rented units pay their billed hours, a job its rental and storage."""
@@ -202,7 +207,7 @@ def _demand_rows(model: LinearModel, cands: dict[str, list[Any]], specs: dict[st
                                                for c in cs}, ">=", demand.qps)
 
 
-def _packing_rows(model: LinearModel, table: Any, cands: dict[str, list[Any]],
+def _packing_rows(model: LinearModel, table: CandidateTable, cands: dict[str, list[Any]],
                   once: set[str], periods: list[Period]) -> None:
     """Owned GPUs in use in period p fit on the nodes bought up to p."""
     for key, node in table.node_types.items():
@@ -218,9 +223,9 @@ def _packing_rows(model: LinearModel, table: Any, cands: dict[str, list[Any]],
                 coeffs[f"B[{key},{q}]"] = -float(node.gpus)
             model.add(f"packing[{key},{p}]", coeffs, "<=", 0.0)
 
-def _decline(catalog: Any) -> float:
+def _decline(catalog: Catalog) -> float:
     """``costs.hardware_price_decline_per_year`` (0 when the catalog has none)."""
-    param = getattr(catalog.costs, "hardware_price_decline_per_year", None)
+    param = catalog.costs.hardware_price_decline_per_year
     value = float(param.value) if param is not None else 0.0
     if not 0.0 <= value < 0.9:
         raise InputError([Problem("costs.yaml", "hardware_price_decline_per_year.value", value,
@@ -228,7 +233,7 @@ def _decline(catalog: Any) -> float:
     return value
 
 
-def _frontend(model: Any, table: Any, periods: list[Period], factor: Any) -> None:
+def _frontend(model: Any, table: CandidateTable, periods: list[Period], factor: Any) -> None:
     """Front-end ToR switches bought per period (single tier: an approximation above one
     switch's ports), enough for every owned node's front-end ports."""
     p_ = table.params
@@ -243,7 +248,7 @@ def _frontend(model: Any, table: Any, periods: list[Period], factor: Any) -> Non
         model.add(f"frontend[{p}]", coeffs, "<=", 0.0)
 
 
-def _final_limits(model: Any, table: Any, rfq: Any, last: int) -> None:
+def _final_limits(model: Any, table: CandidateTable, rfq: Rfq, last: int) -> None:
     """The RFQ's owned limits on the estate at the end (capacity only grows)."""
     c = rfq.constraints
     nodes = table.node_types
@@ -260,7 +265,7 @@ def _final_limits(model: Any, table: Any, rfq: Any, last: int) -> None:
         model.add("budget", dict(model.objective), "<=", rfq.budget_usd)
 
 
-def _buy_now(model: Any, table: Any, periods: list[Period]) -> Any:
+def _buy_now(model: Any, table: CandidateTable, periods: list[Period]) -> Any:
     """The same model with every purchase at month 0 (the buy-everything-now reference)."""
     from copy import deepcopy
 
@@ -273,7 +278,7 @@ def _buy_now(model: Any, table: Any, periods: list[Period]) -> Any:
     return now
 
 
-def _periods_out(table: Any, cands: dict[str, list[Any]], once: set[str],
+def _periods_out(table: CandidateTable, cands: dict[str, list[Any]], once: set[str],
                  periods: list[Period], values: dict[str, float], factor: Any,
                  fe_cable: float) -> list[dict[str, Any]]:
     out = []
@@ -313,7 +318,7 @@ def _periods_out(table: Any, cands: dict[str, list[Any]], once: set[str],
     return out
 
 
-def _period_lines(table: Any, nodes: dict[str, int], switches: int,
+def _period_lines(table: CandidateTable, nodes: dict[str, int], switches: int,
                   factor: float) -> list[dict[str, Any]]:
     """What one period buys, line by line: each node type (server with its GPUs) at the
     period's declined price, their front-end cables, and the front-end switches."""
@@ -339,21 +344,21 @@ def _period_lines(table: Any, nodes: dict[str, int], switches: int,
     return lines
 
 
-def schedule_lines(plan: dict[str, Any]) -> list[str]:
+def schedule_lines(plan: Plan) -> list[str]:
     """A phased schedule as short lines (fits 80 columns); empty for one period."""
-    schedule = plan.get("schedule") or []
-    phasing = plan.get("phasing")
+    schedule = plan.schedule
+    phasing = plan.phasing
     if len(schedule) < 2 or not phasing:
         return []
-    out = [f"phased TCO ${phasing['tco_usd']:,.0f}; buying all at month 0: "
-           f"${phasing['buy_all_now_tco_usd']:,.0f}",
-           f"(later hardware {phasing['hardware_price_decline_per_year']:.0%} a year cheaper)"]
+    out = [f"phased TCO ${phasing.tco_usd:,.0f}; buying all at month 0: "
+           f"${phasing.buy_all_now_tco_usd or 0.0:,.0f}",
+           f"(later hardware {phasing.hardware_price_decline_per_year:.0%} a year cheaper)"]
     for period in schedule:
-        end = period["start_month"] + period["months"]
-        runs = ", ".join(f"{name} {run['owned_gpus']} owned + {run['rented_gpus']} rented GPUs"
-                         for name, run in period["runs"].items())
-        out.append(f"months {period['start_month']:g}-{end:g}: buy {period['nodes_bought']} "
-                   f"node(s), {period['gpus_bought']} GPUs, ${period['capex_usd']:,.0f}; "
-                   f"rent ${period['rental_usd']:,.0f}")
+        end = period.start_month + period.months
+        runs = ", ".join(f"{name} {run.owned_gpus} owned + {run.rented_gpus} rented GPUs"
+                         for name, run in period.runs.items())
+        out.append(f"months {period.start_month:g}-{end:g}: buy {period.nodes_bought} "
+                   f"node(s), {period.gpus_bought} GPUs, ${period.capex_usd:,.0f}; "
+                   f"rent ${period.rental_usd:,.0f}")
         out.append(f"  {runs}")
     return out

@@ -1,6 +1,6 @@
-"""Solve an RFQ: candidates → MIP → plan; infeasible is an answer (conventions.md §6).
+"""Solve an RFQ: candidates → MIP → plan; infeasible is an answer, not an error.
 
-:func:`solve_rfq` returns the plan dict of contract.md. When no plan meets the RFQ, the plan
+:func:`solve_table` returns the :class:`~solver.optimize.plan_model.Plan` (docs/plan.md). When no plan meets the RFQ, the plan
 has status ``infeasible`` and ``infeasibility`` names the binding constraints and the
 nearest feasible relaxation, found by re-solving with each limit lifted in turn (the budget
 that would suffice, the nodes/GPUs/power/rack units needed) or, when a workload has no
@@ -25,10 +25,10 @@ from solver.optimize.candidates import build_candidates, request_seconds
 from solver.optimize.linear import Solution, TimeLimitReached
 from solver.optimize.mip import Limits, build_model
 from solver.optimize.plan import assemble
+from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
-from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import estimate as estimate_layout
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import AnyWorkload, BatchInferenceWorkload, Rfq, TrainingWorkload
 
 LIMIT_LABELS = {
     "budget_usd": ("budget", "budget_usd", "tco_usd"),
@@ -53,8 +53,8 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
 
 def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
                 time_limit: float | None = None, table: CandidateTable | None = None,
-                workers: int = 1) -> tuple[dict[str, Any], CandidateTable | None]:
-    """The cheapest plan for an RFQ, as the plan dict of contract.md, and the candidate
+                workers: int = 1) -> tuple[Plan, CandidateTable | None]:
+    """The cheapest plan for an RFQ (:class:`Plan`, docs/plan.md) and the candidate
     table it was chosen from (None when the time limit ran out while building it). The
     decision path and warnings are added by :func:`solver.analysis.explain.solve_rfq`.
 
@@ -62,6 +62,7 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     ``workers``: processes for building the table (a first build only; see
     :mod:`solver.optimize.candidate_workers`)."""
     started = time.perf_counter()
+    catalog = rfq.catalog(catalog)
     deadline = None if time_limit is None else started + time_limit
     if table is None:
         try:
@@ -89,14 +90,14 @@ MIN_MIP_SECONDS = 0.01
 
 
 def timeout_plan(rfq: Rfq, solver: str, time_limit: float | None,
-                 seconds: float) -> dict[str, Any]:
+                 seconds: float) -> Plan:
     """No plan within the time limit: status ``timeout`` (exit 4), not an infeasibility."""
     plan = _empty_plan(rfq, Solution("timeout", {}, None, 0.0, seconds, solver))
     plan["infeasibility"] = {
         "reasons": [f"no plan found within the time limit ({time_limit:g} s)"],
         "closest": {},
         "to_fix": "raise --time-limit (or drop it), or try another --solver"}
-    return plan
+    return Plan.model_validate(plan)
 
 
 def _empty_plan(rfq: Rfq, solution: Solution) -> dict[str, Any]:
@@ -115,14 +116,14 @@ def _empty_plan(rfq: Rfq, solution: Solution) -> dict[str, Any]:
 
 
 def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution,
-                    solver: str, deadline: float | None = None) -> dict[str, Any]:
+                    solver: str, deadline: float | None = None) -> Plan:
     """An infeasible answer: what binds and the nearest feasible relaxation (the relaxed
     re-solves share ``deadline``; one that runs out is left out of the answer)."""
     plan = _empty_plan(rfq, solution)
     if solution.status == "error":
         plan["infeasibility"] = {"reasons": [f"solver error: {solution.message}"],
                                  "closest": {}, "to_fix": "try another --solver"}
-        return plan
+        return Plan.model_validate(plan)
     reasons: list[str] = []
     closest: dict[str, Any] = {}
     buys: dict[str, Any] = {}  # limit path -> the cluster the relaxed limit buys
@@ -133,7 +134,7 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
     if empty and conflict:
         reason, fix = conflict
         plan["infeasibility"] = {"reasons": [reason], "closest": {}, "to_fix": fix}
-        return plan
+        return Plan.model_validate(plan)
     for name in empty:
         why = table.rejected.get(name, [])
         reasons.append(f"workload {name}: no layout on the allowed hardware meets its targets"
@@ -147,7 +148,7 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                              "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
     if buys:
         plan["infeasibility"]["closest_clusters"] = buys
-    return plan
+    return Plan.model_validate(plan)
 
 
 def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str,
@@ -166,14 +167,13 @@ def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver
         if trial.status in ("optimal", "feasible"):
             label, path, metric = LIMIT_LABELS[name]
             trial_plan = assemble(catalog, rfq, table, trial)
-            needed = (trial_plan["cost"][metric] if metric == "tco_usd"
-                      else trial_plan["cluster"][metric])
-            if metric == "tco_usd" and rfq.objective == "capex":
-                needed = trial_plan["cost"]["capex_usd"]
+            needed = _needed(trial_plan, metric)
+            if metric == "tco_usd" and rfq.objective == "capex" and trial_plan.cost:
+                needed = trial_plan.cost.capex_usd
             money = "$" if name == "budget_usd" else ""
             reasons.append(f"{label} = {money}{_num(getattr(limits, name))} binds")
             closest[path] = needed
-            buys[path] = trial_plan["cluster"]
+            buys[path] = trial_plan.cluster
             fixes.append(f"raise {path} to {money}{_num(needed)}")
     if not closest and active:
         trial = run_mip(table, rfq, solver=solver, limits=Limits(),
@@ -183,13 +183,20 @@ def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver
             reasons.append("the limits " + ", ".join(active) + " bind together")
             for name in active:
                 _, path, metric = LIMIT_LABELS[name]
-                closest[path] = (trial_plan["cost"][metric] if metric == "tco_usd"
-                                 else trial_plan["cluster"][metric])
+                closest[path] = _needed(trial_plan, metric)
             fixes.append("relax all of: " + ", ".join(
                 f"{LIMIT_LABELS[n][1]} to {_num(closest[LIMIT_LABELS[n][1]])}"
                 for n in active))
     if not reasons:
         reasons.append("no combination of the allowed hardware serves all workloads at once")
+
+
+def _needed(plan: Plan, metric: str) -> float:
+    """The TCO or cluster figure (``total_nodes``, ``power_kw``, ...) a relaxed plan needs."""
+    if metric == "tco_usd":
+        return plan.cost.tco_usd if plan.cost else 0.0
+    value: float = getattr(plan.cluster, metric)
+    return value
 
 
 def _num(value: float) -> str:
@@ -237,12 +244,12 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
-def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, Any], str]:
+def _relax_workload(catalog: Catalog, rfq: Rfq, spec: AnyWorkload) -> tuple[dict[str, Any], str]:
     """Re-solve one workload alone with its targets relaxed, to say what is achievable:
     (what was found, the fix in words)."""
     found: dict[str, Any] = {}
     fix = ""
-    if spec.kind in TRAINING_KINDS:
+    if isinstance(spec, TrainingWorkload):
         fix = _relax_training(catalog, rfq, spec, found)
     elif spec.kind == "batch_inference":
         fix = _relax_batch(catalog, rfq, spec, found)
@@ -253,7 +260,8 @@ def _relax_workload(catalog: Catalog, rfq: Rfq, spec: Any) -> tuple[dict[str, An
     return found, fix
 
 
-def _relax_training(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+def _relax_training(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload,
+                    found: dict[str, Any]) -> str:
     """The deadline the fastest allowed layout needs, or the nodes the model needs when
     nothing fits within ``max_nodes``; fills ``found``, returns the fix ('' if none)."""
     fix = ""
@@ -289,7 +297,8 @@ def _relax_training(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]
     return fix
 
 
-def _relax_batch(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+def _relax_batch(catalog: Catalog, rfq: Rfq, spec: BatchInferenceWorkload,
+                 found: dict[str, Any]) -> str:
     """The deadline one request alone needs on the fastest allowed replica."""
     fix = ""
     relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
@@ -307,7 +316,7 @@ def _relax_batch(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -
     return fix
 
 
-def _relax_slo(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+def _relax_slo(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, Any]) -> str:
     """The best TPOT and TTFT any allowed layout reaches at one request."""
     fix = ""
     relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
@@ -326,7 +335,7 @@ def _relax_slo(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> 
     return fix
 
 
-def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any]) -> str:
+def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, Any]) -> str:
     """The GPUs of the whole catalog that run the workload within its targets."""
     open_rfq = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
         update={"vendor": None, "gpus": None, "fabrics": None})})
@@ -338,5 +347,5 @@ def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: Any, found: dict[str, Any])
                  "relax the targets or choose a smaller model/precision")
 
 
-def _alone(rfq: Rfq, spec: Any) -> Rfq:
+def _alone(rfq: Rfq, spec: AnyWorkload) -> Rfq:
     return rfq.model_copy(update={"workloads": [spec]})

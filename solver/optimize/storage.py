@@ -17,12 +17,12 @@ of the job (exactly one is chosen) and the bill of materials recomputes it from 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
 from solver.optimize.costs import CostParams
 from solver.physics.geometry import geometry
+from solver.rfq.schema import TrainingWorkload
 
 FROZEN_BASE_BYTES_PER_PARAM = 2.0  # bf16 copy of the frozen base model (LoRA/QLoRA)
 
@@ -42,7 +42,8 @@ class TrainingStorage:
         return self.capacity_usd + self.bandwidth_usd
 
 
-def training_storage(catalog: Catalog, params: CostParams, spec: Any) -> TrainingStorage:
+def training_storage(catalog: Catalog, params: CostParams, spec: TrainingWorkload
+                     ) -> TrainingStorage:
     """Storage of one training workload (module docstring)."""
     model = catalog.model(spec.model)
     total = model.params_b * 1e9

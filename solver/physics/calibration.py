@@ -20,13 +20,14 @@ import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from solver.catalog.data import Catalog, content_key
 from solver.catalog.load import load_catalog
 from solver.catalog.perf_factors import Factor, factors
 from solver.common.memo import Memo
 from solver.common.paths import PACKAGE, REPOSITORY
-from solver.physics.layout import Estimate, Layout, Workload
+from solver.physics.layout import Estimate, Kind, Layout, Workload
 from solver.physics.performance import _compute_precision, best_layout, estimate
 
 CATEGORIES = ("inference throughput", "latency", "training throughput", "MFU", "memory")
@@ -136,7 +137,7 @@ def _category(kind: str, unit: str, metric: str) -> str:
     return "training throughput"
 
 
-def _train_kind(row: dict[str, str]) -> str:
+def _train_kind(row: dict[str, str]) -> Kind:
     text = (row["workload_kind"] + " " + row["benchmark_or_task"]).lower()
     if "qlora" in text:
         return "qlora"
@@ -177,7 +178,7 @@ def _map(catalog: Catalog, row: dict[str, str]) -> RowResult | tuple[Estimate, f
         measured = float(row["value"])
     except ValueError:
         measured = float("nan")
-    base = {"id": rid, "category": category, "model": model_id or row["model"],
+    base: dict[str, Any] = {"id": rid, "category": category, "model": model_id or row["model"],
             "gpu": gpu_id or row["gpu_family"], "measured": measured, "unit": unit}
     if model_id is None or gpu_id is None:
         return RowResult(layout="", predicted=None, status="out-of-catalog",
@@ -644,7 +645,7 @@ def training_fit(catalog: Catalog, csv_path: Path) -> TrainingFit:
     values = fit_train_efficiency(catalog, rows)
     fitted = _with_train_efficiency(catalog, values)
     fit_check = {row["id"]: map_row(fitted, row).error for row in rows}
-    held_out: dict[str, float] = {}
+    held_out: dict[str, float | None] = {}
     eff = factors(catalog)
     for source in sorted(set(sources.values())):
         train = [row for row in rows if row["source"] != source]

@@ -9,7 +9,7 @@ holds ``ceil(layers / pp)`` layers and one embedding matrix).
 A model built from a Hugging Face config (``Model.architecture``) gets its figures from the
 exact layer structure (:mod:`solver.catalog.architecture`): MLA latent KV, sliding-window layers that
 cache at most their window, linear-attention layers with a fixed state per sequence instead
-of a KV cache, MoE routed experts vs shared/dense parts. Catalog entries without a config
+of a KV cache, MoE routed experts vs shared and dense parts. Catalog entries without a config
 keep the summary figures of ``models.yaml``.
 """
 

@@ -15,6 +15,8 @@ RECOMPUTE_MODES: tuple[str, ...] = ("auto", "none", "selective", "full")
 KINDS: tuple[Kind, ...] = (
     "inference", "batch_inference", "lora", "qlora", "full_finetune", "pretrain",
 )
+KIND_OF: dict[str, Kind] = {kind: kind for kind in KINDS}
+"""A kind's name (a string checked against KINDS) -> the :data:`Kind` it names."""
 TRAINING_KINDS: tuple[Kind, ...] = ("lora", "qlora", "full_finetune", "pretrain")
 SERVING_KINDS: tuple[Kind, ...] = ("inference", "batch_inference")
 

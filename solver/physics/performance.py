@@ -336,17 +336,17 @@ def straggler_factor(catalog: Catalog, layout: Layout) -> float:
 def _training_prediction(step: _Step) -> Prediction:
     catalog, layout, w, plan = step.catalog, step.layout, step.w, step.plan
     t = _training_terms(step)
-    step = (t["compute"] + t["bubble"] + t["tp"] + t["a2a"] + t["pp"] + t["dp"] + t["cp"])
-    step *= straggler_factor(catalog, layout)
-    tokens_per_s = t["tokens"] / step
+    step_s = (t["compute"] + t["bubble"] + t["tp"] + t["a2a"] + t["pp"] + t["dp"] + t["cp"])
+    step_s *= straggler_factor(catalog, layout)
+    tokens_per_s = t["tokens"] / step_s
     per_gpu = tokens_per_s / layout.gpus
-    notes = ()
+    notes: tuple[str, ...] = ()
     if plan.recompute in ("partial", "full") and w.recompute == "auto":
         notes = (f"activation recompute of {plan.recompute_fraction:.0%} of the layers "
                  "(needed to fit)",)
     return Prediction(tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=per_gpu,
                       mfu=t["model_flops"] * per_gpu / t["peak"],
-                      scaling_efficiency=t["ideal"] / step, step_time_s=step, notes=notes)
+                      scaling_efficiency=t["ideal"] / step_s, step_time_s=step_s, notes=notes)
 
 
 def training_rate_bound(catalog: Catalog, model_id: str, gpu_id: str, precision: str,

@@ -1,10 +1,10 @@
 """The customer quote: one self-contained HTML document (Jinja2) or an XLSX workbook.
 
-:func:`quote_context` gathers everything the document says from the plan JSON, the RFQ and
-the catalog — summary, cluster picture (inline SVG), bill of materials, SLO/deadline
+:func:`quote_context` gathers everything the document says from the typed plan
+(:class:`~solver.optimize.plan_model.Plan`, docs/plan.md), the RFQ and the catalog — summary, cluster picture (inline SVG), bill of materials, SLO/deadline
 margins, assumptions with price dates, alternatives, warnings, validity date — so the HTML
-and the XLSX say the same thing. The bill of materials comes from the plan's
-``bill_of_materials`` (contract.md); a plan without one falls back to the cost breakdown.
+and the XLSX say the same thing. The bill of materials is the plan's
+``bill_of_materials``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from solver.catalog.data import Catalog
 from solver.common.wording import (
+    COST_LABELS,
     assumption_lines,
     assumptions,
     cluster_sentence,
@@ -30,77 +32,42 @@ from solver.common.wording import (
     usd,
     years,
 )
+from solver.optimize.plan_model import BuyVsRent, Period, Phasing, Plan, ScheduleRun
 from solver.optimize.rental import breakeven_horizon_text, resale_text
+from solver.rfq.schema import AnyWorkload, Rfq
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 SLOT = 14  # px, one GPU slot in the cluster picture
 COLOURS = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
            "#9D755D", "#EECA3B")
 MONEY, RATE = '"$"#,##0', '"$"#,##0.00'
-COST_ROWS = (("gpus_usd", "GPUs"), ("servers_usd", "Servers"),
-             ("network_usd", "Network (NICs, switch ports)"), ("storage_usd", "Shared storage"))
 
 
-def bom_lines(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], float, Any, bool]:
-    """(lines, capex, opex per year, from the plan's own BOM?) for the quote's BOM table."""
-    bom = plan.get("bill_of_materials")
-    if bom and bom.get("lines"):
-        return list(bom["lines"]), float(bom.get("capex_usd", sum(
-            line["line_total_usd"] for line in bom["lines"]))), bom.get("opex_per_year"), True
-    cost = plan.get("cost") or {}
-    lines = [{"sku": key.removesuffix("_usd"), "description": label, "quantity": 1,
-              "unit_price_usd": cost[key], "price_type": "catalog", "as_of": "",
-              "source": "cost breakdown", "line_total_usd": cost[key]}
-             for key, label in COST_ROWS if cost.get(key)]
-    return lines, float(cost.get("capex_usd", 0.0)), None, False
+def bom_lines(plan: Plan) -> tuple[list[dict[str, Any]], float, dict[str, Any] | None]:
+    """(lines, capex, opex per year) of the plan's bill of materials for the quote's table."""
+    bill = plan.bill_of_materials
+    if bill is None:
+        return [], 0.0, None
+    return ([line.model_dump() for line in bill.lines], bill.capex_usd,
+            bill.opex_per_year.model_dump())
 
 
-def placement_units(plan: dict[str, Any]) -> list[dict[str, Any]]:
+def placement_units(plan: Plan) -> list[dict[str, Any]]:
     """One drawn node per bought node: its type and which workload uses each GPU slot."""
-    placement = plan.get("placement")
     nodes: list[dict[str, Any]] = []
-    if placement:
-        for item in placement:
-            per_node = int(item.get("gpus_per_node") or item.get("gpus") or 0)
-            slots: list[str | None] = []
-            for run in item.get("runs") or item.get("workloads") or []:
-                if isinstance(run, dict):
-                    slots += [run.get("workload") or run.get("name")] * int(run.get("gpus", 1))
-                else:
-                    slots.append(str(run))
-            slots = (slots + [None] * per_node)[:max(per_node, len(slots))]
-            nodes.append({"label": f"{item.get('server', '')} · {item.get('gpu', '')}",
-                          "slots": slots})
-        return nodes
-    for node in plan["cluster"]["nodes"]:  # first fit, as the dashboard draws it
-        for _ in range(int(node["count"])):
-            nodes.append({"label": f"{node['server']} · {node['gpu']}", "gpu": node["gpu"],
-                          "slots": [None] * int(node["gpus_per_node"])})
-    for entry in plan.get("workloads", []):
-        for row in layout_rows(entry):
-            size = row["tp"] * row["pp"] * (row["dp"] if entry["kind"] not in (
-                "inference", "batch_inference") else 1)
-            copies = 1 if entry["kind"] not in ("inference", "batch_inference") else row["dp"]
-            for _ in range(copies):
-                need = size
-                for node in nodes:
-                    if node.get("gpu") != row["gpu"]:
-                        continue
-                    free = [i for i, s in enumerate(node["slots"]) if s is None]
-                    if size <= len(node["slots"]) and len(free) < need:
-                        continue
-                    for i in free[:need]:
-                        node["slots"][i] = entry["name"]
-                    need -= len(free[:need])
-                    if need <= 0:
-                        break
+    for item in plan.placement:
+        slots: list[str | None] = []
+        for run in item.runs:
+            slots += [run.workload] * run.gpus
+        slots = (slots + [None] * item.gpus)[:max(item.gpus, len(slots))]
+        nodes.append({"label": f"{item.server} · {item.gpu}", "slots": slots})
     return nodes
 
 
-def cluster_svg(plan: dict[str, Any]) -> str:
+def cluster_svg(plan: Plan) -> str:
     """The cluster as an inline SVG: one box per node, one square per GPU, coloured by job."""
     nodes = placement_units(plan)
-    names = [w["name"] for w in plan.get("workloads", [])]
+    names = [w.name for w in plan.workloads]
     colour = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
     per_row = 4
     box_w, box_h = 190, 58
@@ -135,58 +102,61 @@ def cluster_svg(plan: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def quote_context(plan: dict[str, Any], rfq: Any, catalog: Any,
+def quote_context(plan: Plan, rfq: Rfq, catalog: Catalog,
                   alternatives: list[dict[str, Any]] | None = None, valid_days: int = 30,
                   today: dt.date | None = None) -> dict[str, Any]:
     """Everything the quote says, as plain values (strings already formatted)."""
     today = today or dt.date.today()
-    feasible = plan["status"] in ("optimal", "feasible")
-    a = assumptions(catalog, rfq, plan)
+    catalog = rfq.catalog(catalog)
+    feasible = plan.feasible and plan.cost is not None
+    a = assumptions(catalog, rfq, plan.to_json())
     specs = {w.name: w for w in rfq.workloads}
-    lines, capex, opex, from_plan = bom_lines(plan) if feasible else ([], 0.0, None, False)
-    cost = plan.get("cost") or {}
+    lines, capex, opex = bom_lines(plan) if feasible else ([], 0.0, None)
     workloads = _workload_rows(plan, specs)
     alts = _alternative_rows(alternatives or [])
-    summary = _summary(plan, rfq, capex, cost) if feasible else _infeasible_summary(plan, rfq)
-    opex_list = [(label, usd(value)) for label, value in opex_rows(opex)]
+    summary = _summary(plan, rfq, capex) if feasible else _infeasible_summary(plan, rfq)
+    opex_list = opex_rows(opex) if opex else []
+    cost = plan.cost.model_dump() if plan.cost is not None else {}
+    info = plan.infeasibility
     return {
         "rfq": rfq, "plan": plan, "feasible": feasible, "summary": summary,
         "customer": rfq.customer or "", "date": today.isoformat(),
         "valid_until": (today + dt.timedelta(days=valid_days)).isoformat(),
         "svg": cluster_svg(plan) if feasible else "",
-        "bom": [{**line, "unit": usd(line.get("unit_price_usd")),
-                 "qty": qty(line.get("quantity", 0)),
-                 "total": usd(line.get("line_total_usd")),
-                 "source_short": short_source(line.get("source", ""))} for line in lines],
-        "bom_from_plan": from_plan, "capex": usd(capex), "capex_value": capex,
+        "bom": [{**line, "unit": usd(line["unit_price_usd"]), "qty": qty(line["quantity"]),
+                 "total": usd(line["line_total_usd"]),
+                 "source_short": short_source(line["source"])} for line in lines],
+        "capex": usd(capex), "capex_value": capex,
         "opex_rows": opex_list,
-        "costs": [(label, usd(cost[key])) for key, label in (
-            ("capex_usd", "Hardware (capex)"), ("power_usd", "Power"),
-            ("operations_usd", "Operations and engineering"),
-            ("multinode_overhead_usd", "Coupled-node engineering overhead"),
-            ("rental_usd", "Rental"), ("tco_usd", "Total cost of ownership"))
-            if key in cost],
+        "costs": [(COST_LABELS[key].label, usd(cost[key])) for key in QUOTE_COSTS
+                  if key in cost],
         "tco": usd(cost.get("tco_usd")), "horizon": years(rfq.horizon_years),
         "workloads": workloads, "assumptions": assumption_lines(a), "prices": a["prices"],
-        "alternatives": alts, "warnings": list(plan.get("warnings") or []),
-        "infeasible": relaxations(plan.get("infeasibility") or {},
-                                  plan.get("objective", "tco"), rfq.horizon_years)
-        if not feasible else [],
-        "reasons": (plan.get("infeasibility") or {}).get("reasons", []),
+        "alternatives": alts, "warnings": list(plan.warnings),
+        "infeasible": relaxations(info.model_dump(mode="json"), plan.objective,
+                                  rfq.horizon_years) if info and not feasible else [],
+        "reasons": list(info.reasons) if info else [],
         **rental_context(plan, rfq.horizon_years, feasible),
     }
 
 
-def _workload_rows(plan: dict[str, Any], specs: dict[str, Any]) -> list[dict[str, Any]]:
+QUOTE_COSTS = ("capex_usd", "power_usd", "operations_usd", "multinode_overhead_usd",
+               "rental_usd", "tco_usd")
+"""The cost rows of the quote's summary: capex, the running costs, rental and the TCO they
+add up to (labels: :data:`~solver.common.wording.COST_LABELS`)."""
+
+
+def _workload_rows(plan: Plan, specs: dict[str, AnyWorkload]) -> list[dict[str, Any]]:
     """Per workload of the plan: what runs, its layouts, targets against the RFQ, notes."""
     workloads = []
-    for entry in plan.get("workloads", []):
+    for work in plan.workloads:
+        entry = work.model_dump(mode="json")  # the wording helpers read the plan JSON
         workloads.append({
-            "name": entry["name"], "kind": entry["kind"].replace("_", " "),
-            "model": entry["model"], "precision": entry["precision"].upper(),
+            "name": work.name, "kind": work.kind.replace("_", " "),
+            "model": work.model, "precision": work.precision.upper(),
             "layouts": layout_rows(entry),
-            "targets": target_rows(entry, specs.get(entry["name"])),
-            "utilization": entry.get("utilization"),
+            "targets": target_rows(entry, specs.get(work.name)),
+            "utilization": work.utilization,
             "notes": serving_lines(entry),
         })
     return workloads
@@ -203,34 +173,32 @@ def _alternative_rows(alternatives: list[dict[str, Any]]) -> list[dict[str, Any]
     return alts
 
 
-def _summary(plan: dict[str, Any], rfq: Any, capex: float, cost: dict[str, Any]) -> str:
+def _summary(plan: Plan, rfq: Rfq, capex: float) -> str:
     """The opening paragraph of a feasible quote: what to buy, hardware cost, TCO."""
+    tco = plan.cost.tco_usd if plan.cost else None
     summary = (f"To run {plural(len(rfq.workloads), 'workload')} for "
-               f"{rfq.customer or rfq.id}, buy {cluster_sentence(plan['cluster'])}. "
+               f"{rfq.customer or rfq.id}, buy {cluster_sentence(plan.cluster.model_dump())}. "
                f"Hardware costs {usd(capex)}; the total cost of ownership over "
-               f"{years(rfq.horizon_years)} is {usd(cost.get('tco_usd'))}, including "
+               f"{years(rfq.horizon_years)} is {usd(tco)}, including "
                + ("power, operations and the engineering overhead of coupled nodes."
-                  if plan["cluster"].get("coupled") else "power and operations."))
+                  if plan.cluster.coupled else "power and operations."))
     return summary + rental_summary(plan)
 
 
-def _infeasible_summary(plan: dict[str, Any], rfq: Any) -> str:
+def _infeasible_summary(plan: Plan, rfq: Rfq) -> str:
     """The opening paragraph when nothing meets the RFQ: the nearest feasible change."""
-    words = relaxations(plan.get("infeasibility") or {}, plan.get("objective", "tco"),
-                        rfq.horizon_years)
+    info = plan.infeasibility
+    words = (relaxations(info.model_dump(mode="json"), plan.objective, rfq.horizon_years)
+             if info else [])
     return ("No configuration of the allowed hardware meets every requirement. "
             + ("Nearest feasible change: " + words[0] + "." if words else ""))
 
 
-def _months(value: Any) -> str:
-    return f"{float(value):g}"
-
-
-def rental_context(plan: dict[str, Any], horizon_years: float, feasible: bool = True
+def rental_context(plan: Plan, horizon_years: float, feasible: bool = True
                    ) -> dict[str, Any]:
     """What the quote says about the purchase schedule, rented capacity and buy-or-rent
-    (issue 16; docs/rental.md) - each list empty when the plan has none of it, so a plan
-    that buys everything at month 0 and rents nothing gets the quote of the first version:
+    (docs/rental.md) - each list empty when the plan has none of it, so a plan that buys
+    everything at month 0 and rents nothing gets the quote of the first version:
 
     * ``schedule``: per period start month, months, nodes/GPUs bought, capex, rental -
       shown when purchases are phased (``phasing``) or something is rented;
@@ -245,112 +213,111 @@ def rental_context(plan: dict[str, Any], horizon_years: float, feasible: bool = 
         return empty
 
     rentals = _rental_rows(plan)
-    phasing = plan.get("phasing")
-    schedule = plan.get("schedule") or []
-    rows = _schedule_rows(schedule) if phasing or rentals else []
+    phasing = plan.phasing
+    rows = _schedule_rows(plan.schedule) if phasing or rentals else []
     phase = _phasing_row(phasing) if phasing else None
-    rows_in = plan.get("buy_vs_rent") or []
+    rows_in = plan.buy_vs_rent or []
     compare = []
-    if any(row.get("rented_usd") is not None for row in rows_in):
+    if any(row.rented_usd is not None for row in rows_in):
         compare = [_buy_rent_row(row) for row in rows_in]
     return {"schedule": rows, "phasing": phase, "rentals": rentals, "buy_rent": compare,
             "rental_total": usd(sum(r["usd"] for r in rentals))}
 
 
-def _rental_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+def _rental_rows(plan: Plan) -> list[dict[str, Any]]:
     """Every rented block of every workload: offer, instances, GPU-hours, rate, cost."""
     rentals = []
-    for entry in plan.get("workloads", []):
-        for rent in entry.get("rental") or []:
+    for entry in plan.workloads:
+        for rent in entry.rental or []:
             rentals.append({
-                "workload": entry["name"], "offer": rent["offer"], "gpu": rent["gpu"],
-                "instances": f"{rent['instances']} × {rent['gpus_per_instance']} GPUs",
-                "price_type": rent["price_type"].replace("_", " "),
-                "provider": rent.get("provider_class", ""),
-                "hours": qty(rent["gpu_hours"]), "gpu_hours": rent["gpu_hours"],
-                "rate": f"${rent['usd_per_gpu_hour']:,.2f}",
-                "usd_per_gpu_hour": rent["usd_per_gpu_hour"], "total": usd(rent["usd"]),
-                "usd": rent["usd"], "as_of": rent.get("as_of", ""),
-                "source": rent.get("source", ""),
-                "source_short": short_source(rent.get("source", ""))})
+                "workload": entry.name, "offer": rent.offer, "gpu": rent.gpu,
+                "instances": f"{rent.instances} × {rent.gpus_per_instance} GPUs",
+                "price_type": rent.price_type.replace("_", " "),
+                "provider": rent.provider_class,
+                "hours": qty(rent.gpu_hours), "gpu_hours": rent.gpu_hours,
+                "rate": f"${rent.usd_per_gpu_hour:,.2f}",
+                "usd_per_gpu_hour": rent.usd_per_gpu_hour, "total": usd(rent.usd),
+                "usd": rent.usd, "as_of": rent.as_of,
+                "source": rent.source,
+                "source_short": short_source(rent.source)})
     return rentals
 
 
-def _schedule_rows(schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _schedule_rows(schedule: list[Period]) -> list[dict[str, Any]]:
     """The purchase schedule, one row per period: months, what is bought, what it costs,
     and what runs where."""
     rows = []
     for period in schedule:
-        runs = "; ".join(_run_text(name, run) for name, run in
-                         (period.get("runs") or {}).items())
-        rows.append({"start_month": _months(period["start_month"]),
-                     "end_month": _months(period["start_month"] + period["months"]),
-                     "months": _months(period["months"]),
-                     "nodes": period["nodes_bought"], "gpus": period["gpus_bought"],
-                     "capex": usd(period["capex_usd"]), "capex_usd": period["capex_usd"],
-                     "rental": usd(period["rental_usd"]),
-                     "rental_usd": period["rental_usd"], "runs": runs})
+        runs = "; ".join(_run_text(name, run) for name, run in period.runs.items())
+        rows.append({"start_month": _months(period.start_month),
+                     "end_month": _months(period.start_month + period.months),
+                     "months": _months(period.months),
+                     "nodes": period.nodes_bought, "gpus": period.gpus_bought,
+                     "capex": usd(period.capex_usd), "capex_usd": period.capex_usd,
+                     "rental": usd(period.rental_usd),
+                     "rental_usd": period.rental_usd, "runs": runs})
     return rows
 
 
-def _phasing_row(phasing: dict[str, Any]) -> dict[str, Any]:
+def _phasing_row(phasing: Phasing) -> dict[str, Any]:
     """Phased TCO against buying everything now, and the saving."""
-    return {"tco": usd(phasing["tco_usd"]),
-            "now": usd(phasing.get("buy_all_now_tco_usd")),
-            "saving": usd(phasing.get("saving_usd")),
-            "decline": f"{phasing['hardware_price_decline_per_year']:.0%}",
-            **{k: phasing.get(k) for k in ("tco_usd", "buy_all_now_tco_usd",
-                                           "saving_usd")}}
+    return {"tco": usd(phasing.tco_usd),
+            "now": usd(phasing.buy_all_now_tco_usd),
+            "saving": usd(phasing.saving_usd),
+            "decline": f"{phasing.hardware_price_decline_per_year:.0%}",
+            "tco_usd": phasing.tco_usd, "buy_all_now_tco_usd": phasing.buy_all_now_tco_usd,
+            "saving_usd": phasing.saving_usd}
 
 
-def _buy_rent_row(row: dict[str, Any]) -> dict[str, Any]:
+def _buy_rent_row(row: BuyVsRent) -> dict[str, Any]:
     """One workload's buy-or-rent comparison, formatted ('-' where a figure is absent)."""
-    util = row.get("breakeven_utilization")
+    util = row.breakeven_utilization
     return {
-        "workload": row["workload"], "chosen": row.get("chosen") or "",
-        "owned": usd(row["owned_usd"]) if row.get("owned_usd") is not None else "-",
-        "rented": usd(row["rented_usd"]) if row.get("rented_usd") is not None
-        else "-",
-        "offer": row.get("rent_offer") or "",
-        "hours_used": qty(row["hours_used"]) if row.get("hours_used") is not None
-        else "-",
-        "breakeven_hours": qty(round(row["breakeven_hours"])) if row.get(
-            "breakeven_hours") is not None else "-",
+        "workload": row.workload, "chosen": row.chosen or "",
+        "owned": usd(row.owned_usd) if row.owned_usd is not None else "-",
+        "rented": usd(row.rented_usd) if row.rented_usd is not None else "-",
+        "offer": row.rent_offer or "",
+        "hours_used": qty(row.hours_used) if row.hours_used is not None else "-",
+        "breakeven_hours": qty(round(row.breakeven_hours))
+        if row.breakeven_hours is not None else "-",
         "breakeven_util": f"{util:.1%}" if util is not None else "-",
-        "breakeven_months": (f"{row['breakeven_months']:,.1f}"
-                             if row.get("breakeven_months") is not None else
-                             "never" if row.get("owned_capex_usd") is not None
+        "breakeven_months": (f"{row.breakeven_months:,.1f}"
+                             if row.breakeven_months is not None else
+                             "never" if row.owned_capex_usd is not None
                              else "-"),
-        "resold": usd(row["owned_resold_usd"]) if row.get("owned_resold_usd")
-        is not None else "-",
-        "why": row.get("why", ""),
+        "resold": usd(row.owned_resold_usd) if row.owned_resold_usd is not None else "-",
+        "why": row.why,
         "notes": [t for t in (breakeven_horizon_text(row), resale_text(row)) if t],
-        "raw": row}
+        "raw": row.model_dump(mode="json")}
 
 
-def rental_summary(plan: dict[str, Any]) -> str:
+def _months(value: float) -> str:
+    return f"{float(value):g}"
+
+
+def rental_summary(plan: Plan) -> str:
     """Sentences the summary adds for rented capacity and a phased purchase ('' when the
     plan rents nothing and buys everything at month 0)."""
-    rented = [w["name"] for w in plan.get("workloads", []) if w.get("rental")]
+    rented = [w.name for w in plan.workloads if w.rental]
     text = ""
     if rented:
-        total = (plan.get("cost") or {}).get("rental_usd", 0.0)
+        total = plan.cost.rental_usd if plan.cost else 0.0
         names = ", ".join(rented)
         text += (f" {names} {'runs' if len(rented) == 1 else 'run'} on rented cloud "
                  f"instances (rental {usd(total)}, included in the total).")
-    phasing = plan.get("phasing")
+    phasing = plan.phasing
     if phasing:
         text += (f" Bought in steps (purchase schedule below), the total is "
-                 f"{usd(phasing['tco_usd'])} instead of "
-                 f"{usd(phasing.get('buy_all_now_tco_usd'))} buying everything now.")
+                 f"{usd(phasing.tco_usd)} instead of "
+                 f"{usd(phasing.buy_all_now_tco_usd)} buying everything now.")
     return text
 
 
-def _run_text(name: str, run: dict[str, Any]) -> str:
+def _run_text(name: str, run: ScheduleRun) -> str:
     """One workload's place in one period: owned/rented GPUs (phased) or its sourcing."""
-    if "owned_gpus" in run:
-        return f"{name}: {run['owned_gpus']} owned + {run['rented_gpus']} rented GPUs"
-    return f"{name}: {run.get('sourcing', 'owned')}, {run.get('gpus', 0)} GPUs"
+    if run.owned_gpus is not None:
+        return f"{name}: {run.owned_gpus} owned + {run.rented_gpus} rented GPUs"
+    return f"{name}: {run.sourcing or 'owned'}, {run.gpus or 0} GPUs"
 
 
 def render_html(context: dict[str, Any]) -> str:
@@ -467,7 +434,7 @@ def _xlsx_rental(book: Any, context: dict[str, Any]) -> None:
                     cell.number_format = fmt
 
 
-def write_quote(path: Path, plan: dict[str, Any], rfq: Any, catalog: Any,
+def write_quote(path: Path, plan: Plan, rfq: Rfq, catalog: Catalog,
                 alternatives: list[dict[str, Any]] | None = None, valid_days: int = 30) -> None:
     """Write the quote as HTML or XLSX, chosen by the file suffix."""
     context = quote_context(plan, rfq, catalog, alternatives, valid_days)

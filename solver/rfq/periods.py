@@ -5,7 +5,7 @@ against these periods is :mod:`solver.optimize.schedule`."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 MONTHS_PER_YEAR = 12.0
 
@@ -87,6 +87,6 @@ def _is_expansion(growth: Any, periods: Any, horizon_years: float) -> bool:
     return True
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     """An int or float that is not a bool (malformed values are left for the schema)."""
     return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,6 +1,6 @@
 """The RFQ (request for quotation) schema and its loaders: YAML, JSON and the CSV batch form.
 
-Validation happens at the edge (conventions.md §7): :func:`load_rfq` returns a frozen
+Validation happens at the edge: :func:`load_rfq` returns a frozen
 :class:`Rfq` or raises :class:`~solver.common.errors.InputError` whose problems name the file, the
 field path (``workloads[1].deadline_hours``), the value and the reason. Ids are checked
 against the catalog passed in the validation context, and an unknown model id lists the
@@ -19,14 +19,22 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from solver.catalog.data import Catalog, model_from_architecture, model_from_file, register_model
+from solver.catalog.data import (
+    Catalog,
+    Model,
+    model_from_architecture,
+    model_from_file,
+    model_key,
+)
 from solver.catalog.hf_config import parse_hf_config
+from solver.catalog.perf_factors import factors
 from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
 from solver.common.inputs import guard, parse, read_text, reject_bool
 from solver.rfq.periods import expand_demand_over_time
@@ -49,7 +57,35 @@ class _Strict(BaseModel):
 
 
 def _catalog(info: ValidationInfo) -> Catalog | None:
-    return (info.context or {}).get("catalog") if info.context else None
+    """The catalog in the validation context, with the models this RFQ brings so far
+    (inline architectures and config files, :meth:`Catalog.with_models`)."""
+    context = info.context if isinstance(info.context, dict) else None
+    catalog = context.get("catalog") if context else None
+    if catalog is None or context is None:
+        return catalog
+    return catalog.with_models(context.get("models", {}).values())
+
+
+def serving_engines(catalog: Catalog) -> tuple[str, list[str]]:
+    """(default engine, the engines an RFQ may name) of the catalog: ``efficiency.yaml``
+    ``serving.engines`` is the one list of serving engines (an engine is a factor set, not
+    a name in the code; a set marked ``planning: false`` serves calibration only)."""
+    serving = factors(catalog).serving
+    return serving.default_engine, sorted(name for name, engine in serving.engines.items()
+                                          if engine.planning)
+
+
+def _remember(info: ValidationInfo, model: Model) -> None:
+    """Keep ``model`` in the validation context so that later checks find it; one name
+    cannot stand for two different architectures in one RFQ."""
+    if not isinstance(info.context, dict):
+        return
+    known = info.context.setdefault("models", {})
+    other = known.get(model.id)
+    if other is not None and model_key(other) != model_key(model):
+        raise ValueError(f"model {model.id!r} names two different architectures in this RFQ; "
+                         "give each its own model name")
+    known[model.id] = model
 
 
 def _check_ids(values: list[str] | None, known: list[str], what: str) -> list[str] | None:
@@ -139,21 +175,23 @@ class _WorkloadBase(_Strict):
             return tuple(self.precisions)
         if self.precision is not None:
             return (self.precision,)
-        kind = getattr(self, "kind", "inference")
-        if kind in TRAINING_PRECISIONS:
-            return tuple(p for p in ("bf16", "fp8", "int4") if p in TRAINING_PRECISIONS[kind])
+        if isinstance(self, TrainingWorkload):
+            return tuple(p for p in ("bf16", "fp8", "int4")
+                         if p in TRAINING_PRECISIONS[self.kind])
         return SERVING_DEFAULT_PRECISIONS
 
     @model_validator(mode="before")
     @classmethod
-    def _inline_architecture(cls, data: Any) -> Any:
+    def _inline_architecture(cls, data: Any, info: ValidationInfo) -> Any:
         if isinstance(data, dict) and data.get("architecture") is not None:
             arch = data["architecture"]
             if not isinstance(arch, dict):
                 raise ValueError("architecture must be a mapping of Hugging Face config fields")
             data = dict(data)
             name = str(data.get("model") or f"{data.get('name', 'workload')}-model")
-            data["model"] = _register_inline(name, arch)
+            model = _inline_model(name, arch)
+            _remember(info, model)
+            data["model"] = model.id
         return data
 
     @field_validator("model")
@@ -165,18 +203,35 @@ class _WorkloadBase(_Strict):
         if value.endswith(".json"):
             base = (info.context or {}).get("base_dir")
             try:
-                return model_from_file(value, base).id
+                model = model_from_file(value, base)
             except InputError as exc:
                 raise ValueError(_config_reason(exc)) from None
+            _remember(info, model)
+            return model.id
         if not catalog.has_model(value):
             _check_ids([value], catalog.model_ids(), "model")
         return value
 
-    def __setstate__(self, state: dict[Any, Any]) -> None:
-        """Unpickled in a worker process: make an inline architecture findable there too."""
-        super().__setstate__(state)
-        if self.architecture is not None:
-            _register_inline(self.model, self.architecture)
+    _user_model: Model | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _keep_user_model(self, info: ValidationInfo) -> _WorkloadBase:
+        """The model an inline architecture or a config file defines, kept with the
+        workload (what :meth:`Rfq.user_models` hands to :meth:`Catalog.with_models`)."""
+        context = info.context if isinstance(info.context, dict) else {}
+        known = context.get("models", {}).get(self.model)
+        if known is not None:
+            self._user_model = known
+        elif self.architecture is not None:
+            self._user_model = _inline_model(self.model, self.architecture)
+        elif self.model.endswith(".json") and Path(self.model).is_absolute():
+            self._user_model = model_from_file(self.model)
+        return self
+
+    @property
+    def user_model(self) -> Model | None:
+        """The model this workload defines itself (inline architecture or config file)."""
+        return self._user_model
 
 
 def _config_reason(exc: InputError) -> str:
@@ -185,19 +240,20 @@ def _config_reason(exc: InputError) -> str:
                      for p in exc.problems)
 
 
-def _register_inline(name: str, arch: dict[str, Any]) -> str:
-    """Parse an inline ``architecture:`` block and register it as model ``name``."""
+def _inline_model(name: str, arch: dict[str, Any]) -> Model:
+    """The model of an inline ``architecture:`` block, named ``name``."""
     try:
         parsed = parse_hf_config(arch, "architecture")
     except InputError as exc:
         raise ValueError("; ".join(f"architecture.{p.field}"
                                    + (f" = {p.value!r}" if p.value is not None else "")
                                    + f": {p.reason}" for p in exc.problems)) from None
-    model = model_from_architecture(parsed, name, "inline architecture in the RFQ")
-    return register_model(model)
+    try:
+        return model_from_architecture(parsed, name, "inline architecture in the RFQ")
+    except InputError as exc:
+        raise ValueError(_config_reason(exc)) from None
 
 
-Engine = Literal["vllm", "sglang", "trtllm"]
 SloPercentile = Literal[50, 90, 95, 99]
 Redundancy = Literal["none", "n+1"]
 
@@ -205,8 +261,27 @@ Redundancy = Literal["none", "n+1"]
 class _ServingBase(_WorkloadBase):
     input_tokens: int = Field(ge=1, le=2_000_000)
     output_tokens: int = Field(ge=1, le=200_000)
-    engine: Engine = Field(default="vllm", description="serving engine whose measured "
-                           "factors the physics uses: vllm, sglang or trtllm")
+    engine: str | None = Field(
+        default=None, pattern=ID_PATTERN, max_length=64,
+        description="serving engine whose measured factors the physics uses: one of the "
+        "catalog's efficiency.yaml serving.engines; default its serving.default_engine")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_engine(cls, data: Any, info: ValidationInfo) -> Any:
+        """No engine named: the catalog's default engine (efficiency.yaml)."""
+        catalog = _catalog(info)
+        if isinstance(data, dict) and data.get("engine") is None and catalog is not None:
+            data = {**data, "engine": serving_engines(catalog)[0]}
+        return data
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str | None, info: ValidationInfo) -> str | None:
+        catalog = _catalog(info)
+        if value is not None and catalog is not None:
+            _check_ids([value], serving_engines(catalog)[1], "serving engine")
+        return value
 
     @model_validator(mode="after")
     def _context(self, info: ValidationInfo) -> _ServingBase:
@@ -329,6 +404,16 @@ class Rfq(_Strict):
     def _demand_over_time(cls, data: Any) -> Any:
         return expand_demand_over_time(data)
 
+    def user_models(self) -> tuple[Model, ...]:
+        """The models the RFQ defines itself (inline architectures, config files)."""
+        return tuple(w.user_model for w in self.workloads if w.user_model is not None)
+
+    def catalog(self, catalog: Catalog) -> Catalog:
+        """``catalog`` with this RFQ's own models (:meth:`Catalog.with_models`): the catalog
+        every stage that solves or presents this RFQ reads. The same catalog object when the
+        RFQ defines no model or it was extended already."""
+        return catalog.with_models(self.user_models())
+
     @field_validator("workloads")
     @classmethod
     def _unique_names(cls, workloads: list[Any]) -> list[Any]:
@@ -380,7 +465,7 @@ def _check_bools(data: dict, source: str) -> None:
     workloads = data.get("workloads")
     for index, workload in enumerate(workloads if isinstance(workloads, list) else []):
         if isinstance(workload, dict):
-            check(workload, kinds.get(workload.get("kind"), TrainingWorkload),
+            check(workload, kinds.get(str(workload.get("kind")), TrainingWorkload),
                   f"workloads[{index}].")
     if problems:
         raise InputError(problems)
