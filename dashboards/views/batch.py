@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from solver.common.errors import InputError, Problem
+from solver.common.spreadsheet import cell_text
 
 from .. import components, state
 from ..uploads import MAX_ZIP_MEMBERS, unpack_batch
@@ -80,8 +81,8 @@ class _Scrub:
         for sheet in book.worksheets:
             for row in sheet.iter_rows():
                 for cell in row:
-                    if isinstance(cell.value, str):
-                        cell.value = self(cell.value)
+                    if isinstance(cell.value, str):  # scrubbed, and still formula-safe
+                        cell.value = cell_text(self(cell.value))
         out = io.BytesIO()
         book.save(out)
         return out.getvalue()
@@ -135,7 +136,7 @@ def run(files: list[tuple[str, bytes]]) -> dict[str, Any]:
         table = pd.read_csv(folder / "results.csv")
         for column in table.columns:
             if not pd.api.types.is_numeric_dtype(table[column]):
-                table[column] = table[column].map(scrub)
+                table[column] = table[column].map(lambda v: cell_text(scrub(v)))
         return {"table": table, "csv": table.to_csv(index=False).encode(),
                 "xlsx": scrub.xlsx((folder / "results.xlsx").read_bytes()),
                 "rfqs": _openable(sources, folder),

@@ -12,6 +12,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from solver.common.spreadsheet import safe_row
+
 from .. import state
 
 EDITOR_KEY = "catalog_price_editor"
@@ -74,7 +76,8 @@ def prices_csv(cat: Any, overlay: dict[str, float]) -> str:
     stamp = date.today().isoformat()
     for entry_id, price in sorted(overlay.items()):
         if state.price_path(cat, entry_id) is not None:
-            writer.writerow([entry_id, f"{price:g}", stamp, "procure dashboard price overlay"])
+            writer.writerow(safe_row([entry_id, f"{price:g}", stamp,
+                                      "procure dashboard price overlay"]))
     return buffer.getvalue()
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from solver.batch.store import ResultStore
 from solver.common.errors import InputError, Problem
+from solver.common.spreadsheet import SafeSheet, cell_text
 
 EXPORT_COLUMNS = ("rfq", "status", "tco_usd", "capex_usd", "total_nodes", "total_gpus", "gpu",
                   "fabric", "coupled", "error", "power_kw", "rack_units", "source",
@@ -86,7 +87,7 @@ def export_csv(store: ResultStore, path: Path, run_id: int | None = None) -> Non
         writer = csv.DictWriter(handle, fieldnames=EXPORT_COLUMNS)
         writer.writeheader()
         for record in _records(store, run_id):
-            writer.writerow(record)
+            writer.writerow({key: cell_text(value) for key, value in record.items()})
 
 
 def export_parquet(store: ResultStore, path: Path, run_id: int | None = None) -> None:
@@ -134,7 +135,7 @@ def export_xlsx(store: ResultStore, path: Path, run_id: int | None = None) -> No
     from openpyxl import Workbook
 
     workbook = Workbook(write_only=True)
-    summary = workbook.create_sheet("Summary")
+    summary = SafeSheet(workbook.create_sheet("Summary"))  # every row formula-safe
     widths = {"rfq": 28, "status": 11, "gpu": 18, "fabric": 12, "error": 60, "source": 40,
               "created_at": 24, "catalog_version": 14}
     _widths(summary, [widths.get(c, 13) for c in EXPORT_COLUMNS])
@@ -145,7 +146,7 @@ def export_xlsx(store: ResultStore, path: Path, run_id: int | None = None) -> No
     for row in store.rows(run_id, ", ".join(EXPORT_COLUMNS) + ", plan_json, input"):
         sheet_name = names.name(row["rfq"])
         summary.append(_summary_row(summary, _record(row), sheet_name))
-        _rfq_sheet(workbook.create_sheet(sheet_name), row)
+        _rfq_sheet(SafeSheet(workbook.create_sheet(sheet_name)), row)
     workbook.save(path)
 
 
@@ -169,7 +170,7 @@ def _cell(sheet: Any, value: Any, number_format: str | None = None, bold: bool =
 
     if isinstance(value, str):  # control characters are not allowed in XLSX text
         value = _ILLEGAL_XLSX.sub("\ufffd", value)
-    cell = WriteOnlyCell(sheet, value=value)
+    cell = WriteOnlyCell(sheet, value=cell_text(value))
     if number_format:
         cell.number_format = number_format
     if bold:

@@ -98,16 +98,19 @@ def _print_sweep(result: dict[str, Any]) -> None:
 def _sweep_csv(results: list[dict[str, Any]], path: Path) -> None:
     import csv
 
+    from solver.common.spreadsheet import safe_row
+
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["sweep", "value", "status", "tco_usd", "rental_usd", "capex_usd",
                          "choice", "sourcing", "cluster"])
         for result in results:
             for p in result["points"]:
-                writer.writerow([result["sweep"], p[result["sweep"]], p["status"],
-                                 p.get("tco_usd"), p.get("rental_usd"), p.get("capex_usd"),
-                                 p.get("choice"), ";".join(f"{k}={v}" for k, v in (
-                                     p.get("sourcing") or {}).items()), p.get("cluster")])
+                writer.writerow(safe_row([
+                    result["sweep"], p[result["sweep"]], p["status"], p.get("tco_usd"),
+                    p.get("rental_usd"), p.get("capex_usd"), p.get("choice"),
+                    ";".join(f"{k}={v}" for k, v in (p.get("sourcing") or {}).items()),
+                    p.get("cluster")]))
 
 
 def _usd(value: float | None) -> str:
