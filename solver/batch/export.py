@@ -10,12 +10,12 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from solver.batch.store import ResultStore
-from solver.common.errors import InputError, Problem
+from solver.common.outputs import check_output_path
 from solver.common.spreadsheet import SafeSheet, cell_text
 
 EXPORT_COLUMNS = ("rfq", "status", "tco_usd", "capex_usd", "total_nodes", "total_gpus", "gpu",
@@ -33,27 +33,13 @@ COST_LABELS = {"gpus_usd": "GPUs", "servers_usd": "Servers (without GPUs)",
                "tco_usd": "Total cost of ownership"}
 
 
-def check_export_path(path: str | Path) -> Path:
-    """A valid ``--export`` path (suffix known, folder exists) or a usage error."""
-    path = Path(path)
-    if path.suffix.lower() not in EXPORT_SUFFIXES:
-        raise InputError([Problem(str(path), "--export", path.suffix,
-                                  "use a .csv, .parquet or .xlsx file name")])
-    if not path.parent.is_dir():
-        raise InputError([Problem(str(path), "--export", None,
-                                  f"folder {path.parent} does not exist")])
-    if path.is_dir():
-        raise InputError([Problem(str(path), "--export", None, "is a folder; give a file name")])
-    existed = path.exists()
-    try:  # a real write test (permissions, read-only file systems, root): append nothing
-        with path.open("ab"):
-            pass
-    except OSError as exc:
-        raise InputError([Problem(str(path), "--export", None,
-                                  f"cannot write here: {exc.strerror or exc}")]) from None
-    if not existed:
-        path.unlink(missing_ok=True)
-    return path
+def check_export_path(path: str | Path, *, store: str | Path | None = None,
+                      inputs: Iterable[str | Path] = ()) -> Path:
+    """A valid ``--export`` path (suffix known, folder exists, writable; not the results
+    ``store`` nor one of the ``inputs``: :func:`solver.common.outputs.check_output_path`)
+    or a usage error."""
+    return check_output_path(path, "--export", suffixes=EXPORT_SUFFIXES, inputs=inputs,
+                             store=store)
 
 
 def export(store: ResultStore, path: str | Path, run_id: int | None = None) -> Path:

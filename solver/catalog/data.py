@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -31,9 +32,7 @@ from solver.catalog.architecture import Architecture
 from solver.catalog.hf_config import load_hf_config
 from solver.catalog.rental_offers import RentalOffer
 from solver.common.errors import InputError, Problem, problems_from_pydantic
-from solver.common.inputs import (
-    reject_bool,
-)
+from solver.common.inputs import path_reason, path_within, reject_bool
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
@@ -502,27 +501,49 @@ def slug(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _model_from_file(path: str, mtime_ns: int) -> Model:
-
-
+def _model_from_file(path: str, mtime_ns: int, label: str) -> Model:
     arch = load_hf_config(path)
-    return model_from_architecture(arch, path, f"{path} (Hugging Face config.json)",
-                                   name=Path(path).name)
+    return model_from_architecture(arch, path, f"{label} (Hugging Face config.json)",
+                                   name=Path(label).name)
 
 
-def model_from_file(path: str | Path, base: str | Path | None = None) -> Model:
+UPLOAD_REFUSED = ("a model config file is accepted here only when it was uploaded together "
+                  "with the RFQ (in a zip, named relative to the RFQ, without '..'); "
+                  "otherwise name a catalog model id or give the architecture inline")
+"""The one message for a model path an upload may not name (:func:`model_from_file`
+``confine``): the same whether or not such a file exists on the server."""
+
+
+def model_from_file(path: str | Path, base: str | Path | None = None, *,
+                    confine: bool = False) -> Model:
     """The model of a Hugging Face ``config.json`` (``path`` relative to ``base``), registered
-    under its absolute path so that layouts and plans can name it."""
-    p = Path(path)
-    if not p.is_absolute():
-        p = Path(base or ".") / p
-    p = p.resolve()
-    if not p.is_file():
-        raise InputError([Problem(str(path), "", None,
-                                  f"model config file not found (looked at {p})")])
-    model = _model_from_file(str(p), p.stat().st_mtime_ns)
-    model = model.model_copy(update={"id": str(p)})
-    _REGISTERED[str(p)] = model
+    under its absolute path so that layouts and plans can name it.
+
+    ``confine`` (an uploaded RFQ): the file must be one uploaded with it, inside ``base``
+    (none when ``base`` is None); an absolute or parent path is refused without looking at
+    the server's files, and no message shows a server path
+    (:func:`solver.common.inputs.path_within`)."""
+    ref = str(path)
+    if confine:
+        real = path_within(ref, base, UPLOAD_REFUSED)
+        label = ref
+    else:
+        joined = Path(path) if Path(path).is_absolute() else Path(base or ".") / path
+        reason = path_reason(joined)
+        if reason is not None:
+            where = f" (looked at {joined})" if reason == "file not found" else ""
+            raise InputError([Problem(ref, "", None, f"model config: {reason}{where}")])
+        real = os.path.realpath(joined)
+        label = real
+    try:
+        model = _model_from_file(real, os.stat(real).st_mtime_ns, label)
+    except InputError as exc:
+        if not confine:
+            raise
+        raise InputError([Problem(ref if p.file == real else p.file, p.field, p.value,
+                                  p.reason) for p in exc.problems]) from None
+    model = model.model_copy(update={"id": real})
+    _REGISTERED[real] = model
     return model
 
 

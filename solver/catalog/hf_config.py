@@ -20,13 +20,13 @@ and listed in :attr:`Architecture.notes`.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from solver.catalog.architecture import Architecture
 from solver.common.errors import InputError, Problem
+from solver.common.inputs import guard, parse_json, read_text
 
 MAX_CONFIG_BYTES = 2_000_000
 MAX_DIMENSION = 10**9  # no real width, count or context comes near this
@@ -569,15 +569,6 @@ def load_hf_config(path: str | Path) -> Architecture:
     """Read and parse one ``config.json`` file."""
     path = Path(path)
     source = str(path)
-    if not path.is_file():
-        raise InputError([Problem(source, "", None, "config file not found")])
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise InputError([Problem(source, "", None, "config file larger than 2 MB")])
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError([Problem(source, "", None, "not UTF-8 text")]) from None
-    except json.JSONDecodeError as exc:
-        raise InputError([Problem(source, "", None, f"JSON syntax error at line {exc.lineno}, "
-                                  f"column {exc.colno}: {exc.msg}")]) from None
+    with guard(source):  # the bounded reader: a regular file, UTF-8, strict JSON
+        data = parse_json(read_text(path, source, MAX_CONFIG_BYTES), source)
     return parse_hf_config(data, source)

@@ -9,6 +9,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,12 @@ from solver.catalog.perf_factors import factors
 from solver.catalog.rental_offers import RENTAL_FILE, load_offers
 from solver.common.errors import InputError, Problem, problems_from_pydantic, short
 from solver.common.inputs import (
+    check_path,
     csv_records,
     guard,
     non_finite,
     parse_yaml,
+    path_reason,
     read_csv_rows,
     read_text,
 )
@@ -143,15 +146,39 @@ def _apply_prices(raw: dict[str, Any], path: Path) -> None:
                                      or f"user price overlay {path.name}")
 
 
+def _present(path: Path) -> bool:
+    """Whether a catalog folder has this file: True for a regular file, False when nothing
+    is there; anything else there (a dangling or looping link, a pipe, a folder, a device)
+    is that file's :class:`InputError`, never silently skipped."""
+    if not os.path.lexists(path):
+        return False
+    check_path(path)
+    return True
+
+
+def overlay_files(user_dir: str | Path | None) -> list[Path]:
+    """Every file a catalog overlay folder is read from (present or not): what no output of
+    a run may overwrite (:func:`solver.common.outputs.check_output_path`)."""
+    if user_dir is None:
+        return []
+    directory = Path(user_dir)
+    names = [*FILES.values(), "prices.csv", RENTAL_FILE]
+    found = [directory / name for name in names]
+    models = directory / "models"
+    if path_reason(models, folder=True) is None:
+        found += sorted(models.glob("*.json")) + sorted(models.glob("*/config.json"))
+    return found
+
+
 def _load_raw(directory: Path) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     for key, name in FILES.items():
         path = directory / name
-        if path.is_file():
+        if _present(path):
             raw[key] = _check_shape(key, _read_yaml(path), path)
     for entry in raw.get("models") or []:  # config paths are relative to their models.yaml
         if isinstance(entry, dict) and isinstance(entry.get("config"), str):
-            entry["config"] = str((directory / entry["config"]).resolve())
+            entry["config"] = os.path.realpath(directory / entry["config"])
     return raw
 
 
@@ -200,7 +227,7 @@ def _model_folder(raw: dict[str, Any], directory: Path) -> int:
     ids = {e.get("id") for e in models if isinstance(e, dict)}
     added = 0
     for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/config.json")):
-        resolved = str(path.resolve())
+        resolved = os.path.realpath(path)
         if resolved in named:
             continue
         name = (path.parent.name if path.name == "config.json"
@@ -285,8 +312,10 @@ def load_catalog(user_dir: str | None = None) -> Catalog:
     origin = str(builtin)
     if user_dir is not None:
         directory = Path(user_dir)
-        if not directory.is_dir():
-            raise InputError([Problem(user_dir, "", None, "catalog directory not found")])
+        reason = path_reason(directory, folder=True)
+        if reason is not None:  # a link loop, a 6,000-character path, a file
+            raise InputError([Problem(user_dir, "--catalog", None, "catalog directory not found"
+                                      if reason == "folder not found" else reason)])
         overlay = _load_raw(directory)
         for key, value in overlay.items():
             if key in ("costs", "efficiency"):
@@ -296,13 +325,15 @@ def load_catalog(user_dir: str | None = None) -> Catalog:
             else:
                 raw[key] = _merge_entries(raw.get(key) or [], value, directory / FILES[key])
         prices = directory / "prices.csv"
-        if prices.is_file():
+        has_prices = _present(prices)
+        if has_prices:
             _apply_prices(raw, prices)
         added = _model_folder(raw, directory)
         rental = directory / RENTAL_FILE  # rental offers: built-in rows, then the overlay's
-        raw["rental"] = load_offers(_rental_files(builtin) + ([rental] if rental.is_file()
+        has_rental = _present(rental)
+        raw["rental"] = load_offers(_rental_files(builtin) + ([rental] if has_rental
                                                               else []), raw)
-        if not overlay and not prices.is_file() and not added and not rental.is_file():
+        if not overlay and not has_prices and not added and not has_rental:
             raise InputError([Problem(user_dir, "", None,
                                       "no catalog files found (expected any of "
                                       f"{', '.join(FILES.values())}, prices.csv, "

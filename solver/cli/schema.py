@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """A customer-ready quote: summary, cluster picture, bill of materials, margins,
         assumptions, alternatives, risks and validity date."""
-        from solver.cli.solve import plan_with_alternatives
+        from solver.cli.solve import check_outputs, plan_with_alternatives
         from solver.common.errors import InputError, Problem
         from solver.report.quote import write_quote
 
@@ -49,6 +49,7 @@ def register(app: typer.Typer) -> None:
         if suffix not in (".html", ".htm", ".xlsx"):
             raise InputError([Problem("-o", "", str(output),
                                       "the quote must be a .html or .xlsx file")])
+        check_outputs({"-o": output}, rfq, catalog)  # before the solve: not an input, a folder
         cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
         write_quote(output, plan, parsed, cat, alternatives, valid_days=valid_days)
         out.print(f"wrote {output} ({plan['status']})")

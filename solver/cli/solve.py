@@ -37,6 +37,20 @@ def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = 
     return catalog, rfq
 
 
+def check_outputs(outputs: dict[str, Path | None], rfq: Path, catalog: str | None,
+                  overrides: Path | None = None) -> None:
+    """Each output path given (by its flag) is a file in an existing folder that is none of
+    the run's inputs (the RFQ, the overrides file, the files of a catalog overlay): checked
+    before anything is solved (:func:`solver.common.outputs.check_output_path`)."""
+    from solver.catalog.load import overlay_files
+    from solver.common.outputs import check_output_path
+
+    inputs = [rfq, *([overrides] if overrides else []), *overlay_files(catalog)]
+    for flag, path in outputs.items():
+        if path is not None:
+            check_output_path(path, flag, inputs=inputs)
+
+
 def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
     """Load and solve an RFQ, then re-solve its counterfactuals (none when infeasible):
     what `explain` and `quote` both present. Returns (catalog, rfq, plan, alternatives)."""

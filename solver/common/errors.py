@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import os
+import re
 import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,7 +26,8 @@ class Problem:
         where = f"{short(self.file, 300, quote=False)}: {short(self.field, 200, quote=False)}" \
             if self.field else short(self.file, 300, quote=False)
         shown = "" if self.value is None else f" = {short(self.value)}"
-        return f"{where}{shown}: {short(self.reason, MAX_REASON_CHARS, quote=False)}"
+        return escape_surrogates(
+            f"{where}{shown}: {short(self.reason, MAX_REASON_CHARS, quote=False)}")
 
 
 class InputError(Exception):
@@ -77,6 +80,26 @@ def short(value: Any, limit: int = 80, *, quote: bool = True) -> str:
 
 
 _short = short
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def escape_surrogates(text: str) -> str:
+    """Text that can be printed and stored as UTF-8: a byte of a file name that is not UTF-8
+    (Python keeps it as a lone surrogate, ``\\udcff``) is shown as ``\\xff``, any other lone
+    surrogate (a JSON ``\\ud800`` escape) as ``\\ud800``; other text is unchanged."""
+    return _SURROGATE.sub(_escape, text) if _SURROGATE.search(text) else text
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A file name as messages, stores and exports show it: its bytes that are not UTF-8
+    escaped (``bad\\xff.yaml``), so that any name can be printed, stored and compared."""
+    return escape_surrogates(os.fspath(path))
 
 
 def field_path(loc: Iterable[Any]) -> str:

@@ -18,10 +18,10 @@ workers, which rebuild warm, do not.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from solver.common.limits import usable_cores
 from solver.optimize.backends import release_solver_threads
 
 PARALLEL_MIN_WORKLOADS = 8
@@ -37,10 +37,7 @@ children are forked (they inherit it; a closure could not be sent to them)."""
 def default_workers() -> int:
     """The cores this process may use: the processes of a first build, and the default of
     ``procure batch --workers``."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 def workload_groups(keys: list[Any]) -> list[list[int]]:
