@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,22 +50,6 @@ def results(db: Path) -> dict[str, tuple[str, str | None]]:
     with sqlite3.connect(db) as con:
         return {f"{rfq}|{source}": (status, error) for rfq, source, status, error in
                 con.execute("SELECT rfq, source, status, error FROM results")}
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """Run ``procure ARGS`` in this process: (exit code, stdout, stderr)."""
-    from solver.cli.main import main
-
-    def run(*args: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["procure", *args])
-        monkeypatch.delenv("PROCURE_DEBUG", raising=False)
-        with pytest.raises(SystemExit) as info:
-            main()
-        captured = capsys.readouterr()
-        return int(info.value.code or 0), captured.out, captured.err
-
-    return run
 
 
 # --- an export must not destroy the store or an input ------------------------------------

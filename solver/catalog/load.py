@@ -219,8 +219,9 @@ def _model_folder(raw: dict[str, Any], directory: Path) -> int:
     entry names (``models/<name>.config.json`` or ``models/<name>/config.json``; id = the
     name in lower case). Returns how many were added."""
     folder = directory / "models"
-    if not folder.is_dir():
+    if not os.path.lexists(folder):
         return 0
+    check_path(folder, folder=True)  # a link loop or a file named models: said, not skipped
     models = raw.setdefault("models", [])
     named = {e.get("config") for e in models
              if isinstance(e, dict) and isinstance(e.get("config"), str)}

@@ -439,11 +439,13 @@ def _repo() -> Path:
 
 def _calibration_csv(csv_path: Path | None) -> Path:
     """``--csv``, else the clone's bench/data/calibration.csv; an error when it is missing."""
+    from solver.common.inputs import path_reason
     from solver.physics.calibration import default_csv
 
     path = csv_path or default_csv()
-    if not path.is_file():
-        raise _bad("--csv", str(path), "file not found" + (
+    reason = path_reason(path)
+    if reason is not None:
+        raise _bad("--csv", str(path), reason + (
             "" if csv_path else "; this installation ships no calibration data: pass --csv "
             "with bench/data/calibration.csv from a clone of the repository"))
     return path

@@ -23,8 +23,8 @@ class Problem:
     reason: str
 
     def __str__(self) -> str:
-        where = f"{short(self.file, 300, quote=False)}: {short(self.field, 200, quote=False)}" \
-            if self.field else short(self.file, 300, quote=False)
+        where = f"{short_path(self.file)}: {short(self.field, 200, quote=False)}" \
+            if self.field else short_path(self.file)
         shown = "" if self.value is None else f" = {short(self.value)}"
         return escape_surrogates(
             f"{where}{shown}: {short(self.reason, MAX_REASON_CHARS, quote=False)}")
@@ -80,6 +80,16 @@ def short(value: Any, limit: int = 80, *, quote: bool = True) -> str:
 
 
 _short = short
+
+
+def short_path(text: str, limit: int = 300) -> str:
+    """A file name for a message: a long one keeps its start and its end (the file's own
+    name), cut in the middle."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return f"{text[:head]}...{text[-(limit - head - 3):]}"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -27,7 +27,13 @@ from pydantic import (
 
 from solver.catalog.data import Catalog, model_from_architecture, model_from_file, register_model
 from solver.catalog.hf_config import parse_hf_config
-from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
+from solver.common.errors import (
+    InputError,
+    Problem,
+    nearest,
+    problems_from_pydantic,
+    short_path,
+)
 from solver.common.inputs import guard, parse, path_reason, read_text, reject_bool
 from solver.rfq.periods import expand_demand_over_time
 
@@ -168,7 +174,7 @@ class _WorkloadBase(_Strict):
                 return model_from_file(value, context.get("base_dir"),
                                        confine=bool(context.get("confine"))).id
             except InputError as exc:
-                raise ValueError(_config_reason(exc)) from None
+                raise ValueError(_config_reason(exc, value)) from None
         if not catalog.has_model(value):
             _check_ids([value], catalog.model_ids(), "model")
         return value
@@ -180,9 +186,12 @@ class _WorkloadBase(_Strict):
             _register_inline(self.model, self.architecture)
 
 
-def _config_reason(exc: InputError) -> str:
-    return "; ".join(f"{p.file}: {p.field or 'file'}"
-                     + (f" = {p.value!r}" if p.value is not None else "") + f": {p.reason}"
+def _config_reason(exc: InputError, ref: str) -> str:
+    """The problems of the model config file ``ref`` as one reason (the file is not named
+    again when it is ``ref`` itself, which the message shows as the value)."""
+    return "; ".join(("" if p.file == ref and not p.field else
+                      f"{short_path(p.file)}: {p.field or 'file'}"
+                      + (f" = {p.value!r}" if p.value is not None else "") + ": ") + p.reason
                      for p in exc.problems)
 
 
