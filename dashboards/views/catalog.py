@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from solver.catalog.data import MAX_PRICE_USD
 from solver.common.spreadsheet import safe_row
 
 from .. import state
@@ -104,7 +105,8 @@ def _save_overlay(cat: Any) -> None:
             continue
         row = frame.iloc[int(index)]
         value = change["your USD"]
-        if value is None or not value >= 0 or abs(float(value) - row["catalog USD"]) < 0.005:
+        if value is None or not 0 <= value <= MAX_PRICE_USD \
+                or abs(float(value) - row["catalog USD"]) < 0.005:  # unset, or not a price
             overlay.pop(row["id"], None)
         else:
             overlay[row["id"]] = float(value)
@@ -171,7 +173,7 @@ def render() -> None:
                        disabled=["id", "kind", "catalog USD"], on_change=_save_overlay,
                        args=(cat,),
                        column_config={"your USD": st.column_config.NumberColumn(
-                           min_value=0.0, step=1.0, format="%.0f"),
+                           min_value=0.0, max_value=MAX_PRICE_USD, step=1.0, format="%.0f"),
                            "catalog USD": st.column_config.NumberColumn(format="%.0f")})
         cols = st.columns([2, 2, 6])
         cols[0].download_button("Download prices.csv", prices_csv(cat, overlay),

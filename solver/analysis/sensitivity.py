@@ -306,7 +306,8 @@ def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
     return {
         "rfq": rfq.id, "objective": rfq.objective,
         "base": {"tco_usd": base.objective_usd(rfq.objective), "status": base.status,
-                 "cluster": describe(base.signature)},
+                 "cluster": describe(base.signature)}
+        | ({"error": base.solution.message} if base.status == "error" else {}),
         "parameters": rows, "solves": ev.solves,
         "seconds": round(time.perf_counter() - start, 3),
     }

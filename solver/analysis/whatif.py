@@ -247,6 +247,8 @@ def sweep_point(kind: str, value: float, plan: dict[str, Any]) -> dict[str, Any]
     """One point of a sweep from its plan (``choice``: buy, rent or hybrid overall)."""
     feasible = plan["status"] in ("optimal", "feasible")
     point: dict[str, Any] = {kind: value, "status": plan["status"]}
+    if plan["status"] == "error":  # the solver failed: no answer, said as such
+        point["error"] = "; ".join((plan.get("infeasibility") or {}).get("reasons") or [])
     if not feasible:
         return {**point, "tco_usd": None, "choice": None}
     phasing = plan.get("phasing")

@@ -34,6 +34,13 @@ from solver.catalog.rental_offers import RentalOffer
 from solver.common.errors import InputError, Problem, problems_from_pydantic
 from solver.common.inputs import path_reason, path_within, reject_bool
 
+MAX_PRICE_USD = 100_000_000.0
+"""The most one catalog item (a GPU, a server, a NIC, a switch port, a cable) may cost:
+far above any real price, far below what the MIP can still scale (1e30 made HiGHS fail)."""
+MAX_CATALOG_NUMBER = 1e9
+"""The largest figure any catalog field or cost parameter may hold (the largest real one is
+a 10 M-token context window): a number beyond it is a typo the solver cannot scale."""
+
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
 FormFactor = Literal["pcie", "sxm", "oam", "superchip"]
@@ -73,7 +80,7 @@ class Gpu(_Entry):
         gt=0, description="practical GPU-to-GPU all-reduce bus bandwidth inside one node, GB/s"
     )
     intra_node_latency_us: float = Field(gt=0)
-    price_usd: float = Field(gt=0)
+    price_usd: float = Field(gt=0, le=MAX_PRICE_USD)
     price_as_of: str
     price_source: str = ""
     price_type: PriceType = Field(
@@ -113,7 +120,7 @@ class Server(_Entry):
     name: str
     gpu_slots: int = Field(ge=1, le=16)
     form_factors: tuple[FormFactor, ...]
-    price_usd: float = Field(ge=0)
+    price_usd: float = Field(ge=0, le=MAX_PRICE_USD)
     base_power_w: float = Field(ge=0, description="CPUs, fans, NICs, drives at load, without GPUs")
     rack_units: int = Field(ge=1)
     nic_slots: int = Field(ge=0, description="slots for fabric NICs")
@@ -167,11 +174,12 @@ class Fabric(_Entry):
     family: Literal["none", "ethernet", "infiniband"]
     effective_gbs: float = Field(ge=0, description="practical GB/s per NIC, one direction")
     latency_us: float = Field(ge=0)
-    nic_price_usd: float = Field(ge=0, description="per NIC")
-    switch_port_price_usd: float = Field(ge=0, description="per switch port (switch price / ports)")
+    nic_price_usd: float = Field(ge=0, le=MAX_PRICE_USD, description="per NIC")
+    switch_port_price_usd: float = Field(ge=0, le=MAX_PRICE_USD,
+                                         description="per switch port (switch price / ports)")
     ports_per_switch: int = Field(ge=0)
     cable_price_usd: float = Field(
-        default=0.0, ge=0, description="per link (node-to-leaf or leaf-to-spine): a DAC/AOC "
+        default=0.0, ge=0, le=MAX_PRICE_USD, description="per link (node-to-leaf or leaf-to-spine): a DAC/AOC "
         "cable or a cable plus its pair of optics")
     transport: Literal["rdma", "tcp"] | None = Field(
         default=None, description="how NCCL moves data on it: rdma (InfiniBand verbs, RoCE) "
@@ -255,6 +263,14 @@ class Param(BaseModel):
     @classmethod
     def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         return reject_bool(cls, value, info.field_name)
+
+    @field_validator("value", "low", "high")
+    @classmethod
+    def _scalable(cls, value: float | None) -> float | None:
+        if value is not None and abs(value) > MAX_CATALOG_NUMBER:
+            raise ValueError(f"at most {MAX_CATALOG_NUMBER:g} in size (a number the "
+                             "solver cannot scale)")
+        return value
 
 
 class CostModel(BaseModel):

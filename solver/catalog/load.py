@@ -17,7 +17,13 @@ from pydantic import (
     ValidationError,
 )
 
-from solver.catalog.data import Catalog, architecture_fields, slug
+from solver.catalog.data import (
+    MAX_CATALOG_NUMBER,
+    MAX_PRICE_USD,
+    Catalog,
+    architecture_fields,
+    slug,
+)
 from solver.catalog.hf_config import load_hf_config, parse_hf_config
 from solver.catalog.perf_factors import factors
 from solver.catalog.rental_offers import RENTAL_FILE, load_offers
@@ -31,6 +37,7 @@ from solver.common.inputs import (
     path_reason,
     read_csv_rows,
     read_text,
+    too_large,
 )
 from solver.common.parse_cache import cached_parse
 from solver.common.paths import data_dir
@@ -131,6 +138,10 @@ def _apply_prices(raw: dict[str, Any], path: Path) -> None:
         if not (math.isfinite(price) and price >= 0):
             raise InputError([Problem(source, f"line {line}.price_usd", price,
                                       "must be a finite number >= 0")])
+        if price > MAX_PRICE_USD:
+            raise InputError([Problem(source, f"line {line}.price_usd", price,
+                                      f"at most {MAX_PRICE_USD:,.0f} USD (a number the solver "
+                                      "cannot scale)")])
         kind = next((k for k in PRICE_KINDS if entry_id in tables[k]), None)
         if kind is None:
             raise InputError([Problem(source, f"line {line}.id", entry_id,
@@ -208,10 +219,23 @@ def check_unique_ids(raw: dict[str, Any], origin: str) -> None:
 
 
 def _check_finite(raw: dict[str, Any], origin: str) -> None:
+    """Every number finite and at most :data:`MAX_CATALOG_NUMBER` in size."""
     bad = non_finite(raw)
     if bad:
         raise InputError([Problem(origin, where, value, "must be a finite number")
                           for where, value in bad])
+    _check_size(raw, origin)
+
+
+def _check_size(data: Any, origin: str) -> None:
+    """Every number at most :data:`MAX_CATALOG_NUMBER` in size (checked on the raw files and
+    again on the validated catalog: YAML reads ``1e30`` as text, which validation turns
+    into a number)."""
+    huge = too_large(data, MAX_CATALOG_NUMBER)
+    if huge:
+        raise InputError([Problem(origin, where, value, f"at most {MAX_CATALOG_NUMBER:g} in "
+                                  "size (a number the solver cannot scale)")
+                          for where, value in huge])
 
 
 def _model_folder(raw: dict[str, Any], directory: Path) -> int:
@@ -285,9 +309,12 @@ def _build(raw: dict[str, Any], origin: str) -> Catalog:
     blob = json.dumps(raw, sort_keys=True, default=str).encode()
     data["version"] = hashlib.sha256(blob).hexdigest()[:12]
     try:
-        return Catalog.model_validate(data)
+        catalog = Catalog.model_validate(data)
     except ValidationError as exc:
         raise InputError(problems_from_pydantic(exc, origin, id_keyed=True)) from None
+    _check_size(catalog.model_dump(include={"gpus", "servers", "fabrics", "models", "costs",
+                                            "rental"}), origin)
+    return catalog
 
 
 def check_catalog(catalog: Catalog) -> None:

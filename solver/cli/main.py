@@ -12,8 +12,8 @@ from typing import Annotated, NoReturn
 import typer
 
 from solver import __version__
-from solver.common.console import EXIT_INVALID, err, fail_input, out
-from solver.common.errors import InputError
+from solver.common.console import EXIT_INVALID, err, fail_input, fail_solver, out
+from solver.common.errors import InputError, SolverError
 
 app = typer.Typer(
     name="procure",
@@ -185,6 +185,8 @@ def main() -> None:
         result = app(standalone_mode=False)
     except InputError as exc:
         fail_input(exc)
+    except SolverError as exc:
+        fail_solver(exc)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

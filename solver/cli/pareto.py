@@ -10,6 +10,7 @@ import typer
 
 from solver.cli.solve import CatalogOpt, SolverOpt, check_outputs, check_solver, load
 from solver.common.console import EXIT_INFEASIBLE, out
+from solver.common.errors import SolverError
 from solver.common.limits import MAX_PARETO_POINTS, check_range, check_workers
 from solver.optimize.backends import DEFAULT_SOLVER
 
@@ -182,6 +183,9 @@ def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,
         for result in results:
             _print_sweep(result)
     feasible = any(p["choice"] is not None for r in results for p in r["points"])
+    if {p["status"] for r in results for p in r["points"]} == {"error"}:  # not infeasible
+        raise SolverError(str(results[0]["points"][0].get("error") or "every solve failed")
+                          .removeprefix("solver error: "))
     return 0 if feasible else EXIT_INFEASIBLE
 
 
@@ -233,6 +237,8 @@ def sensitivity(
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
     report = build_report(cat, parsed, param=param, range_text=range_, solver=solver,
                           workers=workers or default_workers())
+    if report["base"]["status"] == "error":  # no answer about the RFQ: never infeasible
+        raise SolverError(report["base"].get("error") or f"{solver} failed on the base RFQ")
     if plot is not None:
         tornado_plot(report, plot)
     if json_out:

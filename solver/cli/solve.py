@@ -9,7 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from solver.common.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out
-from solver.common.errors import InputError, Problem
+from solver.common.errors import InputError, Problem, SolverError
+from solver.common.limits import MAX_TIME_LIMIT_S, check_range
 from solver.optimize.backends import DEFAULT_SOLVER
 
 SolverOpt = Annotated[str, typer.Option(
@@ -205,6 +206,8 @@ def _print_infeasibility(plan: dict[str, Any], horizon: float | None, con: Any) 
 
     status = plan["status"]
     info = plan.get("infeasibility")
+    if info and status == "error":  # no answer about the RFQ: said once, by the caller
+        return
     if info:
         con.print("[red]No plan found within the time limit.[/]" if status == "timeout"
                   else "[red]No plan meets this RFQ.[/]")
@@ -314,10 +317,19 @@ def print_explanation(plan: dict[str, Any], alternatives: list[dict[str, Any]],
 
 
 def exit_code(plan: dict[str, Any]) -> int:
-    """0 a plan; 4 the time limit ran out before any plan; 3 infeasible (or solver error)."""
+    """0 a plan; 4 the time limit ran out before any plan; 3 infeasible. A solver error is
+    no answer about the RFQ: :class:`SolverError` (exit 1), never 3."""
+    check_solved(plan)
     if plan["status"] == "timeout":
         return EXIT_TIMEOUT
-    return EXIT_INFEASIBLE if plan["status"] in ("infeasible", "error") else 0
+    return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
+
+
+def check_solved(plan: dict[str, Any]) -> None:
+    """Raise :class:`SolverError` for a plan whose solver failed (status ``error``)."""
+    if plan["status"] == "error":
+        reasons = (plan.get("infeasibility") or {}).get("reasons") or ["unknown failure"]
+        raise SolverError(str(reasons[0]).removeprefix("solver error: "))
 
 
 def _fmt(value: Any) -> str:
@@ -343,6 +355,7 @@ def register(app: typer.Typer) -> None:
         from solver.analysis.explain import solve_rfq
         from solver.optimize.candidate_workers import default_workers
 
+        check_range("--time-limit", time_limit, 0.01, MAX_TIME_LIMIT_S)
         check_solver(solver)
         cat, parsed = load(rfq, catalog, set_, overrides)
         plan = solve_rfq(parsed, cat, solver=solver, time_limit=time_limit,
@@ -366,8 +379,9 @@ def register(app: typer.Typer) -> None:
         cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
         if json_out:
             print(json.dumps({"plan": plan, "counterfactuals": alternatives}, indent=2))
-            return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
+            return exit_code(plan)
+        check_solved(plan)
         from solver.common.wording import assumptions
 
         print_explanation(plan, alternatives, assumptions(cat, parsed, plan), parsed)
-        return EXIT_INFEASIBLE if plan["status"] == "infeasible" else 0
+        return exit_code(plan)

@@ -45,6 +45,11 @@ class InputError(Exception):
 MAX_REASON_CHARS = 1000
 
 
+class SolverError(Exception):
+    """The MIP solver failed on a valid model: no answer about the RFQ, neither a plan nor
+    infeasible. The CLI says so in one line and exits 1 (never 3, infeasible)."""
+
+
 class _BoundedRepr(reprlib.Repr):
     """``repr`` that looks at a bounded part of a value: never walks or copies it whole."""
 

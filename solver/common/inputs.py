@@ -407,6 +407,22 @@ def non_finite(data: Any, path: str = "") -> list[tuple[str, float]]:
     return sorted(found)
 
 
+def too_large(data: Any, limit: float, path: str = "") -> list[tuple[str, float]]:
+    """Every number in parsed data larger than ``limit`` in size, with its field path."""
+    found: list[tuple[str, float]] = []
+    stack: list[tuple[Any, str]] = [(data, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and abs(value) > limit:
+            found.append((where, value))
+        elif isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+    return sorted(found)
+
+
 def admits_bool(annotation: Any) -> bool:
     """Whether a field's type annotation accepts ``true``/``false``."""
     if annotation is bool or annotation is Any:

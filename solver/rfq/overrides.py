@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from solver.catalog.data import Catalog
+from solver.catalog.data import MAX_CATALOG_NUMBER, Catalog
 from solver.catalog.load import ENTRY_KINDS as CATALOG_KINDS
 from solver.catalog.load import check_unique_ids
 from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
@@ -43,6 +43,7 @@ from solver.common.inputs import (
     parse_yaml,
     parse_yaml_value,
     read_text,
+    too_large,
 )
 from solver.rfq.schema import Rfq, validate_rfq
 
@@ -268,9 +269,15 @@ def _revalidate(model_cls: type[BaseModel], data: dict[str, Any], source: str) -
         raise InputError([Problem(source, where, value, "must be a finite number")
                           for where, value in bad])
     try:
-        return model_cls.model_validate(data)
+        validated = model_cls.model_validate(data)
     except ValidationError as exc:
         raise InputError(problems_from_pydantic(exc, source)) from None
+    huge = too_large(validated.model_dump(), MAX_CATALOG_NUMBER)  # '1e30' is text in YAML
+    if huge:
+        raise InputError([Problem(source, where, value, f"at most {MAX_CATALOG_NUMBER:g} in "
+                                  "size (a number the solver cannot scale)")
+                          for where, value in huge])
+    return validated
 
 
 def _is_number(value: Any) -> bool:

@@ -255,8 +255,9 @@ class InferenceWorkload(_ServingBase):
     slo_percentile: SloPercentile = Field(
         default=90, description="percentile of requests the TTFT/TPOT targets hold for")
     target_utilization: float = Field(
-        default=0.8, gt=0, le=1, description="planned load as a share of the capacity bought "
-        "(capacity bought = demand / target_utilization)")
+        default=0.8, ge=0.05, le=1, description="planned load as a share of the capacity "
+        "bought (capacity bought = demand / target_utilization; at least 0.05: below, the "
+        "capacity bought is more than 20 times the demand)")
     redundancy: Redundancy = Field(
         default="none", description="n+1: the demand is still met with any one node down")
     periods: list[DemandPeriod] | None = Field(
