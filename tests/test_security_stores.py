@@ -223,3 +223,28 @@ def test_cli_batch_and_solve_with_a_non_utf8_name(tmp_path: Path, cli: Any) -> N
     code, out, err = cli("solve", str(folder / BAD_NAME))
     assert code == 2, out + err
     assert "bad\\xff.yaml" in err and "workloads" in err
+
+
+def test_a_subfolder_that_cannot_be_listed_is_recorded(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder search that cannot list a subfolder (permission denied) records it instead
+    of skipping its RFQs without a word (the permission is simulated: tests may run as
+    root, who can list anything)."""
+    import solver.batch.runner as runner
+
+    folder = rfqs(tmp_path / "in", "good")
+    locked = rfqs(folder / "locked", "hidden-from-us")
+    walk = os.walk
+
+    def walk_denied(top: Any, onerror: Any = None, **kwargs: Any) -> Any:
+        for here, folders, files in walk(top, onerror=onerror, **kwargs):
+            if "locked" in folders:
+                folders.remove("locked")
+                onerror(PermissionError(13, "Permission denied", str(locked)))
+            yield here, folders, files
+
+    monkeypatch.setattr(runner.os, "walk", walk_denied)
+    summary = run_batch([folder], tmp_path / "r.sqlite", workers=1, solve_fn=fake_solve)
+    assert summary.by_status == {"optimal": 1, "invalid": 1}
+    (error,) = [e for status, e in results(tmp_path / "r.sqlite").values() if status == "invalid"]
+    assert "locked" in error and "cannot be listed" in error
