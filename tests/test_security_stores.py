@@ -93,6 +93,11 @@ def test_export_onto_an_input_is_refused(tmp_path: Path) -> None:
                       export=target)
     assert batch.read_text(encoding="utf-8") == CSV
     assert not (tmp_path / "r.sqlite").exists()
+    empty = tmp_path / "empty.csv"  # SQLite would take an empty file for a new store
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match="--db"):
+        run_batch([empty], empty, workers=1, solve_fn=no_solve)
+    assert empty.read_bytes() == b""
 
 
 def test_export_into_a_missing_folder_is_refused_before_the_store(tmp_path: Path) -> None:

@@ -132,11 +132,13 @@ def _csv_field(value: str) -> str:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("customer", ["=cmd|' /C calc'!A0", "@SUM(1)"])
+@pytest.mark.parametrize(("customer", "rental"), [("=cmd|' /C calc'!A0", "forbid"),
+                                                 ("@SUM(1)", "only")])
 def test_quote_xlsx_neutralises_customer_and_price_and_rental_sources(
-        customer: str, catalog: Any, tmp_path: Path) -> None:
-    """Issue 33: the quote goes to customers; a hostile customer name, prices.csv source or
-    rental.csv source was a live formula (a DDE payload runs a command)."""
+        customer: str, rental: str, catalog: Any, tmp_path: Path) -> None:
+    """Issue 33: the quote goes to customers; a hostile customer name, prices.csv source
+    (what is bought: ``rental: forbid``) or rental.csv source (what is rented: ``rental:
+    only``) was a live formula (a DDE payload runs a command)."""
     from solver.analysis.explain import solve_rfq
     from solver.catalog.load import load_catalog
     from solver.report.quote import write_quote
@@ -145,14 +147,15 @@ def test_quote_xlsx_neutralises_customer_and_price_and_rental_sources(
     overlay = load_catalog(_hostile_catalog(tmp_path / "cat", catalog))
     data = load_rfq(SCENARIOS / "hybrid-service-and-job.yaml", overlay).model_dump(
         mode="json", exclude_none=True)
-    rfq = validate_rfq({**data, "customer": customer}, overlay, "hostile.yaml")
+    rfq = validate_rfq({**data, "customer": customer, "rental": rental}, overlay, "h.yaml")
     plan = solve_rfq(rfq, overlay)
     assert plan["status"] == "optimal"
-    rented = [r for w in plan["workloads"] for r in w.get("rental") or []]
-    assert rented, "the plan must rent, so that a rental source reaches the quote"
-    hostile_sources = sorted({line["source"] for line in plan["bill_of_materials"]["lines"]
-                              if evaluable(line["source"])} | {rented[0]["source"]})
-    assert len(hostile_sources) >= 2 and all(evaluable(s) for s in hostile_sources)
+    if rental == "forbid":  # bought: the BOM lines carry the prices.csv sources
+        sources = {line["source"] for line in plan["bill_of_materials"]["lines"]}
+    else:  # rented: the rental lines carry the rental.csv sources
+        sources = {r["source"] for w in plan["workloads"] for r in w.get("rental") or []}
+    hostile_sources = sorted(s for s in sources if evaluable(s))
+    assert hostile_sources, f"no hostile source reached the plan: {sources}"
     write_quote(tmp_path / "q.xlsx", plan, rfq, overlay)
     assert_xlsx_safe(tmp_path / "q.xlsx",
                      ["'" + customer] + ["'" + s for s in hostile_sources])

@@ -32,6 +32,7 @@ from solver.catalog.load import load_catalog, overlay_files
 from solver.common.errors import InputError, Problem, escape_surrogates, short, shown_path
 from solver.common.inputs import path_reason, path_too_long
 from solver.common.limits import check_workers
+from solver.common.outputs import same_file
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.rfq.schema import Rfq, iter_csv_rfqs, load_rfq, parse_text
 
@@ -419,6 +420,10 @@ def run_batch(
     started = time.perf_counter()
     if workers is not None:
         check_workers(workers, "--workers")
+    for source in inputs:  # SQLite would write its pages into an (empty) input file
+        if same_file(db, source):
+            raise InputError([Problem(shown_path(db), "--db", None, f"is an input of this "
+                                      f"run ({shown_path(source)}); choose another file name")])
     export_path = check_export_path(export, store=db, inputs=[
         *inputs, *overlay_files(catalog_dir)]) if export is not None else None
     catalog = load_catalog(catalog_dir)
