@@ -1,6 +1,9 @@
 """Safe handling of uploaded files: size caps, UTF-8 only, safe YAML, zips unpacked into a
 temp dir with every member checked (no absolute paths, no ``..``, no links, size and count
-capped). Nothing is written outside the temp dir the caller owns."""
+capped). Nothing is written outside the temp dir the caller owns, and nothing outside the
+upload is read: an uploaded RFQ names its models by catalog id, inline architecture or a
+config file uploaded with it (``confine``, :func:`solver.rfq.schema.validate_rfq`), never
+by a path on the server."""
 
 from __future__ import annotations
 
@@ -49,8 +52,8 @@ def rfqs_from_upload(name: str, data: bytes, catalog: Catalog
         with guard(name):
             text = _decode(name, data, MAX_FILE_BYTES)
             parsed = parse_text(text, name, suffix)
-        try:
-            rfq = validate_rfq(parsed, catalog, name)
+        try:  # one file alone: no model config file can have come with it
+            rfq = validate_rfq(parsed, catalog, name, None, confine=True)
         except InputError as exc:
             rfq_id = parsed.get("id") if isinstance(parsed, dict) else None
             shown = short(str(rfq_id), 128, quote=False) if isinstance(rfq_id, str | int) \
@@ -63,7 +66,7 @@ def rfqs_from_upload(name: str, data: bytes, catalog: Catalog
             with tempfile.TemporaryDirectory(prefix="procure-upload-") as tmp:
                 path = Path(tmp) / _safe_name(name)
                 path.write_bytes(data)
-                found = list(iter_csv_rfqs(path, catalog))
+                found = list(iter_csv_rfqs(path, catalog, confine=True))
         return [(rfq_id, _rename(result, str(path), name)) for rfq_id, result in found]
     raise InputError([Problem(name, "", suffix or None,
                               "unsupported file type: use .yaml, .yml, .json or .csv")])

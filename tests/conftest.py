@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any
 
 import pytest
@@ -40,3 +41,19 @@ BASE_RFQ: dict[str, Any] = {
 @pytest.fixture
 def rfq_data() -> dict[str, Any]:
     return copy.deepcopy(BASE_RFQ)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """Run ``procure ARGS`` in this process: (exit code, stdout, stderr)."""
+    from solver.cli.main import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["procure", *args])
+        monkeypatch.delenv("PROCURE_DEBUG", raising=False)
+        with pytest.raises(SystemExit) as info:
+            main()
+        captured = capsys.readouterr()
+        return int(info.value.code or 0), captured.out, captured.err
+
+    return run

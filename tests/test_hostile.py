@@ -591,8 +591,121 @@ def test_devices_pipes_and_link_loops(tmp_path: Path, catalog: Any) -> None:
     (folder / "loop").symlink_to(folder)
     (folder / "zero.yaml").symlink_to("/dev/zero")
     os.mkfifo(folder / "fifo.yaml")
-    for name in ("zero.yaml", "fifo.yaml"):
-        with pytest.raises(InputError, match="not a regular file"):
+    for name, reason in (("zero.yaml", "a device"), ("fifo.yaml", "named pipe")):
+        with pytest.raises(InputError, match=reason):
             load_rfq(folder / name, catalog)
     summary = run_batch([folder], tmp_path / "r.sqlite", workers=1, solve_fn=_fake_solve)
-    assert summary.by_status == {"optimal": 1}
+    assert summary.by_status == {"optimal": 1, "invalid": 2}  # recorded, not dropped
+
+
+# --- special paths (issue 33): one line naming the file, the field and the reason ---------
+
+
+SPECIAL = ("loop", "proc-mem", "device", "fifo", "long")
+"""Paths that are no readable regular file: a symbolic link loop, /proc/self/mem (reading
+fails with an I/O error), a device, a named pipe (opening it would block) and a path of
+6,000 characters."""
+REASONS = {"loop": "symbolic link loop", "proc-mem": "system file", "device": "a device",
+           "fifo": "named pipe", "long": "too long"}
+NOT_SAID = ("Traceback", "RuntimeError", "OSError", "Errno", "internal error")
+
+
+def special(kind: str, folder: Path, name: str) -> Path:
+    """A path of ``kind`` named ``name`` (its suffix kept) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    if kind == "loop":
+        path.symlink_to(path)
+    elif kind == "proc-mem":
+        path.symlink_to("/proc/self/mem")
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path = folder / (("d" * 200 + "/") * 30) / name
+    return path
+
+
+def assert_one_line(code: int, err: str, *names: str, reason: str) -> None:
+    assert code == 2, err
+    for word in NOT_SAID:
+        assert word not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert len(lines) == 1, err
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    assert reason in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_special_path_as_rfq(kind: str, tmp_path: Path, cli: Any) -> None:
+    """Issue 33: a symlink loop or a 6,000-character RFQ path gave 'RuntimeError' or
+    'OSError [Errno 36]' (exit 1)."""
+    path = special(kind, tmp_path, "r.yaml")
+    for command in ("validate", "solve"):
+        code, _, err = cli(command, str(path))
+        assert_one_line(code, err, "r.yaml", reason=REASONS[kind])
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_special_path_as_model_config(kind: str, tmp_path: Path, cli: Any) -> None:
+    """Issue 33: a model config that is a symlink loop, /proc/self/mem or 6,000 characters
+    long gave 'RuntimeError'/'OSError [Errno …]' with no field named."""
+    config = special(kind, tmp_path, "m.json")
+    rfq = tmp_path / "r.yaml"
+    rfq.write_text(GOOD.format(n=1).replace("model: llama-3.1-8b", f"model: {config}"))
+    code, _, err = cli("solve", str(rfq))
+    assert_one_line(code, err, "r.yaml", "workloads[0].model", reason=REASONS[kind])
+    code, _, err = cli("fit", "--model", str(config), "--gpu", "l4", "--gpus", "1")
+    assert_one_line(code, err, "m.json", reason=REASONS[kind])
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_special_path_as_overrides_file(kind: str, tmp_path: Path, cli: Any) -> None:
+    path = special(kind, tmp_path, "o.yaml")
+    rfq = tmp_path / "r.yaml"
+    rfq.write_text(GOOD.format(n=1))
+    code, _, err = cli("solve", str(rfq), "--overrides", str(path))
+    assert_one_line(code, err, "o.yaml", "--overrides", reason=REASONS[kind])
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_special_path_as_catalog_overlay(kind: str, tmp_path: Path, cli: Any) -> None:
+    """The overlay folder itself, and a prices.csv inside a real overlay folder (it was
+    skipped without a word when it was a pipe or a dangling link)."""
+    load_catalog.cache_clear()
+    folder = special(kind, tmp_path / "a", "cat")
+    code, _, err = cli("catalog", "validate", "--catalog", str(folder))
+    reason = "not a folder" if kind in ("proc-mem", "device", "fifo") else REASONS[kind]
+    assert_one_line(code, err, "cat", "--catalog", reason=reason)
+    if kind == "long":
+        return
+    overlay = tmp_path / "b" / "cat"
+    special(kind, overlay, "prices.csv")
+    load_catalog.cache_clear()
+    code, _, err = cli("catalog", "validate", "--catalog", str(overlay))
+    assert_one_line(code, err, "prices.csv", reason=REASONS[kind])
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_special_path_as_batch_input(kind: str, tmp_path: Path, cli: Any) -> None:
+    """Named on the command line: recorded with its reason (the batch goes on), or - a path
+    too long to exist - refused as the usage error it is."""
+    good = write(tmp_path / "in", {"good.yaml": GOOD.format(n=1).encode()})[0]
+    path = special(kind, tmp_path / "odd", "x.yaml")
+    db = tmp_path / "r.sqlite"
+    code, out, err = cli("batch", str(good), str(path), "--db", str(db), "--workers", "1",
+                         "--export", str(tmp_path / "r.csv"))
+    if kind == "long":
+        assert_one_line(code, err, "x.yaml", "INPUT", reason=REASONS[kind])
+        return
+    assert code == 0, out + err
+    import csv
+
+    rows = {r["rfq"]: r for r in csv.DictReader((tmp_path / "r.csv").open())}
+    assert rows["good-1"]["status"] == "optimal"
+    assert rows["x"]["status"] == "invalid"
+    assert REASONS[kind] in rows["x"]["error"] and "x.yaml" in rows["x"]["error"]
+    for word in NOT_SAID:
+        assert word not in rows["x"]["error"]

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from solver.common.errors import InputError, Problem
+from solver.common.spreadsheet import cell_text
 
 from .. import components, state
 from ..uploads import MAX_ZIP_MEMBERS, unpack_batch
@@ -80,8 +81,8 @@ class _Scrub:
         for sheet in book.worksheets:
             for row in sheet.iter_rows():
                 for cell in row:
-                    if isinstance(cell.value, str):
-                        cell.value = self(cell.value)
+                    if isinstance(cell.value, str):  # scrubbed, and still formula-safe
+                        cell.value = cell_text(self(cell.value))
         out = io.BytesIO()
         book.save(out)
         return out.getvalue()
@@ -98,11 +99,13 @@ def _openable(sources: list[Path], folder: Path) -> dict[str, dict[str, Any]]:
     for path in sources:
         try:
             if path.suffix.lower() == ".csv":
-                rfqs = [r for _, r in iter_csv_rfqs(path, cat) if not isinstance(r, InputError)]
+                rfqs = [r for _, r in iter_csv_rfqs(path, cat, confine=True)
+                        if not isinstance(r, InputError)]
             else:
                 parsed = parse_text(path.read_text(encoding="utf-8"), path.name,
                                     path.suffix.lower())
-                rfqs = [validate_rfq(parsed, cat, path.name, base_dir=path.parent)]
+                rfqs = [validate_rfq(parsed, cat, path.name, base_dir=path.parent,
+                                     confine=True)]
         except (InputError, OSError, UnicodeError, ValueError):
             continue
         for rfq in rfqs:
@@ -115,18 +118,20 @@ def _openable(sources: list[Path], folder: Path) -> dict[str, dict[str, Any]]:
 def run(files: list[tuple[str, bytes]]) -> dict[str, Any]:
     """Unpack, run the batch into a temp SQLite store, read back the table and exports."""
     from solver.batch.export import export
-    from solver.batch.runner import run_batch
+    from solver.batch.runner import is_model_config, run_batch
     from solver.batch.store import ResultStore
 
     with tempfile.TemporaryDirectory(prefix="procure-batch-") as tmp:
         folder = Path(tmp)
         scrub = _Scrub(folder, [name for name, _ in files])
         try:
-            sources = unpack_batch(files, folder / "in")
+            sources = [path for path in unpack_batch(files, folder / "in")
+                       if not is_model_config(path)]  # configs an RFQ names: not RFQs
             db = folder / "results.sqlite"
             summary = run_batch([str(p) for p in sources], db,
                                 catalog_dir=state.catalog_dir(), workers=1,
-                                observer=_Progress(), solver=state.SOLVER)
+                                observer=_Progress(), solver=state.SOLVER,
+                                confine_models=True)  # uploads reach no server file
             with ResultStore(db) as store:
                 export(store, folder / "results.csv", summary.run_id)
                 export(store, folder / "results.xlsx", summary.run_id)
@@ -135,7 +140,7 @@ def run(files: list[tuple[str, bytes]]) -> dict[str, Any]:
         table = pd.read_csv(folder / "results.csv")
         for column in table.columns:
             if not pd.api.types.is_numeric_dtype(table[column]):
-                table[column] = table[column].map(scrub)
+                table[column] = table[column].map(lambda v: cell_text(scrub(v)))
         return {"table": table, "csv": table.to_csv(index=False).encode(),
                 "xlsx": scrub.xlsx((folder / "results.xlsx").read_bytes()),
                 "rfqs": _openable(sources, folder),

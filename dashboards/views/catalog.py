@@ -12,6 +12,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from solver.catalog.data import MAX_PRICE_USD
+from solver.common.spreadsheet import safe_row
+
 from .. import state
 
 EDITOR_KEY = "catalog_price_editor"
@@ -74,7 +77,8 @@ def prices_csv(cat: Any, overlay: dict[str, float]) -> str:
     stamp = date.today().isoformat()
     for entry_id, price in sorted(overlay.items()):
         if state.price_path(cat, entry_id) is not None:
-            writer.writerow([entry_id, f"{price:g}", stamp, "procure dashboard price overlay"])
+            writer.writerow(safe_row([entry_id, f"{price:g}", stamp,
+                                      "procure dashboard price overlay"]))
     return buffer.getvalue()
 
 
@@ -101,7 +105,8 @@ def _save_overlay(cat: Any) -> None:
             continue
         row = frame.iloc[int(index)]
         value = change["your USD"]
-        if value is None or not value >= 0 or abs(float(value) - row["catalog USD"]) < 0.005:
+        if value is None or not 0 <= value <= MAX_PRICE_USD \
+                or abs(float(value) - row["catalog USD"]) < 0.005:  # unset, or not a price
             overlay.pop(row["id"], None)
         else:
             overlay[row["id"]] = float(value)
@@ -168,7 +173,7 @@ def render() -> None:
                        disabled=["id", "kind", "catalog USD"], on_change=_save_overlay,
                        args=(cat,),
                        column_config={"your USD": st.column_config.NumberColumn(
-                           min_value=0.0, step=1.0, format="%.0f"),
+                           min_value=0.0, max_value=MAX_PRICE_USD, step=1.0, format="%.0f"),
                            "catalog USD": st.column_config.NumberColumn(format="%.0f")})
         cols = st.columns([2, 2, 6])
         cols[0].download_button("Download prices.csv", prices_csv(cat, overlay),

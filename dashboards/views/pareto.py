@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from solver.common.errors import InputError
+from solver.common.errors import InputError, SolverError
 from solver.common.wording import money_delta
 from solver.optimize.plan_model import Plan
 
@@ -79,6 +79,9 @@ def render() -> None:
                                          int(limit) if limit else None)
     except InputError as exc:
         components.show_problems(exc, "Cannot compute this frontier")
+        return
+    except SolverError as exc:  # no answer about the RFQ: not "no plan meets it"
+        st.error(f"The solver failed ({exc}); this says nothing about whether a plan exists.")
         return
     points = result["points"]
     if not points:

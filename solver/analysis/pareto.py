@@ -48,7 +48,7 @@ from typing import Any
 from solver.analysis.explain import annotate
 from solver.analysis.whatif import rebuild_workload, with_candidates
 from solver.catalog.data import Catalog
-from solver.common.errors import InputError, Problem
+from solver.common.errors import InputError, Problem, SolverError
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.candidates import build_candidates
 from solver.optimize.linear import Constraint, Solution
@@ -133,6 +133,14 @@ def _feasible(solution: Solution) -> bool:
     return solution.status in ("optimal", "feasible")
 
 
+def _found(solution: Solution, points: list[Point]) -> bool:
+    """Whether a walk goes on from ``solution``; a solver failure on its first solve (the
+    cheapest plan) is raised: an empty frontier would read as infeasible."""
+    if solution.status == "error" and not points:
+        raise SolverError(solution.message or f"{solution.backend} failed")
+    return _feasible(solution)
+
+
 # --- latency: ε-walk over the SLO, re-building the workload's candidates per level ------
 def at_load_latency(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candidate, int]],
                     metric: str) -> float:
@@ -173,7 +181,7 @@ def _latency_walk(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: Metr
     points: list[Point] = []
     for _ in range(MAX_WALK_STEPS):
         solution = run_mip(table, rfq, solver=solver)
-        if not _feasible(solution):
+        if not _found(solution, points):
             break
         picks = chosen(table, solution)[choice.workload]
         value = at_load_latency(catalog, spec, picks, choice.metric)
@@ -201,7 +209,7 @@ def _hours_walk(rfq: Rfq, base: CandidateTable, choice: MetricChoice, solver: st
     points: list[Point] = []
     for _ in range(10 * MAX_WALK_STEPS):
         solution = run_mip(table, rfq, solver=solver)
-        if not _feasible(solution):
+        if not _found(solution, points):
             break
         job = chosen(table, solution)[choice.workload][0][0]
         hours = float(job.hours_to_complete or math.inf)
@@ -242,7 +250,7 @@ def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricCho
     cands = base.candidates[choice.workload]
     demand = demand_of(spec)
     first = run_mip(base, rfq, solver=solver)
-    if not _feasible(first):
+    if not _found(first, []):
         return []
     if choice.metric == "failure_domains":
         gain = {node_var(k): 1.0 for k in base.node_types}

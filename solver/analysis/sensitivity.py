@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import re
 import time
 import traceback
@@ -26,6 +27,7 @@ from typing import Any
 
 from solver.analysis.whatif import Outcome, describe, gpu_counts, outcome, rebuild_workload, reprice
 from solver.catalog.data import Catalog
+from solver.common.childproc import die_with_parent, kill_children_on_sigterm
 from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER, release_solver_threads
 from solver.optimize.candidates import build_candidates
@@ -304,7 +306,8 @@ def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
     return {
         "rfq": rfq.id, "objective": rfq.objective,
         "base": {"tco_usd": base.objective_usd(rfq.objective), "status": base.status,
-                 "cluster": describe(base.signature)},
+                 "cluster": describe(base.signature)}
+        | ({"error": base.solution.message} if base.status == "error" else {}),
         "parameters": rows, "solves": ev.solves,
         "seconds": round(time.perf_counter() - start, 3),
     }
@@ -323,15 +326,22 @@ def sweeps(ev: Evaluator, params: list[Parameter], samples: int = SAMPLES,
         return [sweep(ev, p, samples) for p in params]
     release_solver_threads()  # the base solve ran here: children must not wait for its pool
     context = multiprocessing.get_context("fork")
-    jobs = []
-    for index in range(workers):
-        receive, send = context.Pipe(duplex=False)
-        share = list(range(index, len(params), workers))
-        child = context.Process(target=_sweep_share, args=(ev, params, share, samples, send),
-                                daemon=True)
-        child.start()
-        send.close()
-        jobs.append((child, receive))
+    jobs: list[tuple[Any, Any]] = []
+    with kill_children_on_sigterm(lambda: [child.pid for child, _ in jobs if child.pid]):
+        for index in range(workers):
+            receive, send = context.Pipe(duplex=False)
+            share = list(range(index, len(params), workers))
+            child = context.Process(target=_sweep_share, daemon=True,
+                                    args=(ev, params, share, samples, send, os.getpid()))
+            child.start()
+            send.close()
+            jobs.append((child, receive))
+        return _collect(ev, jobs, len(params))
+
+
+def _collect(ev: Evaluator, jobs: list[tuple[Any, Any]], count: int) -> list[dict[str, Any]]:
+    """The rows the sweep processes send back, in parameter order; a failure in one is
+    raised here (an input error first: this process would have raised it)."""
     found: dict[int, dict[str, Any]] = {}
     failure: BaseException | None = None  # an input error wins: this process would raise it
     for child, receive in jobs:
@@ -348,14 +358,15 @@ def sweeps(ev: Evaluator, params: list[Parameter], samples: int = SAMPLES,
                 "sensitivity sweep failed in a worker process:\n" + payload)
     if failure is not None:
         raise failure
-    return [found[index] for index in range(len(params))]
+    return [found[index] for index in range(count)]
 
 
 def _sweep_share(ev: Evaluator, params: list[Parameter], share: list[int], samples: int,
-                 send: Any) -> None:
-    """In a forked child: sweep the parameters at ``share`` and send back
-    ``("ok", [(index, row), ...], solves)``, ``("input", InputError, solves)`` or
-    ``("error", traceback, solves)``."""
+                 send: Any, parent: int) -> None:
+    """In a forked child: die with the parent ``parent`` (any signal, SIGKILL included),
+    sweep the parameters at ``share`` and send back ``("ok", [(index, row), ...], solves)``,
+    ``("input", InputError, solves)`` or ``("error", traceback, solves)``."""
+    die_with_parent(parent)
     before = ev.solves
     try:
         rows = [(index, sweep(ev, params[index], samples)) for index in share]

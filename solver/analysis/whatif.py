@@ -247,6 +247,8 @@ def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
 def sweep_point(kind: str, value: float, plan: Plan) -> dict[str, Any]:
     """One point of a sweep from its plan (``choice``: buy, rent or hybrid overall)."""
     point: dict[str, Any] = {kind: value, "status": plan.status}
+    if plan.status == "error":  # the solver failed: no answer, said as such
+        point["error"] = "; ".join(plan.infeasibility.reasons if plan.infeasibility else [])
     cost = plan.cost
     if not plan.feasible or cost is None:
         return {**point, "tco_usd": None, "choice": None}

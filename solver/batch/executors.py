@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
+from solver.common.childproc import die_with_parent
 from solver.common.errors import InputError, Problem, short
 from solver.optimize.backends import DEFAULT_SOLVER, release_solver_threads
 from solver.optimize.candidate_workers import default_workers
@@ -144,11 +145,13 @@ class InlineExecutor:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(catalog: Catalog, solve: Callable[[SolveTask, Catalog], SolveOutcome]) -> None:
+def _init_worker(catalog: Catalog, solve: Callable[[SolveTask, Catalog], SolveOutcome],
+                 parent: int) -> None:
+    die_with_parent(parent)  # SIGKILL when the driver dies (Linux); the thread below elsewhere
     _WORKER["catalog"], _WORKER["solve"] = catalog, solve
     if tracemalloc.is_tracing():  # a forked worker inherits a profiled driver's tracing
         tracemalloc.stop()
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -174,7 +177,8 @@ class LocalPoolExecutor:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         release_solver_threads()
-        return ProcessPoolExecutor(self._workers, initializer=_init_worker, initargs=self._args)
+        return ProcessPoolExecutor(self._workers, initializer=_init_worker,
+                                   initargs=(*self._args, os.getpid()))
 
     def run(self, tasks: Iterable[SolveTask]) -> Iterator[SolveOutcome]:
         limit = self._workers * IN_FLIGHT_PER_WORKER

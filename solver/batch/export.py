@@ -10,14 +10,15 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from solver.batch.store import ResultStore
-from solver.common.errors import InputError, Problem
+from solver.common.outputs import check_output_path
+from solver.common.spreadsheet import SafeSheet, cell_text
 from solver.common.wording import COST_TERMS, cost_label
 from solver.optimize.plan_model import Plan
 
@@ -30,27 +31,13 @@ _ILLEGAL_XLSX = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 USD_FORMAT = '"$"#,##0'
 
 
-def check_export_path(path: str | Path) -> Path:
-    """A valid ``--export`` path (suffix known, folder exists) or a usage error."""
-    path = Path(path)
-    if path.suffix.lower() not in EXPORT_SUFFIXES:
-        raise InputError([Problem(str(path), "--export", path.suffix,
-                                  "use a .csv, .parquet or .xlsx file name")])
-    if not path.parent.is_dir():
-        raise InputError([Problem(str(path), "--export", None,
-                                  f"folder {path.parent} does not exist")])
-    if path.is_dir():
-        raise InputError([Problem(str(path), "--export", None, "is a folder; give a file name")])
-    existed = path.exists()
-    try:  # a real write test (permissions, read-only file systems, root): append nothing
-        with path.open("ab"):
-            pass
-    except OSError as exc:
-        raise InputError([Problem(str(path), "--export", None,
-                                  f"cannot write here: {exc.strerror or exc}")]) from None
-    if not existed:
-        path.unlink(missing_ok=True)
-    return path
+def check_export_path(path: str | Path, *, store: str | Path | None = None,
+                      inputs: Iterable[str | Path] = ()) -> Path:
+    """A valid ``--export`` path (suffix known, folder exists, writable; not the results
+    ``store`` nor one of the ``inputs``: :func:`solver.common.outputs.check_output_path`)
+    or a usage error."""
+    return check_output_path(path, "--export", suffixes=EXPORT_SUFFIXES, inputs=inputs,
+                             store=store)
 
 
 def export(store: ResultStore, path: str | Path, run_id: int | None = None) -> Path:
@@ -84,7 +71,7 @@ def export_csv(store: ResultStore, path: Path, run_id: int | None = None) -> Non
         writer = csv.DictWriter(handle, fieldnames=EXPORT_COLUMNS)
         writer.writeheader()
         for record in _records(store, run_id):
-            writer.writerow(record)
+            writer.writerow({key: cell_text(value) for key, value in record.items()})
 
 
 def export_parquet(store: ResultStore, path: Path, run_id: int | None = None) -> None:
@@ -132,7 +119,7 @@ def export_xlsx(store: ResultStore, path: Path, run_id: int | None = None) -> No
     from openpyxl import Workbook
 
     workbook = Workbook(write_only=True)
-    summary = workbook.create_sheet("Summary")
+    summary = SafeSheet(workbook.create_sheet("Summary"))  # every row formula-safe
     widths = {"rfq": 28, "status": 11, "gpu": 18, "fabric": 12, "error": 60, "source": 40,
               "created_at": 24, "catalog_version": 14}
     _widths(summary, [widths.get(c, 13) for c in EXPORT_COLUMNS])
@@ -143,7 +130,7 @@ def export_xlsx(store: ResultStore, path: Path, run_id: int | None = None) -> No
     for row in store.rows(run_id, ", ".join(EXPORT_COLUMNS) + ", plan_json, input"):
         sheet_name = names.name(row["rfq"])
         summary.append(_summary_row(summary, _record(row), sheet_name))
-        _rfq_sheet(workbook.create_sheet(sheet_name), row)
+        _rfq_sheet(SafeSheet(workbook.create_sheet(sheet_name)), row)
     workbook.save(path)
 
 
@@ -167,7 +154,7 @@ def _cell(sheet: Any, value: Any, number_format: str | None = None, bold: bool =
 
     if isinstance(value, str):  # control characters are not allowed in XLSX text
         value = _ILLEGAL_XLSX.sub("\ufffd", value)
-    cell = WriteOnlyCell(sheet, value=value)
+    cell = WriteOnlyCell(sheet, value=cell_text(value))
     if number_format:
         cell.number_format = number_format
     if bold:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +28,11 @@ from solver.batch.export import check_export_path
 from solver.batch.export import export as export_store
 from solver.batch.store import ResultRow, ResultStore
 from solver.catalog.data import Catalog
-from solver.catalog.load import load_catalog
-from solver.common.errors import InputError, Problem, short
+from solver.catalog.load import load_catalog, overlay_files
+from solver.common.errors import InputError, Problem, escape_surrogates, short, shown_path
+from solver.common.inputs import path_reason, path_too_long
+from solver.common.limits import check_workers
+from solver.common.outputs import same_file
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.rfq.schema import Rfq, iter_csv_rfqs, load_rfq, parse_text
 
@@ -109,38 +113,70 @@ def is_model_config(path: Path) -> bool:
     return name == "config.json" or name.endswith(".config.json")
 
 
+def _search(folder: Path) -> list[Path]:
+    """The RFQ files under ``folder`` (recursive, links to folders not followed), sorted.
+
+    Every entry with an RFQ suffix that is not a folder is taken - also a dangling or
+    looping link, a pipe or a device, so that the batch records it with its reason instead
+    of dropping it; a subfolder that cannot be listed is taken too (recorded as such).
+    Hidden files and folders and model configs are left out."""
+    found: list[Path] = []
+
+    def unlisted(exc: OSError) -> None:
+        if exc.filename is not None and os.fspath(exc.filename) != os.fspath(folder):
+            found.append(Path(os.fspath(exc.filename)))
+
+    for top, folders, files in os.walk(folder, onerror=unlisted):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        for name in files:
+            path = Path(top) / name
+            if not name.startswith(".") and path.suffix.lower() in RFQ_SUFFIXES \
+                    and not is_model_config(path):
+                found.append(path)
+    return sorted(found)
+
+
+def _source_key(path: Path) -> str:
+    """Where a source is, as stored: its real path (links followed) when it can be read,
+    else its folder's real path and its own name (a dangling link is shown as itself);
+    bytes that are not UTF-8 escaped."""
+    if path_reason(path) is None:
+        return shown_path(os.path.realpath(path))
+    return shown_path(os.path.join(os.path.realpath(path.parent), path.name))
+
+
 def find_sources(inputs: Sequence[str | Path]) -> list[Path]:
     """The RFQ files and CSV batches named by ``inputs`` (folders searched recursively).
 
     Raises :class:`InputError` (usage: exit 2) for a missing path, a file of another type,
     or when nothing at all is found. Hidden files and folders are ignored, and so are the
     Hugging Face model configs RFQs point at (``config.json``, ``*.config.json``) when a
-    folder is searched; a file named twice is used once.
+    folder is searched; a file named twice is used once. A file that is there but cannot be
+    read (a dangling link, a pipe, a device) is a source: the batch records why.
     """
     found: list[Path] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     problems: list[Problem] = []
     for raw in inputs:
         path = Path(raw)
-        if path.is_dir():
-            candidates = sorted(p for p in path.rglob("*")
-                                if p.is_file() and p.suffix.lower() in RFQ_SUFFIXES
-                                and not is_model_config(p)
-                                and not any(part.startswith(".")
-                                            for part in p.relative_to(path).parts))
-        elif path.is_file():
+        shown = shown_path(path)
+        if path_reason(path, folder=True) is None:
+            candidates = _search(path)
+        elif os.path.lexists(path) and path_too_long(os.fspath(path)) is None:
             if path.suffix.lower() not in (*RFQ_SUFFIXES, CSV_SUFFIX):
-                problems.append(Problem(str(path), "INPUT", path.suffix,
+                problems.append(Problem(shown, "INPUT", path.suffix,
                                         "unsupported file type: use .yaml, .yml, .json or .csv"))
                 continue
             candidates = [path]
         else:
-            problems.append(Problem(str(path), "INPUT", None, "no such file or folder"))
+            reason = path_reason(path)
+            problems.append(Problem(shown, "INPUT", None, "no such file or folder"
+                                    if reason in ("file not found", None) else reason))
             continue
         for candidate in candidates:
-            resolved = candidate.resolve()
-            if resolved not in seen:
-                seen.add(resolved)
+            key = _source_key(candidate)
+            if key not in seen:
+                seen.add(key)
                 found.append(candidate)
     if problems:
         raise InputError(problems)
@@ -154,8 +190,8 @@ def count_rfqs(sources: Iterable[Path]) -> int:
     """How many RFQs the sources hold (for progress; a broken CSV counts approximately)."""
     total = 0
     for path in sources:
-        if path.suffix.lower() != CSV_SUFFIX:
-            total += 1
+        if path.suffix.lower() != CSV_SUFFIX or path_reason(path) is not None:
+            total += 1  # an RFQ file, or a CSV that cannot be read (recorded as one row)
             continue
         try:
             with path.open(encoding="utf-8", newline="") as handle:
@@ -185,29 +221,49 @@ def _valid_item(rfq: Rfq, source: str, seconds: float) -> BatchItem:
     return BatchItem(rfq.id, source, _sha256(text.encode()), rfq, None, text, seconds)
 
 
-def _file_item(path: Path, catalog: Catalog) -> BatchItem:
-    source = str(path.resolve())
+def _file_item(path: Path, catalog: Catalog, confine: bool = False) -> BatchItem:
+    source = _source_key(path)
     started = time.perf_counter()
     try:
-        rfq = load_rfq(path, catalog)
+        if path_reason(path, folder=True) is None:  # a subfolder the search could not list
+            raise InputError([Problem(shown_path(path), "", None,
+                                      f"a folder that cannot be listed: {_unlisted(path)}")])
+        rfq = load_rfq(path, catalog, confine=confine)
     except InputError as exc:
         error = _problems_text(exc)
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the batch
         error = f"{source}: cannot read: {type(exc).__name__}: {short(str(exc), 200, quote=False)}"
     else:
         return _valid_item(rfq, source, time.perf_counter() - started)
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_STORED_INPUT_CHARS)
-    except OSError as exc:
-        raw = f"unreadable: {exc}".encode()
+    raw = _raw_bytes(path)
     text = raw.decode("utf-8", errors="replace")
     try:
         rfq_id, from_content = _id_of(text, source, path)
     except Exception:  # noqa: BLE001 - the id of a broken file is best effort
-        rfq_id, from_content = path.stem, False
+        rfq_id, from_content = escape_surrogates(path.stem), False
     return BatchItem(rfq_id, source, _sha256(raw), None, error, text,
                      time.perf_counter() - started, from_content)
+
+
+def _raw_bytes(path: Path) -> bytes:
+    """The first bytes of a file that could not be loaded (stored with its row); for a path
+    that is no readable regular file, its reason instead (never opened: a pipe blocks)."""
+    reason = path_reason(path)
+    if reason is not None:
+        return f"unreadable: {reason}".encode()
+    try:
+        with path.open("rb") as handle:
+            return handle.read(MAX_STORED_INPUT_CHARS)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}".encode()
+
+
+def _unlisted(path: Path) -> str:
+    try:
+        os.listdir(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "it changed while the batch searched it"
 
 
 def _id_of(text: str, source: str, path: Path) -> tuple[str, bool]:
@@ -221,14 +277,14 @@ def _id_of(text: str, source: str, path: Path) -> tuple[str, bool]:
         text = "".join(ch if ch.isprintable() else "?" for ch in str(value).strip()[:1000])
         return short(text.encode("utf-8", "replace").decode("utf-8"), MAX_ID_CHARS,
                      quote=False), True
-    return path.stem, False
+    return escape_surrogates(path.stem), False
 
 
-def _csv_items(path: Path, catalog: Catalog) -> Iterator[BatchItem]:
-    source = str(path.resolve())
+def _csv_items(path: Path, catalog: Catalog, confine: bool = False) -> Iterator[BatchItem]:
+    source = _source_key(path)
     started = time.perf_counter()
     try:
-        for rfq_id, result in iter_csv_rfqs(path, catalog):
+        for rfq_id, result in iter_csv_rfqs(path, catalog, confine=confine):
             seconds = time.perf_counter() - started
             if isinstance(result, InputError):
                 error = _problems_text(result)
@@ -240,17 +296,20 @@ def _csv_items(path: Path, catalog: Catalog) -> Iterator[BatchItem]:
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the batch
         error = _problems_text(exc) if isinstance(exc, InputError) else (
             f"{source}: cannot read: {type(exc).__name__}: {short(str(exc), 200, quote=False)}")
-        yield BatchItem(path.stem, source, _sha256(error.encode()), None, error, None,
-                        time.perf_counter() - started, False)
+        yield BatchItem(escape_surrogates(path.stem), source, _sha256(error.encode()), None,
+                        error, None, time.perf_counter() - started, False)
 
 
-def iter_items(sources: Iterable[Path], catalog: Catalog) -> Iterator[BatchItem]:
-    """Validate the sources' RFQs one by one (streamed, in discovery order)."""
+def iter_items(sources: Iterable[Path], catalog: Catalog, confine: bool = False
+               ) -> Iterator[BatchItem]:
+    """Validate the sources' RFQs one by one (streamed, in discovery order); ``confine``:
+    uploaded files, whose model config paths must stay in their folder
+    (:func:`solver.rfq.schema.validate_rfq`)."""
     for path in sources:
         if path.suffix.lower() == CSV_SUFFIX:
-            yield from _csv_items(path, catalog)
+            yield from _csv_items(path, catalog, confine)
         else:
-            yield _file_item(path, catalog)
+            yield _file_item(path, catalog, confine)
 
 
 # --- the run ----------------------------------------------------------------------------
@@ -343,6 +402,7 @@ def run_batch(
     observer: BatchObserver | None = None,
     dask_options: dict[str, Any] | None = None,
     export: str | Path | None = None,
+    confine_models: bool = False,
 ) -> BatchSummary:
     """Evaluate every RFQ of ``inputs`` into the store ``db``; returns the run's summary.
 
@@ -351,12 +411,21 @@ def run_batch(
     cores; 1 solves in the driver). ``executor``: ``local`` or ``dask`` (``scheduler``
     ``tcp://host:port``, or none to start a LocalCluster with ``dask_options``).
     ``export``: also write this run's rows to a .csv, .parquet or .xlsx file, while the store
-    is still locked (the path is checked before anything is solved).
+    is still locked (the path is checked before anything is solved: never the store, an
+    input or a catalog overlay file). ``confine_models``: the inputs were uploaded (the
+    dashboard), so an RFQ may name only model config files inside its own folder.
     Raises :class:`InputError` for usage errors (no inputs, bad or busy db, unwritable export
-    path, bad catalog), always before the first solve.
+    path, bad catalog, too many workers), always before the first solve.
     """
     started = time.perf_counter()
-    export_path = check_export_path(export) if export is not None else None
+    if workers is not None:
+        check_workers(workers, "--workers")
+    for source in inputs:  # SQLite would write its pages into an (empty) input file
+        if same_file(db, source):
+            raise InputError([Problem(shown_path(db), "--db", None, f"is an input of this "
+                                      f"run ({shown_path(source)}); choose another file name")])
+    export_path = check_export_path(export, store=db, inputs=[
+        *inputs, *overlay_files(catalog_dir)]) if export is not None else None
     catalog = load_catalog(catalog_dir)
     sources = find_sources(inputs)
     options = solver_options(solver, time_limit)
@@ -364,11 +433,12 @@ def run_batch(
         engine = make_executor(executor, catalog, solve_fn, solver, time_limit, workers,
                                scheduler, dask_options)
         try:
-            run_id = store.start_run(catalog.version, options, [str(i) for i in inputs])
+            run_id = store.start_run(catalog.version, options, [shown_path(i) for i in inputs])
             driver = _Driver(store, run_id, catalog.version, options, observer)
             if observer is not None:
                 observer.start(count_rfqs(sources))
-            for outcome in engine.run(driver.tasks(iter_items(sources, catalog))):
+            for outcome in engine.run(driver.tasks(iter_items(sources, catalog,
+                                                              confine_models))):
                 driver.finished(outcome)
         finally:
             engine.close()
@@ -385,7 +455,7 @@ def run_batch(
 
 def summarize(store: ResultStore, run_id: int, catalog_version: str = "") -> BatchSummary:
     """Counts by status, total and median TCO, GPU and fabric mix, slowest RFQs of a run."""
-    summary = BatchSummary(run_id, str(store.path), catalog_version)
+    summary = BatchSummary(run_id, shown_path(store.path), catalog_version)
     args = (run_id,)
     summary.by_status = dict(store.query(
         "SELECT status, COUNT(*) FROM results WHERE run_id = ? GROUP BY status "

@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from solver.common.errors import InputError, Problem
+from solver.common.errors import InputError, Problem, escape_surrogates, shown_path
+from solver.common.inputs import path_reason, path_too_long
 
 SCHEMA_VERSION = 1
 STATUSES = ("optimal", "feasible", "infeasible", "invalid", "error")
@@ -107,9 +108,11 @@ class ResultStore:
     def __init__(self, path: str | Path, *, lock: bool = False) -> None:
         """Open (or create) the store. ``lock``: take the exclusive run lock (one writing
         ``procure batch`` per file) and check that the file can be written, so that a
-        read-only or busy store is refused before any RFQ is solved."""
+        read-only or busy store is refused before any RFQ is solved. The file is opened and
+        locked by its real path (links followed), so two names of one store are one store."""
         self.path = Path(path)
         _check_path(self.path)
+        self.real_path = Path(os.path.realpath(self.path))
         self._lock = RunLock(self.path) if lock else None
         self._db: sqlite3.Connection | None = None
         try:
@@ -128,7 +131,7 @@ class ResultStore:
     def _open(self) -> None:
         path = self.path
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            self._db = sqlite3.connect(self.real_path, isolation_level=None, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -136,7 +139,7 @@ class ResultStore:
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if version not in (0, SCHEMA_VERSION) or (version == 0
                                                       and tables - {"sqlite_sequence"}):
-                raise InputError([Problem(str(path), "--db", None,
+                raise InputError([Problem(shown_path(path), "--db", None,
                                           "an SQLite file that is not a procure batch store "
                                           f"(schema {version}); choose another --db file")])
             self._db.executescript(_SCHEMA)
@@ -146,7 +149,7 @@ class ResultStore:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise InputError([Problem(str(path), "--db", None,
+            raise InputError([Problem(shown_path(path), "--db", None,
                                       f"not a usable, writable SQLite results file: {exc}")]
                              ) from None
 
@@ -171,7 +174,7 @@ class ResultStore:
         """Record a new run; returns its id."""
         cursor = self.db.execute(
             "INSERT INTO runs (started_at, catalog_version, options, inputs) VALUES (?, ?, ?, ?)",
-            (_now(), catalog_version, options, "\n".join(inputs)))
+            (_now(), catalog_version, options, _storable("\n".join(inputs))))
         return int(cursor.lastrowid or 0)
 
     def finish_run(self, run_id: int) -> None:
@@ -189,13 +192,13 @@ class ResultStore:
         """What the stored row for this RFQ was computed from, if any."""
         row = self.db.execute(
             "SELECT input_hash, catalog_version, options, status FROM results "
-            "WHERE rfq = ? AND source = ?", (rfq, source)).fetchone()
+            "WHERE rfq = ? AND source = ?", (_storable(rfq), _storable(source))).fetchone()
         return StoredKey(*row) if row else None
 
     def touch(self, rfq: str, source: str, run_id: int) -> None:
         """Mark an unchanged (skipped) row as part of this run."""
         self.db.execute("UPDATE results SET run_id = ? WHERE rfq = ? AND source = ?",
-                         (run_id, rfq, source))
+                        (run_id, _storable(rfq), _storable(source)))
 
     def write(self, row: ResultRow, run_id: int) -> None:
         """Commit one finished RFQ in its own transaction (replacing an older row)."""
@@ -244,48 +247,77 @@ class _Transaction:
 
 
 def _storable(value: Any) -> Any:
-    """Text SQLite can store: a lone surrogate (from a JSON ``\\ud800`` escape in a bad
-    file's id or message) would fail the insert."""
+    """Text SQLite can store: a lone surrogate (a byte of a file name that is not UTF-8, a
+    JSON ``\\ud800`` escape in a bad file's id or message) would fail the insert; it is
+    stored escaped (``\\xff``, ``\\ud800``)."""
     if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8")
+        return escape_surrogates(value)
     return value
 
 
+LOCK_ATTEMPTS = 50
+"""Times a run re-opens the lock file that a finishing run removed under it."""
+
+
 class RunLock:
-    """An exclusive lock for one writing ``procure batch`` per store: ``<db>.lock`` held with
-    ``flock`` for the life of the run (released by the kernel when the process dies, so a
-    killed run never leaves a stale lock). Where ``flock`` is missing it does nothing."""
+    """An exclusive lock for one writing ``procure batch`` per store: ``<db>.lock`` next to
+    the store's *real* file (links followed, so every name of one store shares the lock),
+    held with ``flock`` for the life of the run (released by the kernel when the process
+    dies, so a killed run never leaves a stale lock) and removed when the run ends. Where
+    ``flock`` is missing it does nothing."""
 
     def __init__(self, db: Path) -> None:
-        self.path = db.with_name(db.name + ".lock")
+        real = Path(os.path.realpath(db))
+        self.path = real.with_name(real.name + ".lock")
         self._fd: int | None = None
         try:
             import fcntl
         except ImportError:  # not POSIX: no lock
             return
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise InputError([Problem(str(db), "--db", None,
-                                      f"cannot create the lock file {self.path.name} next to "
-                                      f"it: {exc.strerror or exc}; is the folder writable?")]
-                             ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
-            os.close(fd)
-            raise InputError([Problem(str(db), "--db", None,
-                                      f"another procure batch is writing to this store ({holder})"
-                                      "; wait for it to finish, or use another --db")]
-                             ) from None
+        for _ in range(LOCK_ATTEMPTS):
+            fd = self._open(db)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+                os.close(fd)
+                raise InputError([Problem(shown_path(db), "--db", None,
+                                          f"another procure batch is writing to this store "
+                                          f"({holder}); wait for it to finish, or use another "
+                                          "--db")]) from None
+            if self._still_there(fd):
+                break
+            os.close(fd)  # locked a file the finishing run had just removed: again
+        else:
+            raise InputError([Problem(shown_path(db), "--db", None, "the lock file "
+                                      f"{self.path.name} keeps disappearing; try again")])
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}, started {_now()}".encode(), 0)
         self._fd = fd
 
+    def _open(self, db: Path) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InputError([Problem(shown_path(db), "--db", None,
+                                      f"cannot create the lock file {self.path.name} next to "
+                                      f"it: {exc.strerror or exc}; is the folder writable?")]
+                             ) from None
+
+    def _still_there(self, fd: int) -> bool:
+        """Whether the locked file is still the lock file's name (not removed meanwhile)."""
+        try:
+            named, held = os.stat(self.path), os.fstat(fd)
+        except OSError:
+            return False
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
     def release(self) -> None:
-        """Give the lock up (closing the file releases it)."""
+        """Remove the lock file, then give the lock up (closing the file releases it): a
+        run waiting on the old file sees it gone and takes a new one."""
         if self._fd is not None:
+            if self._still_there(self._fd):
+                self.path.unlink(missing_ok=True)
             os.close(self._fd)
             self._fd = None
 
@@ -295,9 +327,13 @@ def _run_filter(run_id: int | None) -> tuple[str, tuple[Any, ...]]:
 
 
 def _check_path(path: Path) -> None:
-    """A usable --db path: not a folder, in an existing folder."""
+    """A usable --db path: not too long, not a folder, in an existing folder."""
+    too_long = path_too_long(os.fspath(path))
+    if too_long is not None:
+        raise InputError([Problem(shown_path(path), "--db", None, too_long)])
     if path.is_dir():
-        raise InputError([Problem(str(path), "--db", None, "is a folder; give a file name")])
-    if not path.parent.is_dir():
-        raise InputError([Problem(str(path), "--db", None,
-                                  f"folder {path.parent} does not exist")])
+        raise InputError([Problem(shown_path(path), "--db", None,
+                                  "is a folder; give a file name")])
+    if path_reason(path.parent, folder=True) is not None:
+        raise InputError([Problem(shown_path(path), "--db", None,
+                                  f"folder {shown_path(path.parent)} does not exist")])

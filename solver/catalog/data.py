@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -32,10 +33,15 @@ from solver.catalog.architecture import Architecture
 from solver.catalog.hf_config import load_hf_config
 from solver.catalog.rental_offers import RentalOffer
 from solver.common.errors import InputError, Problem, problems_from_pydantic
-from solver.common.inputs import (
-    reject_bool,
-)
+from solver.common.inputs import path_reason, path_within, reject_bool
 from solver.common.memo import Memo
+
+MAX_PRICE_USD = 100_000_000.0
+"""The most one catalog item (a GPU, a server, a NIC, a switch port, a cable) may cost:
+far above any real price, far below what the MIP can still scale (1e30 made HiGHS fail)."""
+MAX_CATALOG_NUMBER = 1e9
+"""The largest figure any catalog field or cost parameter may hold (the largest real one is
+a 10 M-token context window): a number beyond it is a typo the solver cannot scale."""
 
 Precision = Literal["bf16", "fp8", "int8", "int4", "fp4"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
@@ -94,7 +100,7 @@ class Gpu(_Entry):
         gt=0, description="practical GPU-to-GPU all-reduce bus bandwidth inside one node, GB/s"
     )
     intra_node_latency_us: float = Field(gt=0)
-    price_usd: float = Field(gt=0)
+    price_usd: float = Field(gt=0, le=MAX_PRICE_USD)
     price_as_of: str
     price_source: str = ""
     price_type: PriceType = Field(
@@ -134,7 +140,7 @@ class Server(_Entry):
     name: str
     gpu_slots: int = Field(ge=1, le=16)
     form_factors: tuple[FormFactor, ...]
-    price_usd: float = Field(ge=0)
+    price_usd: float = Field(ge=0, le=MAX_PRICE_USD)
     base_power_w: float = Field(ge=0, description="CPUs, fans, NICs, drives at load, without GPUs")
     rack_units: int = Field(ge=1)
     nic_slots: int = Field(ge=0, description="slots for fabric NICs")
@@ -188,11 +194,12 @@ class Fabric(_Entry):
     family: Literal["none", "ethernet", "infiniband"]
     effective_gbs: float = Field(ge=0, description="practical GB/s per NIC, one direction")
     latency_us: float = Field(ge=0)
-    nic_price_usd: float = Field(ge=0, description="per NIC")
-    switch_port_price_usd: float = Field(ge=0, description="per switch port (switch price / ports)")
+    nic_price_usd: float = Field(ge=0, le=MAX_PRICE_USD, description="per NIC")
+    switch_port_price_usd: float = Field(ge=0, le=MAX_PRICE_USD,
+                                         description="per switch port (switch price / ports)")
     ports_per_switch: int = Field(ge=0)
     cable_price_usd: float = Field(
-        default=0.0, ge=0, description="per link (node-to-leaf or leaf-to-spine): a DAC/AOC "
+        default=0.0, ge=0, le=MAX_PRICE_USD, description="per link (node-to-leaf or leaf-to-spine): a DAC/AOC "
         "cable or a cable plus its pair of optics")
     transport: Literal["rdma", "tcp"] | None = Field(
         default=None, description="how NCCL moves data on it: rdma (InfiniBand verbs, RoCE) "
@@ -276,6 +283,14 @@ class Param(BaseModel):
     @classmethod
     def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         return reject_bool(cls, value, info.field_name)
+
+    @field_validator("value", "low", "high")
+    @classmethod
+    def _scalable(cls, value: float | None) -> float | None:
+        if value is not None and abs(value) > MAX_CATALOG_NUMBER:
+            raise ValueError(f"at most {MAX_CATALOG_NUMBER:g} in size (a number the "
+                             "solver cannot scale)")
+        return value
 
 
 class CostModel(BaseModel):
@@ -533,32 +548,56 @@ def slug(text: str) -> str:
 
 
 MODEL_FILES: Memo[Model] = Memo(64)
-"""Models parsed from ``config.json`` files, keyed by path and the file's bytes."""
+"""Models parsed from ``config.json`` files, keyed by path, the name messages give it and
+the file's bytes."""
+
+UPLOAD_REFUSED = ("a model config file is accepted here only when it was uploaded together "
+                  "with the RFQ (in a zip, named relative to the RFQ, without '..'); "
+                  "otherwise name a catalog model id or give the architecture inline")
+"""The one message for a model path an upload may not name (:func:`model_from_file`
+``confine``): the same whether or not such a file exists on the server."""
 
 
-def model_from_file(path: str | Path, base: str | Path | None = None) -> Model:
+def model_from_file(path: str | Path, base: str | Path | None = None, *,
+                    confine: bool = False) -> Model:
     """The model of a Hugging Face ``config.json`` (``path`` relative to ``base``), with its
     absolute path as its id so that layouts and plans can name it. Add it to a catalog with
-    :meth:`Catalog.with_models`."""
-    p = Path(path)
-    if not p.is_absolute():
-        p = Path(base or ".") / p
-    p = p.resolve()
-    if not p.is_file():
-        raise InputError([Problem(str(path), "", None,
-                                  f"model config file not found (looked at {p})")])
+    :meth:`Catalog.with_models`.
+
+    ``confine`` (an uploaded RFQ): the file must be one uploaded with it, inside ``base``
+    (none when ``base`` is None); an absolute or parent path is refused without looking at
+    the server's files, and no message shows a server path
+    (:func:`solver.common.inputs.path_within`)."""
+    ref = str(path)
+    if confine:
+        real = path_within(ref, base, UPLOAD_REFUSED)
+        label = ref
+    else:
+        joined = Path(path) if Path(path).is_absolute() else Path(base or ".") / path
+        reason = path_reason(joined)
+        if reason is not None:
+            where = f" (looked at {joined})" if reason == "file not found" else ""
+            raise InputError([Problem(ref, "", None, f"model config: {reason}{where}")])
+        real = os.path.realpath(joined)
+        label = real
     try:
-        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        digest = hashlib.sha256(Path(real).read_bytes()).hexdigest()
     except OSError as exc:
-        raise InputError([Problem(str(path), "", None,
+        raise InputError([Problem(label, "", None,
                                   f"cannot read the model config file: {exc.strerror}")]) from None
-    return MODEL_FILES.get((str(p), digest), lambda: _model_from_file(str(p)))
+    try:
+        return MODEL_FILES.get((real, label, digest), lambda: _model_from_file(real, label))
+    except InputError as exc:
+        if not confine:
+            raise
+        raise InputError([Problem(ref if p.file == real else p.file, p.field, p.value,
+                                  p.reason) for p in exc.problems]) from None
 
 
-def _model_from_file(path: str) -> Model:
+def _model_from_file(path: str, label: str) -> Model:
     arch = load_hf_config(path)
-    model = model_from_architecture(arch, path, f"{path} (Hugging Face config.json)",
-                                    name=Path(path).name)
+    model = model_from_architecture(arch, path, f"{label} (Hugging Face config.json)",
+                                    name=Path(label).name)
     return model.model_copy(update={"id": path})
 
 

@@ -20,13 +20,13 @@ and listed in :attr:`Architecture.notes`.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from solver.catalog.architecture import Architecture
 from solver.common.errors import InputError, Problem
+from solver.common.inputs import guard, parse_json, read_text
 
 MAX_CONFIG_BYTES = 2_000_000
 MAX_DIMENSION = 10**9  # no real width, count or context comes near this
@@ -377,9 +377,23 @@ def parse_hf_config(data: Any, source: str = "<config.json>") -> Architecture:
                                    "notes": tuple(cfg.notes)})
 
 
+def _even_heads(cfg: _Config, hidden: int, heads: int, hidden_key: str, heads_key: str,
+                stated: bool = False) -> int:
+    """``hidden / heads``, the head width a config without ``head_dim`` implies; a hidden
+    size the heads do not divide is refused (a truncated width would be planned silently).
+    ``stated``: the config may give ``head_dim`` instead (say so)."""
+    if hidden % heads:
+        raise cfg.problem(hidden_key, hidden, f"not divisible by {heads_key} ({heads}): the "
+                          "head width would be a fraction"
+                          + ("; state head_dim" if stated else ""))
+    return hidden // heads
+
+
 def _gpt2(cfg: _Config, name: str) -> Architecture:
     hidden = cfg.int("n_embd", "hidden_size")
     heads = cfg.int("n_head", "num_attention_heads")
+    width = _even_heads(cfg, hidden, heads, "n_embd" if cfg.has("n_embd") else "hidden_size",
+                        "n_head" if cfg.has("n_head") else "num_attention_heads")
     layers = cfg.int("n_layer", "num_hidden_layers", maximum=MAX_LAYERS)
     ffn = cfg.int("n_inner", default=4 * hidden,
                   note=f"n_inner absent: GPT-2's default 4 x n_embd = {4 * hidden} assumed")
@@ -388,7 +402,7 @@ def _gpt2(cfg: _Config, name: str) -> Architecture:
         family=name, hidden=hidden, layers=layers, vocab=cfg.int("vocab_size"),
         tied_embeddings=cfg.bool("tie_word_embeddings", True), position_embeddings=positions,
         norm_bias=True, max_context=positions, attention="mha", heads=heads, kv_heads=heads,
-        head_dim=hidden // heads, v_head_dim=hidden // heads, attention_bias=True,
+        head_dim=width, v_head_dim=width, attention_bias=True,
         attention_output_bias=True,
         mlp="plain", mlp_bias=True, dense_layers=layers, dense_ffn=ffn)
 
@@ -396,12 +410,13 @@ def _gpt2(cfg: _Config, name: str) -> Architecture:
 def _neox(cfg: _Config, name: str) -> Architecture:
     hidden = cfg.int("hidden_size")
     heads = cfg.int("num_attention_heads")
+    width = _even_heads(cfg, hidden, heads, "hidden_size", "num_attention_heads")
     layers = cfg.int("num_hidden_layers", maximum=MAX_LAYERS)
     return Architecture(
         family=name, hidden=hidden, layers=layers, vocab=cfg.int("vocab_size"),
         tied_embeddings=cfg.bool("tie_word_embeddings", False), norm_bias=True,
         max_context=cfg.int("max_position_embeddings"), attention="mha", heads=heads,
-        kv_heads=heads, head_dim=hidden // heads, v_head_dim=hidden // heads,
+        kv_heads=heads, head_dim=width, v_head_dim=width,
         attention_bias=cfg.bool("attention_bias", True),
         attention_output_bias=cfg.bool("attention_bias", True), mlp="plain", mlp_bias=True,
         dense_layers=layers, dense_ffn=cfg.int("intermediate_size"))
@@ -410,6 +425,7 @@ def _neox(cfg: _Config, name: str) -> Architecture:
 def _opt(cfg: _Config, name: str) -> Architecture:
     hidden = cfg.int("hidden_size")
     heads = cfg.int("num_attention_heads")
+    width = _even_heads(cfg, hidden, heads, "hidden_size", "num_attention_heads")
     layers = cfg.int("num_hidden_layers", maximum=MAX_LAYERS)
     positions = cfg.int("max_position_embeddings")
     if cfg.int("word_embed_proj_dim", default=hidden) != hidden:
@@ -419,8 +435,8 @@ def _opt(cfg: _Config, name: str) -> Architecture:
         family=name, hidden=hidden, layers=layers, vocab=cfg.int("vocab_size"),
         tied_embeddings=cfg.bool("tie_word_embeddings", True),
         position_embeddings=positions + 2, norm_bias=True, max_context=positions,
-        attention="mha", heads=heads, kv_heads=heads, head_dim=hidden // heads,
-        v_head_dim=hidden // heads, attention_bias=cfg.bool("enable_bias", True),
+        attention="mha", heads=heads, kv_heads=heads, head_dim=width,
+        v_head_dim=width, attention_bias=cfg.bool("enable_bias", True),
         attention_output_bias=cfg.bool("enable_bias", True),
         mlp="plain", mlp_bias=cfg.bool("enable_bias", True), dense_layers=layers,
         dense_ffn=cfg.int("ffn_dim"))
@@ -505,6 +521,8 @@ def _attention_fields(cfg: _Config, family: str, hidden: int, heads: int) -> dic
         if heads % kv_heads:
             raise cfg.problem("num_key_value_heads", kv_heads,
                               f"must divide num_attention_heads ({heads})")
+        if not cfg.has("head_dim"):
+            _even_heads(cfg, hidden, heads, "hidden_size", "num_attention_heads", stated=True)
         head_dim = cfg.int("head_dim", default=hidden // heads,
                            note=f"head_dim absent: hidden_size / num_attention_heads = "
                                 f"{hidden // heads} assumed")
@@ -569,15 +587,6 @@ def load_hf_config(path: str | Path) -> Architecture:
     """Read and parse one ``config.json`` file."""
     path = Path(path)
     source = str(path)
-    if not path.is_file():
-        raise InputError([Problem(source, "", None, "config file not found")])
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise InputError([Problem(source, "", None, "config file larger than 2 MB")])
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError([Problem(source, "", None, "not UTF-8 text")]) from None
-    except json.JSONDecodeError as exc:
-        raise InputError([Problem(source, "", None, f"JSON syntax error at line {exc.lineno}, "
-                                  f"column {exc.colno}: {exc.msg}")]) from None
+    with guard(source):  # the bounded reader: a regular file, UTF-8, strict JSON
+        data = parse_json(read_text(path, source, MAX_CONFIG_BYTES), source)
     return parse_hf_config(data, source)

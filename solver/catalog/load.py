@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +16,27 @@ from pydantic import (
     ValidationError,
 )
 
-from solver.catalog.data import Catalog, architecture_fields, slug
+from solver.catalog.data import (
+    MAX_CATALOG_NUMBER,
+    MAX_PRICE_USD,
+    Catalog,
+    architecture_fields,
+    slug,
+)
 from solver.catalog.hf_config import load_hf_config, parse_hf_config
 from solver.catalog.perf_factors import factors
 from solver.catalog.rental_offers import RENTAL_FILE, load_offers
 from solver.common.errors import InputError, Problem, problems_from_pydantic, short
 from solver.common.inputs import (
+    check_path,
     csv_records,
     guard,
     non_finite,
     parse_yaml,
+    path_reason,
     read_csv_rows,
     read_text,
+    too_large,
 )
 from solver.common.memo import Memo
 from solver.common.parse_cache import cached_parse
@@ -128,6 +138,10 @@ def _apply_prices(raw: dict[str, Any], path: Path) -> None:
         if not (math.isfinite(price) and price >= 0):
             raise InputError([Problem(source, f"line {line}.price_usd", price,
                                       "must be a finite number >= 0")])
+        if price > MAX_PRICE_USD:
+            raise InputError([Problem(source, f"line {line}.price_usd", price,
+                                      f"at most {MAX_PRICE_USD:,.0f} USD (a number the solver "
+                                      "cannot scale)")])
         kind = next((k for k in PRICE_KINDS if entry_id in tables[k]), None)
         if kind is None:
             raise InputError([Problem(source, f"line {line}.id", entry_id,
@@ -143,15 +157,39 @@ def _apply_prices(raw: dict[str, Any], path: Path) -> None:
                                      or f"user price overlay {path.name}")
 
 
+def _present(path: Path) -> bool:
+    """Whether a catalog folder has this file: True for a regular file, False when nothing
+    is there; anything else there (a dangling or looping link, a pipe, a folder, a device)
+    is that file's :class:`InputError`, never silently skipped."""
+    if not os.path.lexists(path):
+        return False
+    check_path(path)
+    return True
+
+
+def overlay_files(user_dir: str | Path | None) -> list[Path]:
+    """Every file a catalog overlay folder is read from (present or not): what no output of
+    a run may overwrite (:func:`solver.common.outputs.check_output_path`)."""
+    if user_dir is None:
+        return []
+    directory = Path(user_dir)
+    names = [*FILES.values(), "prices.csv", RENTAL_FILE]
+    found = [directory / name for name in names]
+    models = directory / "models"
+    if path_reason(models, folder=True) is None:
+        found += sorted(models.glob("*.json")) + sorted(models.glob("*/config.json"))
+    return found
+
+
 def _load_raw(directory: Path) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     for key, name in FILES.items():
         path = directory / name
-        if path.is_file():
+        if _present(path):
             raw[key] = _check_shape(key, _read_yaml(path), path)
     for entry in raw.get("models") or []:  # config paths are relative to their models.yaml
         if isinstance(entry, dict) and isinstance(entry.get("config"), str):
-            entry["config"] = str((directory / entry["config"]).resolve())
+            entry["config"] = os.path.realpath(directory / entry["config"])
     return raw
 
 
@@ -181,10 +219,23 @@ def check_unique_ids(raw: dict[str, Any], origin: str) -> None:
 
 
 def _check_finite(raw: dict[str, Any], origin: str) -> None:
+    """Every number finite and at most :data:`MAX_CATALOG_NUMBER` in size."""
     bad = non_finite(raw)
     if bad:
         raise InputError([Problem(origin, where, value, "must be a finite number")
                           for where, value in bad])
+    _check_size(raw, origin)
+
+
+def _check_size(data: Any, origin: str) -> None:
+    """Every number at most :data:`MAX_CATALOG_NUMBER` in size (checked on the raw files and
+    again on the validated catalog: YAML reads ``1e30`` as text, which validation turns
+    into a number)."""
+    huge = too_large(data, MAX_CATALOG_NUMBER)
+    if huge:
+        raise InputError([Problem(origin, where, value, f"at most {MAX_CATALOG_NUMBER:g} in "
+                                  "size (a number the solver cannot scale)")
+                          for where, value in huge])
 
 
 def _model_folder(raw: dict[str, Any], directory: Path) -> int:
@@ -192,15 +243,16 @@ def _model_folder(raw: dict[str, Any], directory: Path) -> int:
     entry names (``models/<name>.config.json`` or ``models/<name>/config.json``; id = the
     name in lower case). Returns how many were added."""
     folder = directory / "models"
-    if not folder.is_dir():
+    if not os.path.lexists(folder):
         return 0
+    check_path(folder, folder=True)  # a link loop or a file named models: said, not skipped
     models = raw.setdefault("models", [])
     named = {e.get("config") for e in models
              if isinstance(e, dict) and isinstance(e.get("config"), str)}
     ids = {e.get("id") for e in models if isinstance(e, dict)}
     added = 0
     for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/config.json")):
-        resolved = str(path.resolve())
+        resolved = os.path.realpath(path)
         if resolved in named:
             continue
         name = (path.parent.name if path.name == "config.json"
@@ -257,9 +309,12 @@ def _build(raw: dict[str, Any], origin: str) -> Catalog:
     blob = json.dumps(raw, sort_keys=True, default=str).encode()
     data["version"] = hashlib.sha256(blob).hexdigest()[:12]
     try:
-        return Catalog.model_validate(data)
+        catalog = Catalog.model_validate(data)
     except ValidationError as exc:
         raise InputError(problems_from_pydantic(exc, origin, id_keyed=True)) from None
+    _check_size(catalog.model_dump(include={"gpus", "servers", "fabrics", "models", "costs",
+                                            "rental"}), origin)
+    return catalog
 
 
 def check_catalog(catalog: Catalog) -> None:
@@ -319,8 +374,10 @@ def _load_catalog(user_dir: str | None) -> Catalog:
     origin = str(builtin)
     if user_dir is not None:
         directory = Path(user_dir)
-        if not directory.is_dir():
-            raise InputError([Problem(user_dir, "", None, "catalog directory not found")])
+        reason = path_reason(directory, folder=True)
+        if reason is not None:  # a link loop, a 6,000-character path, a file
+            raise InputError([Problem(user_dir, "--catalog", None, "catalog directory not found"
+                                      if reason == "folder not found" else reason)])
         overlay = _load_raw(directory)
         for key, value in overlay.items():
             if key in ("costs", "efficiency"):
@@ -330,13 +387,15 @@ def _load_catalog(user_dir: str | None) -> Catalog:
             else:
                 raw[key] = _merge_entries(raw.get(key) or [], value, directory / FILES[key])
         prices = directory / "prices.csv"
-        if prices.is_file():
+        has_prices = _present(prices)
+        if has_prices:
             _apply_prices(raw, prices)
         added = _model_folder(raw, directory)
         rental = directory / RENTAL_FILE  # rental offers: built-in rows, then the overlay's
-        raw["rental"] = load_offers(_rental_files(builtin) + ([rental] if rental.is_file()
+        has_rental = _present(rental)
+        raw["rental"] = load_offers(_rental_files(builtin) + ([rental] if has_rental
                                                               else []), raw)
-        if not overlay and not prices.is_file() and not added and not rental.is_file():
+        if not overlay and not has_prices and not added and not has_rental:
             raise InputError([Problem(user_dir, "", None,
                                       "no catalog files found (expected any of "
                                       f"{', '.join(FILES.values())}, prices.csv, "

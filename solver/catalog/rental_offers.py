@@ -33,6 +33,10 @@ COLUMNS: tuple[str, ...] = ("offer_id", "gpu", "gpus_per_instance", "fabric", "p
 OPTIONAL_COLUMNS: tuple[str, ...] = ("note",)
 MAX_RENTAL_ROWS = 10_000
 MAX_RENTAL_BYTES = 5_000_000
+MAX_USD_PER_GPU_HOUR = 10_000.0
+"""The most a rented GPU-hour may cost (real offers: a few dollars); 1e30 made HiGHS fail."""
+MAX_RENTAL_NUMBER = 1e9
+"""The largest number any other column may hold (a number the solver cannot scale)."""
 INSTANCE_SIZES = (1, 2, 4, 8, 16, 32, 64, 72)  # GPUs per instance the physics can lay out
 
 
@@ -45,7 +49,7 @@ class RentalOffer(BaseModel):
     gpus_per_instance: int = Field(ge=1)
     fabric: str
     price_type: PriceType
-    usd_per_gpu_hour: float = Field(gt=0)
+    usd_per_gpu_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR)
     min_term_hours: float = Field(ge=0)
     provider_class: Literal["hyperscaler", "gpu-cloud"]
     source: str = Field(min_length=3)
@@ -79,7 +83,7 @@ def read_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
 
 
 def _number(source: str, line: int, field: str, text: str, *, integer: bool = False,
-            positive: bool = False) -> float:
+            positive: bool = False, maximum: float = MAX_RENTAL_NUMBER) -> float:
     where = f"line {line}.{field}"
     try:
         value = float(text)
@@ -88,6 +92,9 @@ def _number(source: str, line: int, field: str, text: str, *, integer: bool = Fa
     if not math.isfinite(value) or value < 0 or (positive and value <= 0):
         raise InputError([Problem(source, where, text, "must be a finite number "
                                   + ("> 0" if positive else ">= 0"))])
+    if value > maximum:
+        raise InputError([Problem(source, where, text, f"at most {maximum:,g} (a number the "
+                                  "solver cannot scale)")])
     if integer and not value.is_integer():
         raise InputError([Problem(source, where, text, "must be a whole number")])
     return value
@@ -115,7 +122,8 @@ def parse_offer(source: str, line: int, row: dict[str, str], gpus: set[str],
                    positive=True)
     if int(size) not in INSTANCE_SIZES:
         raise bad("gpus_per_instance", f"one of {', '.join(map(str, INSTANCE_SIZES))}")
-    price = _number(source, line, "usd_per_gpu_hour", row["usd_per_gpu_hour"], positive=True)
+    price = _number(source, line, "usd_per_gpu_hour", row["usd_per_gpu_hour"], positive=True,
+                    maximum=MAX_USD_PER_GPU_HOUR)
     term = _number(source, line, "min_term_hours", row["min_term_hours"])
     for field, least in (("source", 3), ("as_of", 4)):
         if len(row[field]) < least:

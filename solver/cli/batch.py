@@ -142,8 +142,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Evaluate many RFQs, resumable: results go to --db as each finishes."""
         from solver.batch.runner import run_batch
-        from solver.common.errors import InputError, Problem
+        from solver.common.errors import InputError, Problem, shown_path
+        from solver.common.limits import MAX_TIME_LIMIT_S, check_range, check_workers
 
+        check_workers(workers)
+        check_range("--time-limit", time_limit, 0.0, MAX_TIME_LIMIT_S)
         if executor not in ("local", "dask"):
             raise InputError([Problem("--executor", "", executor, "use local or dask")])
         if solver not in ("cbc", "highs", "cpsat"):
@@ -163,6 +166,6 @@ def register(app: typer.Typer) -> None:
                       "same command again to resume")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         print_summary(summary)
-        if summary.exported is not None:
-            out.print(f"exported {summary.exported} RFQs to {export}")
+        if summary.exported is not None and export is not None:
+            out.print(f"exported {summary.exported} RFQs to {shown_path(export)}")
         raise typer.Exit(EXIT_OK)

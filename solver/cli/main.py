@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from solver import __version__
-from solver.common.console import EXIT_INVALID, err, fail_input, out
-from solver.common.errors import InputError
+from solver.common.console import EXIT_INVALID, err, fail_input, fail_solver, out
+from solver.common.errors import InputError, SolverError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -190,6 +190,8 @@ def main() -> None:
         result = app(standalone_mode=False)
     except InputError as exc:
         fail_input(exc)
+    except SolverError as exc:
+        fail_solver(exc)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

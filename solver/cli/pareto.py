@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from solver.cli.solve import CatalogOpt, SolverOpt, check_solver, load
+from solver.cli.solve import CatalogOpt, SolverOpt, check_outputs, check_solver, load
 from solver.common.console import EXIT_INFEASIBLE, out
+from solver.common.errors import SolverError
+from solver.common.limits import MAX_PARETO_POINTS, check_range, check_workers
 from solver.optimize.backends import DEFAULT_SOLVER
 
 SetOpt = Annotated[list[str] | None, typer.Option(
@@ -98,16 +99,19 @@ def _print_sweep(result: dict[str, Any]) -> None:
 def _sweep_csv(results: list[dict[str, Any]], path: Path) -> None:
     import csv
 
+    from solver.common.spreadsheet import safe_row
+
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["sweep", "value", "status", "tco_usd", "rental_usd", "capex_usd",
                          "choice", "sourcing", "cluster"])
         for result in results:
             for p in result["points"]:
-                writer.writerow([result["sweep"], p[result["sweep"]], p["status"],
-                                 p.get("tco_usd"), p.get("rental_usd"), p.get("capex_usd"),
-                                 p.get("choice"), ";".join(f"{k}={v}" for k, v in (
-                                     p.get("sourcing") or {}).items()), p.get("cluster")])
+                writer.writerow(safe_row([
+                    result["sweep"], p[result["sweep"]], p["status"], p.get("tco_usd"),
+                    p.get("rental_usd"), p.get("capex_usd"), p.get("choice"),
+                    ";".join(f"{k}={v}" for k, v in (p.get("sourcing") or {}).items()),
+                    p.get("cluster")]))
 
 
 def _usd(value: float | None) -> str:
@@ -115,13 +119,16 @@ def _usd(value: float | None) -> str:
 
 
 def _prepare(rfq: Path, catalog: str | None, set_: list[str] | None,
-             overrides: Path | None, solver: str, plot: Path | None) -> tuple[Any, Any]:
-    """Check the solver and plot path, then load catalog + RFQ with overrides applied."""
+             overrides: Path | None, solver: str, plot: Path | None,
+             csv_out: Path | None = None) -> tuple[Any, Any]:
+    """Check the solver and the output paths (``--plot``, ``--csv``: a file in an existing
+    folder, never an input), then load catalog + RFQ with overrides applied."""
     check_solver(solver)
     if plot is not None:
         from solver.report.charts import check_plot_path
 
         check_plot_path(plot, "--plot")
+    check_outputs({"--plot": plot, "--csv": csv_out}, rfq, catalog, overrides)
     return load(rfq, catalog, set_, overrides)
 
 
@@ -129,7 +136,8 @@ def pareto(
     rfq: RfqArg,
     json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
     points: Annotated[int | None, typer.Option(
-        "--points", min=1, help="At most N plans (the cheapest and N-1 spread out).")] = None,
+        "--points", min=1, help="At most N plans (the cheapest and N-1 spread out; "
+        f"N <= {MAX_PARETO_POINTS}).")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Write the points as CSV.")
                        ] = None,
     plot: Annotated[Path | None, typer.Option(
@@ -151,7 +159,8 @@ def pareto(
     the cost and the buy/rent choice across rental prices or demand growth)."""
     if sweep:
         return _sweeps(rfq, sweep, solver, catalog, set_, overrides, json_out, csv_out)
-    cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
+    check_range("--points", points, 1, MAX_PARETO_POINTS)
+    cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot, csv_out)
     return _frontier(cat, parsed, metric, points, solver, json_out, csv_out, plot)
 
 
@@ -164,7 +173,7 @@ def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,
     from solver.analysis.whatif import sweep as run_sweep
 
     asked = [parse_sweep(text) for text in sweep]
-    cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, None)
+    cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, None, csv_out)
     results = [run_sweep(cat, parsed, kind, values, solver) for kind, values in asked]
     if csv_out is not None:
         _sweep_csv(results, csv_out)
@@ -174,6 +183,9 @@ def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,
         for result in results:
             _print_sweep(result)
     feasible = any(p["choice"] is not None for r in results for p in r["points"])
+    if {p["status"] for r in results for p in r["points"]} == {"error"}:  # not infeasible
+        raise SolverError(str(results[0]["points"][0].get("error") or "every solve failed")
+                          .removeprefix("solver error: "))
     return 0 if feasible else EXIT_INFEASIBLE
 
 
@@ -218,11 +230,15 @@ def sensitivity(
 ) -> int:
     """How TCO and the chosen plan move with prices, power, overhead, demand; flips."""
     from solver.analysis.sensitivity import report as build_report
+    from solver.optimize.candidate_workers import default_workers
     from solver.report.charts import tornado_plot
 
+    check_workers(workers)
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
     report = build_report(cat, parsed, param=param, range_text=range_, solver=solver,
-                          workers=workers or os.cpu_count() or 1)
+                          workers=workers or default_workers())
+    if report["base"]["status"] == "error":  # no answer about the RFQ: never infeasible
+        raise SolverError(report["base"].get("error") or f"{solver} failed on the base RFQ")
     if plot is not None:
         tornado_plot(report, plot)
     if json_out:

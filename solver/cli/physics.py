@@ -42,19 +42,40 @@ def _check_choice(field: str, value: str, choices: Sequence[str]) -> str:
     return value
 
 
-def _positive(field: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise _bad(field, value, "must be >= 1")
+MAX_MICRO_BATCH = 1024
+"""Sequences per micro-batch (``--micro-batch``)."""
+MAX_GLOBAL_BATCH = 10_000_000
+"""Sequences per optimizer step (``--global-batch``)."""
+MAX_INTERLEAVE = 128
+"""Virtual pipeline stages per GPU (``--interleave``)."""
+
+
+def _schema_max(kind: type, field: str) -> float:
+    """The largest value the RFQ schema allows for a workload field: a flag takes no more
+    than the file does."""
+    from solver.analysis.sensitivity import schema_max
+
+    return schema_max(kind, field)
+
+
+def _within(flag: str, value: float | None, high: float, low: float = 1) -> None:
+    """``value`` (None: not given) in ``[low, high]`` and finite, else exit 2 naming
+    ``flag``."""
+    from solver.common.limits import check_range
+
+    check_range(flag, value, low, high)
 
 
 def _concurrency(value: str | None) -> int | None:
+    from solver.rfq.schema import InferenceWorkload
+
     if value is None or value.lower() == "max":
         return None
     try:
         number = int(value)
     except ValueError:
         raise _bad("--concurrency", value, "must be a positive integer or 'max'") from None
-    _positive("--concurrency", number)
+    _within("--concurrency", number, _schema_max(InferenceWorkload, "concurrency"))
     return number
 
 
@@ -68,10 +89,14 @@ def _serving_load(kind: str, concurrency: str | None, qps: float | None, engine:
         raise _bad("--percentile", percentile,
                    f"must be one of {', '.join(map(str, PERCENTILES))}")
     if qps is not None:
+        from solver.common.limits import check_range
+        from solver.rfq.schema import InferenceWorkload
+
         if kind not in ("inference", "batch_inference"):
             raise _bad("--qps", qps, "applies to serving kinds (inference, batch_inference)")
         if not qps > 0 or qps == float("inf"):
             raise _bad("--qps", qps, "must be a finite number > 0 (requests per second)")
+        check_range("--qps", qps, 0, _schema_max(InferenceWorkload, "qps"), low_open=True)
         if concurrency is not None:
             raise _bad("--qps", qps, "give --qps (open loop) or --concurrency (closed loop), "
                        "not both")
@@ -168,15 +193,17 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
                   fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
     from solver.catalog.data import PRECISIONS
     from solver.catalog.load import load_catalog
+    from solver.common.limits import MAX_GPUS, MAX_GPUS_PER_NODE
     from solver.physics.layout import KIND_OF, KINDS, Workload
     from solver.physics.performance import best_layout
 
     _check_choice("--kind", kind, KINDS)
     if precision is not None:
         _check_choice("--precision", precision, PRECISIONS)
-    for name, value in (("--gpus", gpus), ("--gpus-per-node", gpus_per_node), ("--tp", tp),
-                        ("--pp", pp)):
-        _positive(name, value)
+    _within("--gpus", gpus, MAX_GPUS)  # the physics runs in time linear in the GPUs
+    for name, value, high in (("--gpus-per-node", gpus_per_node, MAX_GPUS_PER_NODE),
+                              ("--tp", tp, gpus), ("--pp", pp, gpus)):
+        _within(name, value, high)
     if gpus % ((tp or 1) * (pp or 1)):
         raise _bad("--gpus", gpus, f"not divisible by tp x pp = {(tp or 1) * (pp or 1)}")
     cat = load_catalog(catalog)
@@ -259,7 +286,9 @@ def fit(
     catalog: CatalogOpt = None,
 ) -> None:
     """Memory breakdown per GPU and whether the model fits, and fits comfortably."""
-    _positive("--context", context)
+    from solver.rfq.schema import InferenceWorkload
+
+    _within("--context", context, _schema_max(InferenceWorkload, "input_tokens"))
     conc = 1 if concurrency is None else _concurrency(concurrency)
     data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, None, None,
                          fabric, {"input_tokens": context, "output_tokens": 0,
@@ -348,16 +377,25 @@ def _estimate_request(kind: str, input_tokens: int, output_tokens: int, seq_len:
     """``procure estimate``'s workload options as Workload fields, checked in order (sizes,
     training knobs, SLOs, serving load): a bad value raises :class:`InputError` naming the
     flag (exit 2)."""
-    for name, value in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens),
-                        ("--seq-len", seq_len), ("--micro-batch", micro_batch),
-                        ("--global-batch", global_batch), ("--interleave", interleave),
-                        ("--context-parallel", context_parallel)):
-        _positive(name, value)
+    from solver.common.limits import MAX_GPUS, check_range
+    from solver.rfq.schema import InferenceWorkload, TrainingWorkload
+
+    for name, value, high in (
+            ("--input-tokens", input_tokens, _schema_max(InferenceWorkload, "input_tokens")),
+            ("--output-tokens", output_tokens, _schema_max(InferenceWorkload, "output_tokens")),
+            ("--seq-len", seq_len, _schema_max(TrainingWorkload, "seq_len")),
+            ("--micro-batch", micro_batch, MAX_MICRO_BATCH),
+            ("--global-batch", global_batch, MAX_GLOBAL_BATCH),
+            ("--interleave", interleave, MAX_INTERLEAVE),
+            ("--context-parallel", context_parallel, MAX_GPUS)):
+        _within(name, value, high)
     knobs = training_knobs(recompute, zero, micro_batch, global_batch, seq_len,
                            sequence_parallel, interleave, context_parallel)
     for name, slo in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
         if slo is not None and not slo > 0:
             raise _bad(name, slo, "must be > 0")
+        check_range(name, slo, 0, _schema_max(InferenceWorkload, name[2:].replace("-", "_")),
+                    low_open=True)
     return {"input_tokens": input_tokens, "output_tokens": output_tokens,
             "seq_len": seq_len, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
             **_serving_load(kind, concurrency, qps, engine, percentile),
@@ -457,11 +495,13 @@ def _repo() -> Path:
 
 def _calibration_csv(csv_path: Path | None) -> Path:
     """``--csv``, else the clone's bench/data/calibration.csv; an error when it is missing."""
+    from solver.common.inputs import path_reason
     from solver.physics.calibration import default_csv
 
     path = csv_path or default_csv()
-    if not path.is_file():
-        raise _bad("--csv", str(path), "file not found" + (
+    reason = path_reason(path)
+    if reason is not None:
+        raise _bad("--csv", str(path), reason + (
             "" if csv_path else "; this installation ships no calibration data: pass --csv "
             "with bench/data/calibration.csv from a clone of the repository"))
     return path

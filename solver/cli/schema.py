@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """A customer-ready quote: summary, cluster picture, bill of materials, margins,
         assumptions, alternatives, risks and validity date."""
-        from solver.cli.solve import plan_with_alternatives
+        from solver.cli.solve import check_outputs, check_solved, plan_with_alternatives
         from solver.common.errors import InputError, Problem
         from solver.report.quote import write_quote
 
@@ -81,7 +81,9 @@ def register(app: typer.Typer) -> None:
         if suffix not in (".html", ".htm", ".xlsx"):
             raise InputError([Problem("-o", "", str(output),
                                       "the quote must be a .html or .xlsx file")])
+        check_outputs({"-o": output}, rfq, catalog)  # before the solve: not an input, a folder
         cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
+        check_solved(plan)  # a solver failure is no quote
         write_quote(output, plan, parsed, cat, alternatives, valid_days=valid_days)
         out.print(f"wrote {output} ({plan.status})")
-        return EXIT_INFEASIBLE if plan.status in ("infeasible", "error") else 0
+        return EXIT_INFEASIBLE if plan.status == "infeasible" else 0

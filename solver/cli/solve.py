@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from solver.common.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out
-from solver.common.errors import InputError, Problem
+from solver.common.errors import InputError, Problem, SolverError
+from solver.common.limits import MAX_TIME_LIMIT_S, check_range
 from solver.optimize.backends import DEFAULT_SOLVER
 
 if TYPE_CHECKING:
@@ -39,6 +40,20 @@ def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = 
 
         catalog, rfq = apply_overrides(catalog, rfq, overrides or [], overrides_file)
     return rfq.catalog(catalog), rfq
+
+
+def check_outputs(outputs: dict[str, Path | None], rfq: Path, catalog: str | None,
+                  overrides: Path | None = None) -> None:
+    """Each output path given (by its flag) is a file in an existing folder that is none of
+    the run's inputs (the RFQ, the overrides file, the files of a catalog overlay): checked
+    before anything is solved (:func:`solver.common.outputs.check_output_path`)."""
+    from solver.catalog.load import overlay_files
+    from solver.common.outputs import check_output_path
+
+    inputs = [rfq, *([overrides] if overrides else []), *overlay_files(catalog)]
+    for flag, path in outputs.items():
+        if path is not None:
+            check_output_path(path, flag, inputs=inputs)
 
 
 def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
@@ -192,6 +207,8 @@ def _print_infeasibility(plan: Plan, horizon: float | None, con: Any) -> None:
     from solver.common.wording import relaxations
 
     info = plan.infeasibility
+    if info and plan.status == "error":  # no answer about the RFQ: said once, by the caller
+        return
     if info:
         con.print("[red]No plan found within the time limit.[/]" if plan.status == "timeout"
                   else "[red]No plan meets this RFQ.[/]")
@@ -293,10 +310,20 @@ def print_explanation(plan: Plan, alternatives: list[dict[str, Any]],
 
 
 def exit_code(plan: Plan) -> int:
-    """0 a plan; 4 the time limit ran out before any plan; 3 infeasible (or solver error)."""
+    """0 a plan; 4 the time limit ran out before any plan; 3 infeasible. A solver error is
+    no answer about the RFQ: :class:`SolverError` (exit 1), never 3."""
+    check_solved(plan)
     if plan.status == "timeout":
         return EXIT_TIMEOUT
-    return EXIT_INFEASIBLE if plan.status in ("infeasible", "error") else 0
+    return EXIT_INFEASIBLE if plan.status == "infeasible" else 0
+
+
+def check_solved(plan: Plan) -> None:
+    """Raise :class:`SolverError` for a plan whose solver failed (status ``error``)."""
+    if plan.status == "error":
+        reasons = (plan.infeasibility.reasons if plan.infeasibility else None) \
+            or ["unknown failure"]
+        raise SolverError(str(reasons[0]).removeprefix("solver error: "))
 
 
 def _fmt(value: Any) -> str:
@@ -322,6 +349,7 @@ def register(app: typer.Typer) -> None:
         from solver.analysis.explain import solve_rfq
         from solver.optimize.candidate_workers import default_workers
 
+        check_range("--time-limit", time_limit, 0.01, MAX_TIME_LIMIT_S)
         check_solver(solver)
         cat, parsed = load(rfq, catalog, set_, overrides)
         plan = solve_rfq(parsed, cat, solver=solver, time_limit=time_limit,
@@ -346,8 +374,9 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(json.dumps({"plan": plan.to_json(), "counterfactuals": alternatives},
                              indent=2))
-            return EXIT_INFEASIBLE if plan.status == "infeasible" else 0
+            return exit_code(plan)
+        check_solved(plan)
         from solver.common.wording import assumptions
 
         print_explanation(plan, alternatives, assumptions(cat, parsed, plan.to_json()), parsed)
-        return EXIT_INFEASIBLE if plan.status == "infeasible" else 0
+        return exit_code(plan)

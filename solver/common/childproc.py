@@ -1,23 +1,31 @@
-"""Solver child processes die with their parent.
+"""Child processes die with their parent.
 
-PuLP runs CBC as a separate program. When ``procure`` is killed (a timeout, SIGKILL, a batch
-worker whose driver is gone), that program would otherwise keep running at 100 % of a core
-until its own time limit, if any. On Linux the child asks the kernel for SIGKILL when its
-parent dies (``prctl(PR_SET_PDEATHSIG)``, set between fork and exec); elsewhere nothing
-changes. HiGHS (highspy) and CP-SAT solve in-process and need nothing.
+PuLP runs CBC as a separate program, and ``procure solve`` (a large RFQ's first candidate
+build), ``procure sensitivity --workers N`` and ``procure batch`` fork worker processes.
+When ``procure`` is killed (SIGTERM, SIGKILL, a timeout, a batch worker whose driver is
+gone), those would otherwise keep running - at 100 % of a core, for minutes. On Linux every
+child asks the kernel for SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``: set
+between fork and exec for CBC, first thing after the fork for a Python worker,
+:func:`die_with_parent`), and checks that the parent it was forked from is still there
+(it may have died before the call). Where there is no such signal,
+:func:`kill_children_on_sigterm` still takes the workers down with a terminated parent.
+HiGHS (highspy) and CP-SAT solve in-process and need nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_GET_PDEATHSIG = 2
 
 
 def _libc() -> Any:
@@ -27,22 +35,75 @@ def _libc() -> Any:
         return None
 
 
-def parent_death_hook() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get SIGKILL when this process (strictly: the
-    thread that starts it) ends; None where the platform has no such signal."""
+def _prctl() -> Any:
+    """libc's ``prctl`` on Linux, else None."""
     if not sys.platform.startswith("linux"):
         return None
     libc = _libc()
-    if libc is None or not hasattr(libc, "prctl"):
+    return getattr(libc, "prctl", None) if libc is not None else None
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child, right after the fork: get SIGKILL when the parent ``parent`` (strictly:
+    the thread that forked this child) ends, and end now when it has already gone (this
+    process was re-parented before the call). Nothing where the platform has no such
+    signal."""
+    prctl = _prctl()
+    if prctl is None:
+        return
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the call: nobody to wait for us
+        os._exit(1)
+
+
+def parent_death_signal() -> int:
+    """The signal this process gets when its parent dies (0: none; Linux only)."""
+    prctl = _prctl()
+    if prctl is None:
+        return 0
+    value = ctypes.c_int(0)
+    prctl(PR_GET_PDEATHSIG, ctypes.byref(value))
+    return value.value
+
+
+def parent_death_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when this process (strictly: the
+    thread that starts it) ends; None where the platform has no such signal."""
+    if _prctl() is None:
         return None
     parent = os.getpid()
+    return lambda: die_with_parent(parent)
 
-    def hook() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before the call: nobody to wait for us
-            os._exit(1)
 
-    return hook
+@contextlib.contextmanager
+def kill_children_on_sigterm(children: Callable[[], Iterable[int]]) -> Iterator[None]:
+    """While the block runs, SIGTERM to this process first kills the worker processes
+    ``children()`` names, then ends this process as SIGTERM would have (the handler before
+    the block runs, or the default: termination). The parent-death signal does the same on
+    Linux; this covers the platforms without one. Only the main thread can install it;
+    elsewhere the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None:  # a handler not set from Python: treat as the default
+        previous = signal.SIG_DFL
+
+    def on_term(signum: int, frame: Any) -> None:
+        for pid in list(children()):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        signal.signal(signal.SIGTERM, previous)
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class _Subprocess:

@@ -7,9 +7,11 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from solver.common.errors import InputError
+from solver.common.errors import InputError, SolverError
 
 EXIT_OK = 0
+EXIT_SOLVER_ERROR = 1
+"""The solver failed (not an answer about the RFQ): like a bug, exit 1 - never 3."""
 EXIT_INVALID = 2
 EXIT_INFEASIBLE = 3
 PROBLEMS_SHOWN = 50
@@ -31,3 +33,10 @@ def fail_input(exc: InputError) -> NoReturn:
     if len(exc.problems) > PROBLEMS_SHOWN:
         err.print(f"  ... and {len(exc.problems) - PROBLEMS_SHOWN} more", markup=False)
     sys.exit(EXIT_INVALID)
+
+
+def fail_solver(exc: SolverError) -> NoReturn:
+    """A solver failure in one line, exit 1: it says nothing about whether a plan exists."""
+    err.print(f"solver error: {exc}; the solver failed on this model, which says nothing "
+              "about whether a plan exists - try another --solver", markup=False)
+    sys.exit(EXIT_SOLVER_ERROR)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import os
+import re
 import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,10 +23,11 @@ class Problem:
     reason: str
 
     def __str__(self) -> str:
-        where = f"{short(self.file, 300, quote=False)}: {short(self.field, 200, quote=False)}" \
-            if self.field else short(self.file, 300, quote=False)
+        where = f"{short_path(self.file)}: {short(self.field, 200, quote=False)}" \
+            if self.field else short_path(self.file)
         shown = "" if self.value is None else f" = {short(self.value)}"
-        return f"{where}{shown}: {short(self.reason, MAX_REASON_CHARS, quote=False)}"
+        return escape_surrogates(
+            f"{where}{shown}: {short(self.reason, MAX_REASON_CHARS, quote=False)}")
 
 
 class InputError(Exception):
@@ -40,6 +43,11 @@ class InputError(Exception):
 
 
 MAX_REASON_CHARS = 1000
+
+
+class SolverError(Exception):
+    """The MIP solver failed on a valid model: no answer about the RFQ, neither a plan nor
+    infeasible. The CLI says so in one line and exits 1 (never 3, infeasible)."""
 
 
 class _BoundedRepr(reprlib.Repr):
@@ -77,6 +85,36 @@ def short(value: Any, limit: int = 80, *, quote: bool = True) -> str:
 
 
 _short = short
+
+
+def short_path(text: str, limit: int = 300) -> str:
+    """A file name for a message: a long one keeps its start and its end (the file's own
+    name), cut in the middle."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return f"{text[:head]}...{text[-(limit - head - 3):]}"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def escape_surrogates(text: str) -> str:
+    """Text that can be printed and stored as UTF-8: a byte of a file name that is not UTF-8
+    (Python keeps it as a lone surrogate, ``\\udcff``) is shown as ``\\xff``, any other lone
+    surrogate (a JSON ``\\ud800`` escape) as ``\\ud800``; other text is unchanged."""
+    return _SURROGATE.sub(_escape, text) if _SURROGATE.search(text) else text
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A file name as messages, stores and exports show it: its bytes that are not UTF-8
+    escaped (``bad\\xff.yaml``), so that any name can be printed, stored and compared."""
+    return escape_surrogates(os.fspath(path))
 
 
 def field_path(loc: Iterable[Any]) -> str:

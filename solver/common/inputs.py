@@ -13,6 +13,10 @@ dashboard uploads), so hostile input fails the same way everywhere, quickly and 
   :data:`MAX_DEPTH` (``NaN``/``Infinity`` parse, and the schemas reject them by field).
 * Text: UTF-8 only, a leading byte-order mark (as Excel and Notepad write it) is dropped,
   a bad byte is reported with its offset; files over a size cap are refused unread.
+* Paths: only a regular file is read. A symbolic link loop, a link to a missing file, a
+  folder, a named pipe, a device, a socket, a file of ``/proc``, ``/sys`` or ``/dev``, or a
+  path too long for the file system is refused with that reason (:func:`path_reason`),
+  never opened (a pipe would block, ``/proc/self/mem`` fails with an I/O error).
 * :func:`guard`: the last line at an edge; any unexpected exception while reading one
   input becomes an ``InputError`` for that input instead of a traceback.
 """
@@ -21,9 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import math
+import os
+import stat
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from solver.common.errors import InputError, Problem, short
+from solver.common.errors import InputError, Problem, short, shown_path
 
 MAX_DEPTH = 64
 """Deepest nesting of mappings/lists accepted (an RFQ needs 4, the catalog 4)."""
@@ -40,6 +47,12 @@ MAX_NODES = 200_000
 MAX_INT_DIGITS = 40
 """Longest integer literal accepted (the largest sane figure, 1e14 tokens, has 15)."""
 BOM = "\ufeff"
+MAX_PATH_CHARS = 4096
+"""Longest path accepted (Linux's PATH_MAX); a longer one is refused before any system call."""
+MAX_NAME_BYTES = 255
+"""Longest file or folder name (one path part) the usual file systems allow."""
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
+"""Kernel and device files: never data, and reading some of them fails or never ends."""
 
 _BASE_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -61,16 +74,138 @@ def decode(data: bytes, source: str) -> str:
     return text.removeprefix(BOM)
 
 
-def read_text(path: Path, source: str, max_bytes: int) -> str:
-    """A file's UTF-8 text, refused unread when larger than ``max_bytes``."""
+def _file_kind(mode: int) -> str | None:
+    """What a file that is not a regular one is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO), not a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device, not a file"
+    if stat.S_ISSOCK(mode):
+        return "a socket, not a file"
+    return "not a regular file"
+
+
+def path_too_long(text: str) -> str | None:
+    """Why a path is too long for the file system (None when it is not): checked on the
+    text, before any system call (which would fail with ``ENAMETOOLONG``)."""
+    if len(text) > MAX_PATH_CHARS:
+        return f"path too long ({len(text):,} characters; at most {MAX_PATH_CHARS:,})"
+    longest = max((len(os.fsencode(part)) for part in text.split("/")), default=0)
+    if longest > MAX_NAME_BYTES:
+        return f"a file name in the path is too long ({longest:,} bytes; at most " \
+               f"{MAX_NAME_BYTES})"
+    return None
+
+
+def _stat_reason(text: str, exc: OSError) -> str:
+    """Why ``os.stat`` failed, in words (a dangling link told apart from a missing file)."""
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link loop"
+    if exc.errno == errno.ENAMETOOLONG:
+        return "path too long for the file system"
+    if exc.errno == errno.EACCES:
+        return "permission denied"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        try:
+            if stat.S_ISLNK(os.lstat(text).st_mode):
+                return "a symbolic link to a missing file"
+        except OSError:
+            pass
+        return "file not found"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def path_reason(path: str | os.PathLike[str], *, folder: bool = False) -> str | None:
+    """Why ``path`` is not a regular file that can be read (``folder``: not a folder), in
+    words; None when it is one. Looks only at the path and its ``stat``, never opens it."""
+    text = os.fspath(path)
+    reason = path_too_long(text)
+    if reason is not None:
+        return reason
+    if not text:
+        return "empty path"
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise _fail(source, f"file larger than {max_bytes / 1e6:g} MB ({size:,} bytes)")
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
+        mode = os.stat(text).st_mode
+    except OSError as exc:
+        reason = _stat_reason(text, exc)
+        return "folder not found" if folder and reason == "file not found" else reason
+    if folder:
+        return None if stat.S_ISDIR(mode) else "not a folder"
+    kind = _file_kind(mode)
+    if kind is not None:
+        return kind
+    real = os.path.realpath(text)
+    for top in SYSTEM_FOLDERS:
+        if real == top or real.startswith(top + "/"):
+            return f"a system file (under {top}), not a data file"
+    return None
+
+
+def check_path(path: str | os.PathLike[str], source: str | None = None, field: str = "",
+               *, folder: bool = False) -> None:
+    """Raise the one-line :class:`InputError` of :func:`path_reason`, naming ``source``
+    (default: the path) and ``field``."""
+    reason = path_reason(path, folder=folder)
+    if reason is not None:
+        raise InputError([Problem(source if source is not None else shown_path(path),
+                                  field, None, reason)])
+
+
+def path_within(ref: str, root: str | os.PathLike[str] | None, refused: str) -> str:
+    """The real path of ``ref`` inside the folder ``root``, for a path that someone else
+    wrote (an uploaded RFQ naming a file uploaded with it): ``ref`` must be relative, without
+    ``..``, and resolve (links followed) inside ``root``. Anything else - no ``root`` at all,
+    an absolute or parent path, a link out of ``root`` - raises the same
+    :class:`InputError` with the reason ``refused``, so that the message says nothing about
+    the machine's other files (not even whether they exist); a missing or special file inside
+    ``root`` gets its :func:`path_reason`, about ``ref`` as written."""
+    parts = ref.replace("\\", "/").split("/")
+    if root is None or not ref or ref.startswith(("/", "~")) or ".." in parts \
+            or path_too_long(ref) is not None or (len(ref) > 1 and ref[1] == ":"):
+        raise _fail(ref, refused)
+    real_root = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(real_root, *[p for p in parts if p]))
+    if not target.startswith(real_root.rstrip("/") + "/"):
+        raise _fail(ref, refused)
+    reason = path_reason(target)
+    if reason is not None:
+        raise _fail(ref, "no such uploaded file" if reason == "file not found" else reason)
+    return target
+
+
+def read_text(path: Path, source: str, max_bytes: int) -> str:
+    """A regular file's UTF-8 text, refused unread when larger than ``max_bytes`` or when
+    the path is anything but a readable regular file (:func:`path_reason`)."""
+    check_path(path, source)
+    try:  # O_NONBLOCK: a file swapped for a pipe since the check cannot block the open
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise _fail(source, _stat_reason(os.fspath(path), exc)) from None
+    try:
+        info = os.fstat(fd)
+        kind = _file_kind(info.st_mode)
+        if kind is not None:
+            raise _fail(source, kind)
+        if info.st_size > max_bytes:
+            raise _fail(source, f"file larger than {max_bytes / 1e6:g} MB "
+                                f"({info.st_size:,} bytes)")
+        chunks: list[bytes] = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
     except OSError as exc:
         raise _fail(source, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     if len(data) > max_bytes:
         raise _fail(source, f"file larger than {max_bytes / 1e6:g} MB")
     return decode(data, source)
@@ -264,6 +399,22 @@ def non_finite(data: Any, path: str = "") -> list[tuple[str, float]]:
     while stack:
         value, where = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
+            found.append((where, value))
+        elif isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+    return sorted(found)
+
+
+def too_large(data: Any, limit: float, path: str = "") -> list[tuple[str, float]]:
+    """Every number in parsed data larger than ``limit`` in size, with its field path."""
+    found: list[tuple[str, float]] = []
+    stack: list[tuple[Any, str]] = [(data, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and abs(value) > limit:
             found.append((where, value))
         elif isinstance(value, dict):
             stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())

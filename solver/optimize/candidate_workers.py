@@ -10,6 +10,10 @@ process by ``fork`` and sends back plain candidate lists; the table is assembled
 RFQ's workload order, so it is the same table a single process builds
 (``tests/test_candidates_identical.py``).
 
+Each child dies with this process, whatever ends it (SIGTERM, SIGKILL:
+:func:`solver.common.childproc.die_with_parent`; SIGTERM also kills the pool's processes
+first where there is no parent-death signal).
+
 The memos this process would have filled stay with the children, so only a first build
 that nothing after it re-estimates gains: ``procure solve`` asks for it
 (:func:`solver.optimize.solve.solve_table` ``workers``); Pareto, sensitivity and batch
@@ -22,6 +26,8 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from solver.common.childproc import die_with_parent, kill_children_on_sigterm
+from solver.common.limits import usable_cores
 from solver.optimize.backends import release_solver_threads
 
 PARALLEL_MIN_WORKLOADS = 8
@@ -37,10 +43,7 @@ children are forked (they inherit it; a closure could not be sent to them)."""
 def default_workers() -> int:
     """The cores this process may use: the processes of a first build, and the default of
     ``procure batch --workers``."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 def workload_groups(keys: list[Any]) -> list[list[int]]:
@@ -70,10 +73,12 @@ def map_workloads(task: Callable[[int], T], keys: list[Any], workers: int) -> li
     release_solver_threads()  # a solve here before: children must not wait for its pool
     _TASK[:] = [task]
     results: dict[int, T] = {}
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=die_with_parent, initargs=(os.getpid(),))
     try:
-        for done in pool.map(_run_group, groups):
-            results.update(done)
+        with kill_children_on_sigterm(lambda: list(getattr(pool, "_processes", None) or ())):
+            for done in pool.map(_run_group, groups):
+                results.update(done)
     finally:  # on an error, the groups not started are dropped (the time limit: stop soon)
         pool.shutdown(wait=True, cancel_futures=True)
         _TASK.clear()

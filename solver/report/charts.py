@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.common.errors import InputError, Problem
+from solver.common.spreadsheet import safe_row
 from solver.common.wording import axis_words
 
 
@@ -27,10 +28,10 @@ def frontier_csv(result: dict[str, Any], path: Path) -> None:
                          "cluster"])
         for point in result["points"]:
             cluster = point["plan"]["cluster"]
-            writer.writerow([point[cost_key], point[metric], cluster["total_nodes"],
-                             cluster["total_gpus"],
-                             "+".join(sorted({n["gpu"] for n in cluster["nodes"]})),
-                             cluster["fabric"], cluster_text(cluster)])
+            writer.writerow(safe_row([point[cost_key], point[metric], cluster["total_nodes"],
+                                      cluster["total_gpus"],
+                                      "+".join(sorted({n["gpu"] for n in cluster["nodes"]})),
+                                      cluster["fabric"], cluster_text(cluster)]))
 
 
 def cluster_text(cluster: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.catalog.data import Catalog
+from solver.common.spreadsheet import safe_workbook
 from solver.common.wording import (
     COST_LABELS,
     assumption_lines,
@@ -377,7 +378,7 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
     for warning in context["warnings"]:
         assume.append([f"Risk: {warning}"])
     _xlsx_rental(book, context)
-    book.save(path)
+    safe_workbook(book).save(path)  # no text a customer or a price file gave is a formula
 
 
 def _xlsx_rental(book: Any, context: dict[str, Any]) -> None:

@@ -32,11 +32,19 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from solver.catalog.data import Catalog
+from solver.catalog.data import MAX_CATALOG_NUMBER, Catalog
 from solver.catalog.load import ENTRY_KINDS as CATALOG_KINDS
 from solver.catalog.load import check_unique_ids
 from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
-from solver.common.inputs import guard, non_finite, parse_yaml, parse_yaml_value, read_text
+from solver.common.inputs import (
+    check_path,
+    guard,
+    non_finite,
+    parse_yaml,
+    parse_yaml_value,
+    read_text,
+    too_large,
+)
 from solver.rfq.schema import Rfq, validate_rfq
 
 MAX_OVERRIDES_BYTES = 2_000_000
@@ -66,10 +74,11 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def read_overrides_file(path: Path) -> list[tuple[str, Any]]:
-    """The (path, value) pairs of a YAML overrides file."""
+    """The (path, value) pairs of a YAML overrides file. One path set twice - by a dotted
+    key and by nested keys (``gpu.l4.price_usd`` and ``gpu: {l4: {price_usd: ...}}``) - is
+    refused, naming both values: taking either one silently would be a guess."""
     source = str(path)
-    if not path.is_file():
-        raise InputError([Problem(source, "", None, "file not found")])
+    check_path(path, source, "--overrides")
     with guard(source):
         data = parse_yaml(read_text(path, source, MAX_OVERRIDES_BYTES), source)
     if data is None:
@@ -77,7 +86,17 @@ def read_overrides_file(path: Path) -> list[tuple[str, Any]]:
     if not isinstance(data, dict):
         raise InputError([Problem(source, "", type(data).__name__,
                                   "an overrides file is a mapping of PATH: VALUE")])
-    return _flatten(data)
+    pairs = _flatten(data)
+    seen: dict[str, Any] = {}
+    problems = []
+    for key, value in pairs:
+        if key in seen:
+            problems.append(Problem(source, key, value, f"set twice (also to {seen[key]!r}), "
+                                    "by a dotted key and by nested keys; keep one"))
+        seen.setdefault(key, value)
+    if problems:
+        raise InputError(problems)
+    return pairs
 
 
 def valid_paths(catalog: Catalog, rfq: Rfq) -> list[str]:
@@ -250,9 +269,15 @@ def _revalidate(model_cls: type[BaseModel], data: dict[str, Any], source: str) -
         raise InputError([Problem(source, where, value, "must be a finite number")
                           for where, value in bad])
     try:
-        return model_cls.model_validate(data)
+        validated = model_cls.model_validate(data)
     except ValidationError as exc:
         raise InputError(problems_from_pydantic(exc, source)) from None
+    huge = too_large(validated.model_dump(), MAX_CATALOG_NUMBER)  # '1e30' is text in YAML
+    if huge:
+        raise InputError([Problem(source, where, value, f"at most {MAX_CATALOG_NUMBER:g} in "
+                                  "size (a number the solver cannot scale)")
+                          for where, value in huge])
+    return validated
 
 
 def _is_number(value: Any) -> bool:

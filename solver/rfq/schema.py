@@ -35,8 +35,14 @@ from solver.catalog.data import (
 )
 from solver.catalog.hf_config import parse_hf_config
 from solver.catalog.perf_factors import factors
-from solver.common.errors import InputError, Problem, nearest, problems_from_pydantic
-from solver.common.inputs import guard, parse, read_text, reject_bool
+from solver.common.errors import (
+    InputError,
+    Problem,
+    nearest,
+    problems_from_pydantic,
+    short_path,
+)
+from solver.common.inputs import guard, parse, path_reason, read_text, reject_bool
 from solver.rfq.periods import expand_demand_over_time
 
 ID_PATTERN = r"^[A-Za-z0-9._-]+$"
@@ -201,11 +207,12 @@ class _WorkloadBase(_Strict):
         if catalog is None:
             return value
         if value.endswith(".json"):
-            base = (info.context or {}).get("base_dir")
+            context = info.context or {}
             try:
-                model = model_from_file(value, base)
+                model = model_from_file(value, context.get("base_dir"),
+                                        confine=bool(context.get("confine")))
             except InputError as exc:
-                raise ValueError(_config_reason(exc)) from None
+                raise ValueError(_config_reason(exc, value)) from None
             _remember(info, model)
             return model.id
         if not catalog.has_model(value):
@@ -234,9 +241,12 @@ class _WorkloadBase(_Strict):
         return self._user_model
 
 
-def _config_reason(exc: InputError) -> str:
-    return "; ".join(f"{p.file}: {p.field or 'file'}"
-                     + (f" = {p.value!r}" if p.value is not None else "") + f": {p.reason}"
+def _config_reason(exc: InputError, ref: str) -> str:
+    """The problems of the model config file ``ref`` as one reason (the file is not named
+    again when it is ``ref`` itself, which the message shows as the value)."""
+    return "; ".join(("" if p.file == ref and not p.field else
+                      f"{short_path(p.file)}: {p.field or 'file'}"
+                      + (f" = {p.value!r}" if p.value is not None else "") + ": ") + p.reason
                      for p in exc.problems)
 
 
@@ -251,7 +261,7 @@ def _inline_model(name: str, arch: dict[str, Any]) -> Model:
     try:
         return model_from_architecture(parsed, name, "inline architecture in the RFQ")
     except InputError as exc:
-        raise ValueError(_config_reason(exc)) from None
+        raise ValueError(_config_reason(exc, name)) from None
 
 
 SloPercentile = Literal[50, 90, 95, 99]
@@ -320,8 +330,9 @@ class InferenceWorkload(_ServingBase):
     slo_percentile: SloPercentile = Field(
         default=90, description="percentile of requests the TTFT/TPOT targets hold for")
     target_utilization: float = Field(
-        default=0.8, gt=0, le=1, description="planned load as a share of the capacity bought "
-        "(capacity bought = demand / target_utilization)")
+        default=0.8, ge=0.05, le=1, description="planned load as a share of the capacity "
+        "bought (capacity bought = demand / target_utilization; at least 0.05: below, the "
+        "capacity bought is more than 20 times the demand)")
     redundancy: Redundancy = Field(
         default="none", description="n+1: the demand is still met with any one node down")
     periods: list[DemandPeriod] | None = Field(
@@ -426,12 +437,17 @@ class Rfq(_Strict):
 
 
 def validate_rfq(data: Any, catalog: Catalog, source: str = "<rfq>",
-                 base_dir: str | Path | None = None) -> Rfq:
+                 base_dir: str | Path | None = None, *, confine: bool = False) -> Rfq:
     """Validate already-parsed RFQ data against the schema and the catalog. Model config
     paths are relative to ``base_dir`` (default: the folder of ``source`` when that is a
-    file, else the working directory)."""
-    if base_dir is None:
-        base_dir = Path(source).parent if Path(source).is_file() else Path.cwd()
+    file, else the working directory).
+
+    ``confine`` (an RFQ someone uploaded to a server): a model config path must name a file
+    inside ``base_dir`` (uploaded with the RFQ; None: no file at all) - never an absolute or
+    parent path, and no message shows a server path or whether it exists
+    (:func:`solver.catalog.data.model_from_file`)."""
+    if base_dir is None and not confine:
+        base_dir = Path(source).parent if path_reason(source) is None else Path.cwd()
     if not isinstance(data, dict):
         raise InputError([Problem(source, "", type(data).__name__,
                                   "an RFQ must be a mapping of keys (id, workloads, ...)")])
@@ -439,7 +455,8 @@ def validate_rfq(data: Any, catalog: Catalog, source: str = "<rfq>",
     _check_bools(data, source)
     with guard(source, "validate"):
         try:
-            return Rfq.model_validate(data, context={"catalog": catalog, "base_dir": base_dir})
+            return Rfq.model_validate(data, context={"catalog": catalog, "base_dir": base_dir,
+                                                     "confine": confine})
         except ValidationError as exc:
             raise InputError(problems_from_pydantic(exc, source, tags=WORKLOAD_KINDS)) from None
 
@@ -496,13 +513,14 @@ def parse_text(text: str, source: str, suffix: str) -> Any:
         return parse(text, source, suffix)
 
 
-def load_rfq(path: str | Path, catalog: Catalog) -> Rfq:
-    """Load and validate one RFQ file (.yaml, .yml or .json)."""
+def load_rfq(path: str | Path, catalog: Catalog, *, confine: bool = False) -> Rfq:
+    """Load and validate one RFQ file (.yaml, .yml or .json); model config paths are
+    relative to its folder (``confine``: and must stay in it, see :func:`validate_rfq`)."""
     path = Path(path)
     source = str(path)
-    if not path.is_file():
-        raise InputError([Problem(source, "", None, "not a regular file (a folder, device or "
-                                  "pipe)" if path.exists() else "file not found")])
+    reason = path_reason(path)
+    if reason is not None:  # a link loop, a pipe, a device, /proc, a 6,000-character path
+        raise InputError([Problem(source, "", None, reason)])
     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputError([Problem(source, "", path.suffix,
                                   "unsupported file type: use .yaml, .yml or .json "
@@ -510,7 +528,7 @@ def load_rfq(path: str | Path, catalog: Catalog) -> Rfq:
     with guard(source):
         text = read_text(path, source, MAX_FILE_BYTES)
         data = parse_text(text, source, path.suffix.lower())
-        return validate_rfq(data, catalog, source)
+        return validate_rfq(data, catalog, source, path.parent, confine=confine)
 
 
 # --- the CSV batch form -------------------------------------------------------------
@@ -539,11 +557,14 @@ def _set(target: dict, dotted: str, value: Any) -> None:
     target[keys[-1]] = value
 
 
-def iter_csv_rfqs(path: str | Path, catalog: Catalog) -> Iterator[tuple[str, Rfq | InputError]]:
+def iter_csv_rfqs(path: str | Path, catalog: Catalog, *, confine: bool = False
+                  ) -> Iterator[tuple[str, Rfq | InputError]]:
     """Yield ``(rfq_id, Rfq or InputError)`` for each RFQ in a CSV batch (rows grouped by id).
 
     RFQ-level columns (``id``, ``customer``, ``constraints.*``, ...) must agree across the
-    rows of one RFQ; errors name the CSV row numbers (header = row 1).
+    rows of one RFQ; errors name the CSV row numbers (header = row 1). Model config paths
+    are relative to the CSV's folder (``confine``: and must stay in it, see
+    :func:`validate_rfq`).
     """
     path = Path(path)
     source = str(path)
@@ -555,7 +576,8 @@ def iter_csv_rfqs(path: str | Path, catalog: Catalog) -> Iterator[tuple[str, Rfq
     for rfq_id, rows in groups.items():
         try:
             with guard(source, "validate"):
-                result: Rfq | InputError = _rfq_from_rows(rfq_id, rows, source, catalog)
+                result: Rfq | InputError = _rfq_from_rows(rfq_id, rows, source, catalog,
+                                                          confine)
         except InputError as exc:
             result = exc
         yield rfq_id, result
@@ -601,7 +623,7 @@ def _csv_groups(text: str, source: str
 
 
 def _rfq_from_rows(rfq_id: str, rows: list[tuple[int, dict[str, str]]], source: str,
-                   catalog: Catalog) -> Rfq | InputError:
+                   catalog: Catalog, confine: bool = False) -> Rfq | InputError:
     data: dict[str, Any] = {}
     workloads: list[dict[str, Any]] = []
     row_numbers = [number for number, _ in rows]
@@ -640,7 +662,7 @@ def _rfq_from_rows(rfq_id: str, rows: list[tuple[int, dict[str, str]]], source: 
         workloads.append(workload)
     data["workloads"] = workloads
     try:
-        return validate_rfq(data, catalog, source)
+        return validate_rfq(data, catalog, source, Path(source).parent, confine=confine)
     except InputError as exc:
         problems = exc.problems
     located = []
