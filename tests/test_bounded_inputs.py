@@ -118,7 +118,6 @@ def _overlay(tmp_path: Path, files: dict[str, str]) -> str:
     folder.mkdir()
     for name, text in files.items():
         (folder / name).write_text(text)
-    load_catalog.cache_clear()
     return str(folder)
 
 
@@ -146,7 +145,6 @@ def test_prices_the_solver_cannot_scale_are_refused_in_overlays(
         load_catalog(overlay)
     err = refused(cli("solve", str(rfq), "--catalog", overlay), where)
     assert "at most" in err
-    load_catalog.cache_clear()
 
 
 def test_the_largest_price_still_plans(tmp_path: Path, cli: Any) -> None:
@@ -157,7 +155,6 @@ def test_the_largest_price_still_plans(tmp_path: Path, cli: Any) -> None:
     path = tmp_path / "l4.yaml"
     path.write_text(GOOD.replace("workloads:", "constraints: {gpus: [l4]}\nworkloads:"))
     code, out, err = cli("solve", str(path), "--catalog", overlay, "--json")
-    load_catalog.cache_clear()
     assert code == 0, err
     plan = json.loads(out)
     assert plan["status"] == "optimal"

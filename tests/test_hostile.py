@@ -674,7 +674,6 @@ def test_special_path_as_overrides_file(kind: str, tmp_path: Path, cli: Any) -> 
 def test_special_path_as_catalog_overlay(kind: str, tmp_path: Path, cli: Any) -> None:
     """The overlay folder itself, and a prices.csv inside a real overlay folder (it was
     skipped without a word when it was a pipe or a dangling link)."""
-    load_catalog.cache_clear()
     folder = special(kind, tmp_path / "a", "cat")
     code, _, err = cli("catalog", "validate", "--catalog", str(folder))
     reason = "not a folder" if kind in ("proc-mem", "device", "fifo") else REASONS[kind]
@@ -683,7 +682,6 @@ def test_special_path_as_catalog_overlay(kind: str, tmp_path: Path, cli: Any) ->
         return
     overlay = tmp_path / "b" / "cat"
     special(kind, overlay, "prices.csv")
-    load_catalog.cache_clear()
     code, _, err = cli("catalog", "validate", "--catalog", str(overlay))
     assert_one_line(code, err, "prices.csv", reason=REASONS[kind])
 

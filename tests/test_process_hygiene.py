@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 import yaml
+from plans import cost, tiny_plan
 
 from solver.common.childproc import parent_death_signal
+from solver.optimize.plan_model import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 KILL_WAIT_S = 5.0
@@ -67,10 +69,9 @@ def test_sensitivity_sweep_processes_die_with_their_parent(
         row["pid"] for row in rows}
 
 
-def _death_plan(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:
+def _death_plan(rfq: Any, catalog: Any, **_: Any) -> Plan:
     death, _alive = _death_signal(0)
-    return {"status": "optimal", "cluster": {}, "cost": {"tco_usd": float(death)},
-            "pid": os.getpid()}
+    return tiny_plan(rfq=rfq.id, cost=cost(float(death)))
 
 
 @needs_linux

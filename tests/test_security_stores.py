@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plans import cost, tiny_plan
 
 from solver.batch.runner import run_batch
 from solver.batch.store import ResultStore
 from solver.common.errors import InputError
+from solver.optimize.plan_model import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = ("id: {id}\nworkloads:\n  - {{name: chat, kind: inference, model: llama-3.1-8b,\n"
@@ -31,8 +33,8 @@ CSV = ("id,name,kind,model,concurrency,input_tokens,output_tokens\n"
 BAD_NAME = os.fsdecode(b"bad\xff.yaml")  # not UTF-8: a lone surrogate in Python's str
 
 
-def fake_solve(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:
-    return {"status": "optimal", "cluster": {}, "cost": {"tco_usd": 1.0}}
+def fake_solve(rfq: Any, catalog: Any, **_: Any) -> Plan:
+    return tiny_plan(rfq=rfq.id, cost=cost(1.0))
 
 
 def no_solve(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:

@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 from openpyxl import Workbook, load_workbook
+from plans import cost, serving_entry, tiny_plan
 
 from solver.common.spreadsheet import DANGEROUS_FIRST, cell_text, safe_row
+from solver.optimize.plan_model import Cluster, NodeGroup, Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -149,11 +151,12 @@ def test_quote_xlsx_neutralises_customer_and_price_and_rental_sources(
         mode="json", exclude_none=True)
     rfq = validate_rfq({**data, "customer": customer, "rental": rental}, overlay, "h.yaml")
     plan = solve_rfq(rfq, overlay)
-    assert plan["status"] == "optimal"
+    assert plan.status == "optimal"
     if rental == "forbid":  # bought: the BOM lines carry the prices.csv sources
-        sources = {line["source"] for line in plan["bill_of_materials"]["lines"]}
+        assert plan.bill_of_materials is not None
+        sources = {line.source for line in plan.bill_of_materials.lines}
     else:  # rented: the rental lines carry the rental.csv sources
-        sources = {r["source"] for w in plan["workloads"] for r in w.get("rental") or []}
+        sources = {r.source for w in plan.workloads for r in w.rental or []}
     hostile_sources = sorted(s for s in sources if evaluable(s))
     assert hostile_sources, f"no hostile source reached the plan: {sources}"
     write_quote(tmp_path / "q.xlsx", plan, rfq, overlay)
@@ -168,19 +171,16 @@ def test_quote_xlsx_neutralises_customer_and_price_and_rental_sources(
 # --- batch exports (RFQ ids, CSV batch cells, every text column) --------------------------
 
 
-def _hostile_plan(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:
+def _hostile_plan(rfq: Any, catalog: Any, **_: Any) -> Plan:
     """A plan whose every text field is hostile (what a solver never returns, but what the
-    writers must survive: the export must not trust the plan's text)."""
+    writers must survive: the export must not trust the plan's text; the kind is typed)."""
     gpu, fabric, server = HOSTILE[0], HOSTILE[1], HOSTILE[2]
-    return {"status": "optimal",
-            "cluster": {"nodes": [{"gpu": gpu, "server": server, "gpus_per_node": 8,
-                                   "count": 1}], "total_nodes": 1, "total_gpus": 8,
-                        "fabric": fabric, "coupled": False, "power_kw": 1.0,
-                        "rack_units": 4},
-            "cost": {"tco_usd": -1.0, "capex_usd": 2.0},
-            "workloads": [{"name": HOSTILE[3], "kind": HOSTILE[4], "model": HOSTILE[5],
-                           "precision": HOSTILE[6], "gpu": gpu, "tp": 1, "pp": 1, "dp": 1,
-                           "gpus": 1, "memory": {}, "predicted": {}}]}
+    cluster = Cluster(nodes=[NodeGroup(gpu=gpu, server=server, gpus_per_node=8, count=1)],
+                      total_nodes=1, total_gpus=8, fabric=fabric, coupled=False,
+                      coupled_nodes=0, power_kw=1.0, rack_units=4)
+    work = serving_entry(HOSTILE[3], HOSTILE[5], gpu, 1, precision=HOSTILE[6])
+    return tiny_plan(rfq=rfq.id if rfq else "r", cluster=cluster, workloads=[work],
+                     cost=cost(2.0, power_usd=-3.0))
 
 
 def _hostile_batch(folder: Path) -> list[Path]:
@@ -244,7 +244,7 @@ def test_pareto_and_sweep_csv_neutralise_text(tmp_path: Path) -> None:
     from solver.cli.pareto import _sweep_csv
     from solver.report.charts import frontier_csv
 
-    plan = _hostile_plan(None, None)
+    plan = _hostile_plan(None, None).to_json()  # a frontier point carries the plan JSON
     result = {"axes": ["tco_usd", "tpot_ms"], "points": [
         {"tco_usd": 10.0, "tpot_ms": -5.0, "plan": plan}]}
     frontier_csv(result, tmp_path / "f.csv")

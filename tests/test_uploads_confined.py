@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
+from plans import cost, tiny_plan
 
 from solver.catalog.data import UPLOAD_REFUSED
 from solver.common.errors import InputError
+from solver.optimize.plan_model import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "scenarios" / "models" / "acme-support-32b" / "config.json"
@@ -93,7 +95,7 @@ def test_uploaded_rfq_may_use_a_catalog_id_or_an_inline_architecture(catalog: An
     data["workloads"][0]["architecture"] = json.loads(CONFIG.read_text())
     ((_, inline),) = rfqs_from_upload("up.json", json.dumps(data).encode(), catalog)
     assert not isinstance(inline, InputError), inline
-    assert catalog.model(inline.workloads[0].model).layers == json.loads(
+    assert inline.catalog(catalog).model(inline.workloads[0].model).layers == json.loads(
         CONFIG.read_text())["num_hidden_layers"]
 
 
@@ -105,9 +107,9 @@ def _zip(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def _fake_solve(rfq: Any, catalog: Any, **_: Any) -> dict[str, Any]:
-    model = catalog.model(rfq.workloads[0].model)
-    return {"status": "optimal", "cluster": {}, "cost": {"tco_usd": float(model.layers)}}
+def _fake_solve(rfq: Any, catalog: Any, **_: Any) -> Plan:
+    model = rfq.catalog(catalog).model(rfq.workloads[0].model)
+    return tiny_plan(rfq=rfq.id, cost=cost(float(model.layers)))
 
 
 def test_batch_upload_uses_its_own_config_and_no_server_file(server_file: Path,
@@ -148,7 +150,7 @@ def test_command_line_keeps_config_paths(server_file: Path, tmp_path: Path,
         path = tmp_path / "r.yaml"
         path.write_bytes(rfq_with(ref))
         rfq = load_rfq(path, catalog)
-        assert catalog.model(rfq.workloads[0].model).layers == json.loads(
+        assert rfq.catalog(catalog).model(rfq.workloads[0].model).layers == json.loads(
             CONFIG.read_text())["num_hidden_layers"]
 
 
