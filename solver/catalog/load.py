@@ -343,9 +343,12 @@ def files_key(*directories: Path) -> str:
     digest = hashlib.sha256()
     for directory in directories:
         for folder in (directory, directory / "models"):
-            if not folder.is_dir():
+            try:  # a 6,000-character path or a link loop is refused when loaded, not here
+                listing = sorted(folder.iterdir()) if folder.is_dir() else []
+            except OSError:
+                digest.update(b"unlistable")
                 continue
-            for path in sorted(folder.iterdir()):
+            for path in listing:
                 if path.suffix not in CATALOG_SUFFIXES or not path.is_file():
                     continue
                 digest.update(str(path).encode() + b"\0")
