@@ -266,6 +266,14 @@ def serving_note(entry: WorkloadPlan) -> str:
     if redundancy:
         parts.append("redundancy n+1 (demand met with any one node down)" if redundancy == "n+1"
                      else "no redundancy")
+    cal = entry.calibration
+    if cal is not None and cal.calibrated:
+        parts.append(f"model calibrated for {cal.family} on {cal.engine} "
+                     f"({cal.rows} measurements, {cal.sources} sources, typical error "
+                     f"{cal.held_out_error_pct:.0f} % held out)")
+    elif cal is not None:
+        parts.append(f"**not calibrated** for {cal.family} on {cal.engine}: planned with a "
+                     f"{cal.margin_applied_pct:.0f} % margin")
     return " · ".join(parts)
 
 

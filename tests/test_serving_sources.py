@@ -62,8 +62,9 @@ def test_calibrated_family_plans_without_margin_uncalibrated_with_one():
     assert consumer.rows == 0 and consumer.margin_applied_pct >= 15.0
     assert not consumer.calibrated
     as_dict = consumer.to_dict()
-    assert set(as_dict) == {"family", "engine", "rows", "held_out_error_pct",
-                            "margin_applied_pct"}
+    assert set(as_dict) == {"family", "engine", "rows", "sources", "held_out_error_pct",
+                            "calibrated", "margin_applied_pct", "basis"}
+    assert as_dict["calibrated"] is False and "no published measurements" in as_dict["basis"]
 
 
 def test_the_margin_is_the_nearest_calibrated_family_error():

@@ -143,8 +143,29 @@ def _what(kind: str, precision: str) -> str:
             "quantised model on your own evaluations")
 
 
+def calibration_warnings(plan: Plan) -> list[str]:
+    """Serving workloads planned on a GPU family x engine the serving model has too few
+    published measurements of: the margin they carry, and that a benchmark should confirm
+    it (one warning per workload, naming every uncalibrated layout)."""
+    out = []
+    for w in plan.workloads:
+        cals = [w.calibration] + [u.calibration for u in w.layouts or []]
+        seen: dict[tuple[str, str], float] = {}
+        for cal in cals:
+            if cal is not None and not cal.calibrated:
+                seen[(cal.family, cal.engine)] = cal.margin_applied_pct
+        for (family, engine), margin in seen.items():
+            out.append(f"{w.name}: the serving model has no calibration for {family} GPUs on "
+                       f"{engine} (too few published measurements); latencies are planned "
+                       f"{margin:.0f} % higher and throughput {margin:.0f} % lower than "
+                       "predicted - benchmark the model on this GPU before relying on the "
+                       "margin")
+    return out
+
+
 def realism_warnings(catalog: Catalog, rfq: Rfq, plan: Plan,
                      today: dt.date | None = None) -> list[str]:
-    """Consumer-card risks, stale prices and quantisation choices of a plan."""
+    """Consumer-card risks, stale prices, quantisation choices and uncalibrated serving
+    physics of a plan."""
     return (consumer_card_warnings(catalog, plan) + stale_price_warnings(catalog, plan, today)
-            + precision_notes(rfq, plan))
+            + precision_notes(rfq, plan) + calibration_warnings(plan))

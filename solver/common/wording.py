@@ -282,9 +282,32 @@ def target_rows(entry: dict[str, Any], spec: Any | None) -> list[dict[str, str]]
     return rows
 
 
+def calibration_lines(entry: dict[str, Any]) -> list[str]:
+    """How well the serving model is measured for the workload's GPU family and engine, in
+    words (each line under 80 columns): calibrated with its held-out error, or the margin the
+    plan carries. Empty for jobs."""
+    cal = entry.get("calibration")
+    if not cal:
+        return []
+    where = f"{cal['family']} on {cal['engine']}"
+    if cal["calibrated"]:
+        return [f"model calibrated for {where}: {plural(cal['rows'], 'measurement')} from "
+                f"{plural(cal['sources'], 'source')}",
+                f"  (typical error {cal['held_out_error_pct']:.0f} % with each source held "
+                "out)"]
+    seen = (f"only {plural(cal['rows'], 'published measurement')}" if cal["rows"]
+            else "no published measurements")
+    return [f"model not calibrated for {where} ({seen}):",
+            f"  planned with a {cal['margin_applied_pct']:.0f} % margin (latency higher, "
+            "throughput lower)"]
+
+
 def serving_lines(entry: dict[str, Any]) -> list[str]:
-    """How an online workload is planned, in words (each line under 80 columns): engine,
-    SLO percentile, utilisation headroom, and what n+1 leaves with one node down."""
+    """How a serving workload is planned, in words (each line under 80 columns): engine,
+    SLO percentile, utilisation headroom, what n+1 leaves with one node down, and the
+    calibration of the physics behind it."""
+    if entry.get("kind") == "batch_inference":
+        return calibration_lines(entry)
     if entry.get("kind") != "inference":
         return []
     lines = [f"engine {entry.get('engine', 'vllm')} · SLOs at p{entry.get('slo_percentile', 90)}"
@@ -298,7 +321,7 @@ def serving_lines(entry: dict[str, Any]) -> list[str]:
             if spare.get(k) is not None and demand.get(d)]
         lines.append("n+1: any one node down still leaves "
                      + (", ".join(left) if left else "the demand"))
-    return lines
+    return lines + calibration_lines(entry)
 
 
 def _count(value: float) -> str:

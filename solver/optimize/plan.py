@@ -24,6 +24,7 @@ from solver.optimize.plan_model import Plan
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.rental import add_sourcing
 from solver.optimize.schedule import schedule_for
+from solver.physics.coverage import serving_calibration
 from solver.physics.goodput import goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.performance import estimate as estimate_layout
@@ -211,6 +212,9 @@ def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candid
         entry["demand"] = {"concurrency": spec.concurrency if spec.kind == "inference" else None,
                            "qps": _round(demand.qps, 4)}
         entry["utilization"] = _round(utilization(spec, picks), 3)
+    engine = None if isinstance(spec, TrainingWorkload) else spec.engine
+    if engine is not None:  # serving: how well measured, and the margin planned with
+        entry["calibration"] = serving_calibration(catalog, layout.gpu, engine).to_dict()
     if spec.kind == "inference":
         entry["target_utilization"] = target_utilization(spec)
         entry["slo_percentile"] = spec.slo_percentile
@@ -220,7 +224,9 @@ def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candid
     if len(picks) > 1:
         entry["layouts"] = [{"gpu": c.layout.gpu, "precision": c.layout.precision,
                              "tp": c.layout.tp, "pp": c.layout.pp, "replicas": n,
-                             "gpus_per_node": c.layout.gpus_per_node, "fabric": c.fabric}
+                             "gpus_per_node": c.layout.gpus_per_node, "fabric": c.fabric,
+                             **({} if engine is None else {"calibration": serving_calibration(
+                                 catalog, c.layout.gpu, engine).to_dict()})}
                             for c, n in picks]
         entry["gpus"] = sum(c.gpus * n for c, n in picks)
         if not is_job:  # capacity and completion time of all layouts together

@@ -134,6 +134,27 @@ class NPlus1(Record):
     qps_one_node_down: float | None = Field(description="requests/s left")
 
 
+class Calibration(Record):
+    """How well the serving model is measured for a GPU family on a serving engine, and the
+    margin the plan carries where it is not (latencies planned that much higher, throughput
+    that much lower)."""
+
+    family: str = Field(description="GPU family (catalog gpus.yaml family)")
+    engine: str = Field(description="serving engine the prediction is for")
+    rows: int = Field(description="published measurements of this family on this engine "
+                      "the serving factors were fitted on")
+    sources: int = Field(description="independent sources those measurements come from")
+    held_out_error_pct: float | None = Field(
+        description="median error on those measurements with each whole source held out, "
+        "percent (null: none measured)")
+    calibrated: bool = Field(description="enough measurements from at least two sources: "
+                             "planned on the prediction as it is")
+    margin_applied_pct: float = Field(description="uncertainty margin the plan carries, "
+                                      "percent (0 when calibrated)")
+    basis: str = Field(description="in words: calibrated, or whose held-out error the margin "
+                       "borrows")
+
+
 class LayoutUse(Record):
     """One of several layouts a workload runs on (when it uses more than one)."""
 
@@ -145,6 +166,8 @@ class LayoutUse(Record):
     gpus_per_node: int = Field(description="GPUs per node of the node type it runs on")
     fabric: str = Field(description="fabric id between its nodes ('none': one node)")
     rented: bool | None = omitted("whether it runs on rented instances")
+    calibration: Calibration | None = omitted("serving: the calibration of this layout's "
+                                              "GPU family on the engine")
 
 
 class Rental(Record):
@@ -217,6 +240,9 @@ class WorkloadPlan(Record):
     engine: str | None = omitted("online serving: serving engine (catalog "
                                  "efficiency.yaml serving.engines)")
     redundancy: str | None = omitted("online serving: none or n+1")
+    calibration: Calibration | None = omitted("serving: how well the model is measured for "
+                                              "the main layout's GPU family on the engine, "
+                                              "and the margin planned with")
     margins: dict[str, Margin] | None = omitted("online serving: each stated SLO "
                                                 "(ttft_ms, tpot_ms) against its prediction")
     layouts: list[LayoutUse] | None = omitted("when it runs on more than one layout: each")

@@ -45,9 +45,12 @@ class ServingCalibration:
     def to_dict(self) -> dict[str, object]:
         """The plan JSON's ``workloads[].calibration``."""
         return {"family": self.family, "engine": self.engine, "rows": self.rows,
+                "sources": self.sources,
                 "held_out_error_pct": (None if self.held_out_error_pct is None
                                        else round(self.held_out_error_pct, 1)),
-                "margin_applied_pct": round(self.margin_applied_pct, 1)}
+                "calibrated": self.calibrated,
+                "margin_applied_pct": round(self.margin_applied_pct, 1),
+                "basis": self.basis}
 
 
 CALIBRATIONS: Memo[ServingCalibration] = Memo(4096)
@@ -79,8 +82,10 @@ def _calibration(catalog: Catalog, gpu_id: str, engine: str) -> ServingCalibrati
                                    key=lambda kv: (kv[1].rows if same_vendor else
                                                    kv[1].held_out_error_pct or 0.0))
         borrowed = basis_entry.held_out_error_pct or 0.0
-        basis = (f"{entry.rows} measured rows for {gpu.family} on {engine}: margin = the "
-                 f"held-out error of {nearest} on {engine}")
+        measured = (f"{entry.rows} published measurements" if entry.rows
+                    else "no published measurements")
+        basis = (f"{measured} of {gpu.family} on {engine}: margin = the held-out error of "
+                 f"{nearest} on {engine}")
     else:
         errors = [e.held_out_error_pct or 0.0 for e in table.values()
                   if _calibrated(e, serving.calibrated_min_rows)]

@@ -137,6 +137,9 @@ def quote_context(plan: Plan, rfq: Rfq, catalog: Catalog,
         "infeasible": relaxations(info.model_dump(mode="json"), plan.objective,
                                   rfq.horizon_years) if info and not feasible else [],
         "reasons": list(info.reasons) if info else [],
+        "uncalibrated": any(c is not None and not c.calibrated for w in plan.workloads
+                            for c in [w.calibration] + [u.calibration
+                                                         for u in w.layouts or []]),
         **rental_context(plan, rfq.horizon_years, feasible),
     }
 
