@@ -258,6 +258,9 @@ def serving_table(entry: WorkloadPlan) -> pd.DataFrame | None:
 def serving_note(entry: WorkloadPlan) -> str:
     """Engine, SLO percentile and redundancy of a serving workload, in one line."""
     parts = [f"**{entry.name}**"]
+    if entry.served_fraction is not None and entry.served_fraction < 1.0:
+        parts.append(f"the budget serves {entry.served_fraction:.0%} of its demand "
+                     "(objective max_served)")
     if entry.engine:
         parts.append(f"engine {entry.engine}")
     if entry.slo_percentile is not None:

@@ -233,6 +233,16 @@ def pareto_cached(rfq_json: str, directory: str | None, pairs: Pairs, metric: st
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
+def budget_cached(rfq_json: str, directory: str | None, pairs: Pairs, points: int
+                  ) -> dict[str, Any]:
+    """Served share against budget (``procure pareto --over budget --json``)."""
+    from solver.analysis.budget import budget_curve
+
+    cat, rfq = scenario(rfq_json, directory, pairs)
+    return budget_curve(cat, rfq, points=points, solver=SOLVER)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
 def sensitivity_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str, Any]:
     """The sensitivity report: tornado rows and break-evens."""
     from solver.analysis.sensitivity import report

@@ -128,7 +128,6 @@ def brute_force(table: CandidateTable, rfq, objective: str = "tco") -> float | N
                 ranges.append(range(replica_bound(c, stated(spec_)) + 1))
     flat = [c for name in names for c in table.candidates[name]]
     best = None
-    overhead = PARAMS.overhead_per_extra_coupled_node_usd if objective == "tco" else 0.0
     for counts in itertools.product(*ranges):
         ok = True
         for name in names:
@@ -142,46 +141,58 @@ def brute_force(table: CandidateTable, rfq, objective: str = "tco") -> float | N
                 ok &= sum(c.qps_capacity * n for c, n in sel) >= need.qps - 1e-9
         if not ok:
             continue
-        used_fabrics = {c.fabric for c, n in zip(flat, counts, strict=True) if n and c.spanning}
-        if len(used_fabrics) > 1:
-            continue
-        cost = 0.0
-        nodes_total = gpus_total = 0
-        power = 0.0
-        for key, t in table.node_types.items():
-            g = sum(c.gpus * n for c, n in zip(flat, counts, strict=True) if c.node_type == key)
-            count = math.ceil(g / t.gpus)
-            nodes_total += count
-            gpus_total += count * t.gpus
-            power += count * t.cost.power_kw
-            per = t.cost.capex_usd + (t.cost.power_usd + t.cost.operations_usd
-                                      if objective == "tco" else 0.0)
-            cost += count * per
-        coupled = sum(c.nodes_spanned * n for c, n in zip(flat, counts, strict=True)
-                      if c.spanning)
-        cost += sum(c.network_usd * n for c, n in zip(flat, counts, strict=True))
-        cost += frontend_usd(nodes_total)
-        for fabric in used_fabrics:
-            cost += fabric_usd(fabric, sum(
-                table.node_types[c.node_type].fabric_nics * c.nodes_spanned * n
-                for c, n in zip(flat, counts, strict=True) if c.spanning and c.fabric == fabric))
-        if coupled:
-            cost += PARAMS.shared_storage_usd + PARAMS.shared_storage_usd_per_node * coupled
-        # the guide's overhead is per coupled group: a group spanning n nodes pays n - 1
-        cost += overhead * sum((c.nodes_spanned - 1) * n
-                               for c, n in zip(flat, counts, strict=True) if c.spanning)
-        lim = rfq.constraints
-        if lim.max_nodes is not None and nodes_total > lim.max_nodes:
-            continue
-        if lim.max_gpus is not None and gpus_total > lim.max_gpus:
-            continue
-        if lim.max_power_kw is not None and power > lim.max_power_kw + 1e-9:
-            continue
-        if rfq.budget_usd is not None and cost > rfq.budget_usd + 1e-6:
+        cost = plan_cost(table, rfq, flat, counts, objective)
+        if cost is None:
             continue
         if best is None or cost < best:
             best = cost
     return best
+
+
+def plan_cost(table: CandidateTable, rfq, flat: list[Candidate], counts, objective: str
+              ) -> float | None:
+    """The cost of buying ``counts`` replicas of the candidates ``flat`` (an independent
+    statement of the cost model: whole nodes, front-end, fabric switches, storage, the
+    coupled-node overhead), or None when it breaks a fabric rule, a limit or the budget."""
+    overhead = PARAMS.overhead_per_extra_coupled_node_usd if objective == "tco" else 0.0
+    used_fabrics = {c.fabric for c, n in zip(flat, counts, strict=True) if n and c.spanning}
+    if len(used_fabrics) > 1:
+        return None
+    cost = 0.0
+    nodes_total = gpus_total = 0
+    power = 0.0
+    for key, t in table.node_types.items():
+        g = sum(c.gpus * n for c, n in zip(flat, counts, strict=True) if c.node_type == key)
+        count = math.ceil(g / t.gpus)
+        nodes_total += count
+        gpus_total += count * t.gpus
+        power += count * t.cost.power_kw
+        per = t.cost.capex_usd + (t.cost.power_usd + t.cost.operations_usd
+                                  if objective == "tco" else 0.0)
+        cost += count * per
+    coupled = sum(c.nodes_spanned * n for c, n in zip(flat, counts, strict=True)
+                  if c.spanning)
+    cost += sum(c.network_usd * n for c, n in zip(flat, counts, strict=True))
+    cost += frontend_usd(nodes_total)
+    for fabric in used_fabrics:
+        cost += fabric_usd(fabric, sum(
+            table.node_types[c.node_type].fabric_nics * c.nodes_spanned * n
+            for c, n in zip(flat, counts, strict=True) if c.spanning and c.fabric == fabric))
+    if coupled:
+        cost += PARAMS.shared_storage_usd + PARAMS.shared_storage_usd_per_node * coupled
+    # the guide's overhead is per coupled group: a group spanning n nodes pays n - 1
+    cost += overhead * sum((c.nodes_spanned - 1) * n
+                           for c, n in zip(flat, counts, strict=True) if c.spanning)
+    lim = rfq.constraints
+    if lim.max_nodes is not None and nodes_total > lim.max_nodes:
+        return None
+    if lim.max_gpus is not None and gpus_total > lim.max_gpus:
+        return None
+    if lim.max_power_kw is not None and power > lim.max_power_kw + 1e-9:
+        return None
+    if rfq.budget_usd is not None and cost > rfq.budget_usd + 1e-6:
+        return None
+    return cost
 
 
 def mip_cost(table, rfq, backend, objective="tco") -> float | None:

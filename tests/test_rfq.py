@@ -69,7 +69,7 @@ INVALID = [
     ("id", _DELETE, "id", "required"),
     ("horizon_years", -1, "horizon_years", "greater than 0"),
     ("horizon_years", 99, "horizon_years", "less than or equal"),
-    ("objective", "cheapest", "objective", "'tco' or 'capex'"),
+    ("objective", "cheapest", "objective", "'tco', 'capex' or 'max_served'"),
     ("budget_usd", math.nan, "budget_usd", "finite"),
     ("budget_usd", -5, "budget_usd", "greater than 0"),
     ("colour", "blue", "colour", "unknown key"),

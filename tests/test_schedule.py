@@ -71,7 +71,11 @@ def test_renting_bridges_a_short_peak(catalog):
     assert later["runs"]["chat"]["rented_gpus"] == 0
     assert later["start_month"] == 3 and later["months"] == 33
     forbid = solve_rfq(_rfq(catalog, chat), catalog).to_json()
-    assert plan["phasing"]["tco_usd"] < forbid["phasing"]["tco_usd"]
+    # buying only, the peak must be bought at month 0: phasing does not pay, so the plan
+    # says so and keeps one period (issue 29: buy-all-now is the headline plan itself)
+    assert "phasing" not in forbid and len(forbid["schedule"]) == 1
+    assert any("costs no less than buying everything now" in w for w in forbid["warnings"])
+    assert plan["phasing"]["tco_usd"] < forbid["cost"]["tco_usd"]
 
 
 def test_without_periods_the_schedule_is_one_period(catalog):

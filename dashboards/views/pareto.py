@@ -124,6 +124,34 @@ def render() -> None:
                         f"{points[0][metric_name]:,.2f}.")
     with st.expander("All frontier points", expanded=False):
         st.dataframe(_table(result), hide_index=True)
+    _budget_section()
+
+
+def _budget_section() -> None:
+    """Served share against budget (objective max_served at each budget), on request: it
+    solves one MIP per budget."""
+    st.subheader("What each budget serves")
+    if not st.toggle("Show the share of demand each budget serves", key="pareto_budget"):
+        st.caption("Solves the RFQ under objective max_served at budgets up to the one that "
+                   "serves everything (procure pareto --over budget).")
+        return
+    with st.spinner("Solving each budget…"):
+        result = state.budget_cached(state.active_key() or "", state.catalog_dir(),
+                                     state.price_pairs(), 8)
+    if result.get("reason"):
+        st.warning(result["reason"])
+        return
+    rows = [{"budget (USD)": p["budget_usd"],
+             "share served": p.get("served_share", 0.0),
+             "GPUs": p.get("total_gpus", 0), "TCO spent (USD)": p.get("tco_usd", 0.0),
+             **{f"{name} served": share for name, share in p.get("workloads", {}).items()}}
+            for p in result["points"]]
+    frame = pd.DataFrame(rows)
+    st.line_chart(frame, x="budget (USD)",
+                  y=[c for c in frame.columns if c.endswith("served")])
+    st.caption(f"Everything is served at ${result['full_demand_tco_usd']:,.0f}; below that "
+               "the budget serves the priority-weighted share shown (steps of 1 %).")
+    st.dataframe(frame, hide_index=True)
 
 
 TARGET_FIELDS = {"tpot_ms": "tpot_ms", "ttft_ms": "ttft_ms", "hours_to_complete": "deadline_hours"}

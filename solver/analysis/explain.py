@@ -348,6 +348,18 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     return plan
 
 
+def served_warnings(plan: Plan, rfq: Rfq) -> list[str]:
+    """Under ``objective: max_served``, what the budget gives up (first among the
+    warnings: the buyer must know that part of the demand is not served)."""
+    short = [row for row in plan.served or [] if row.served_fraction < 1.0]
+    if not short:
+        return []
+    return [f"budget ${rfq.budget_usd or 0.0:,.0f} (objective max_served) does not serve "
+            "all demand: " + "; ".join(
+                f"{row.workload} {row.served_fraction:.0%} ({row.served})" for row in short)
+            + " - the rest is given up"]
+
+
 def annotate(plan: Plan, rfq: Rfq, catalog: Catalog,
              table: CandidateTable | None = None) -> Plan:
     """The plan with the decision path, the warnings and (given the candidate table) the
@@ -362,8 +374,8 @@ def annotate(plan: Plan, rfq: Rfq, catalog: Catalog,
         path.extend(decision_path(catalog, spec, entries.get(spec.name), floor, total_nodes,
                                   policy))
     update: dict[str, Any] = {"decision_path": path}
-    update["warnings"] = (plan.warnings + warnings_for(catalog, rfq, plan) if plan.feasible
-                          else [])
+    update["warnings"] = (served_warnings(plan, rfq) + plan.warnings
+                          + warnings_for(catalog, rfq, plan) if plan.feasible else [])
     if table is not None and plan.feasible:
         update["buy_vs_rent"] = buy_vs_rent(table, rfq, plan)
     return plan.model_copy(update=update)

@@ -150,18 +150,64 @@ def pareto(
                         "rental-price (offer $/GPU-h multiplier) or growth (serving "
                         "demand growth per year); repeatable. Cost and buy/rent "
                         "choice at each value (docs/rental.md).")] = None,
+    over: Annotated[str | None, typer.Option(
+        "--over", help="budget: the share of demand served (objective max_served) at "
+                       "--points budgets up to the one that serves everything.")] = None,
     solver: SolverOpt = DEFAULT_SOLVER,
     catalog: CatalogOpt = None,
     set_: SetOpt = None,
     overrides: OverridesOpt = None,
 ) -> int:
     """Non-dominated plans: cost against latency or time-to-finish (or, with --sweep,
-    the cost and the buy/rent choice across rental prices or demand growth)."""
+    the cost and the buy/rent choice across rental prices or demand growth; with
+    --over budget, the share of demand each budget serves)."""
+    if over is not None:
+        return _over(rfq, over, points, solver, catalog, set_, overrides, json_out, csv_out)
     if sweep:
         return _sweeps(rfq, sweep, solver, catalog, set_, overrides, json_out, csv_out)
     check_range("--points", points, 1, MAX_PARETO_POINTS)
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot, csv_out)
     return _frontier(cat, parsed, metric, points, solver, json_out, csv_out, plot)
+
+
+def _over(rfq: Path, over: str, points: int | None, solver: str, catalog: str | None,
+          set_: list[str] | None, overrides: Path | None, json_out: bool,
+          csv_out: Path | None) -> int:
+    """``pareto --over budget``: served share against budget (solver/analysis/budget.py)."""
+    from solver.analysis.budget import budget_curve, budget_lines
+    from solver.common.errors import InputError, Problem
+
+    if over != "budget":
+        raise InputError([Problem("command line", "--over", over,
+                                  "the only sweep over a limit is 'budget'")])
+    check_range("--points", points, 2, MAX_PARETO_POINTS)
+    cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, None, csv_out)
+    result = budget_curve(cat, parsed, points=points, solver=solver)
+    if csv_out is not None:
+        _budget_csv(result, csv_out)
+    if json_out:
+        print(json.dumps(result, indent=2))
+    else:
+        for line in budget_lines(result):
+            out.print(line, markup=False)
+    return 0 if result["points"] else EXIT_INFEASIBLE
+
+
+def _budget_csv(result: dict[str, Any], path: Path) -> None:
+    """One row per budget: budget, served share, GPUs, TCO and each workload's share."""
+    import csv
+
+    from solver.common.spreadsheet import safe_row
+
+    names = list(result.get("weights", {}))
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(safe_row(["budget_usd", "served_share", "total_gpus", "tco_usd"]
+                                 + [f"served_{n}" for n in names]))
+        for point in result["points"]:
+            writer.writerow(safe_row(
+                [point["budget_usd"], point.get("served_share"), point.get("total_gpus"),
+                 point.get("tco_usd")] + [point.get("workloads", {}).get(n) for n in names]))
 
 
 def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,

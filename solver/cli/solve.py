@@ -88,7 +88,14 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
     ``assumptions`` (from :func:`solver.common.wording.assumptions`) adds the horizon, electricity,
     PUE, overhead factor and price dates to the header; ``rfq`` adds each workload's targets.
     """
-    from solver.common.wording import assumption_lines, node_lines, plural, usd, years
+    from solver.common.wording import (
+        assumption_lines,
+        node_lines,
+        plural,
+        served_summary,
+        usd,
+        years,
+    )
 
     con = console or out
     status = plan.status
@@ -114,6 +121,10 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
                   "coupled" if cluster.coupled else "no fabric: independent nodes")
         con.print(f"  {fabric}; {plural(cluster.total_gpus, 'GPU')}, "
                   f"{cluster.power_kw:,.1f} kW, {cluster.rack_units} U", markup=False)
+        budget = rfq.budget_usd if rfq is not None else None
+        for line in served_summary([s.model_dump(mode="json") for s in plan.served or []],
+                                   budget):
+            con.print(line, markup=False)
         for w in plan.workloads:
             _print_workload(w, specs.get(w.name), con)
         con.print()

@@ -307,10 +307,10 @@ def serving_lines(entry: dict[str, Any]) -> list[str]:
     SLO percentile, utilisation headroom, what n+1 leaves with one node down, and the
     calibration of the physics behind it."""
     if entry.get("kind") == "batch_inference":
-        return calibration_lines(entry)
+        return served_share_lines(entry) + recurrence_lines(entry) + calibration_lines(entry)
     if entry.get("kind") != "inference":
-        return []
-    lines = [f"engine {entry.get('engine', 'vllm')} · SLOs at p{entry.get('slo_percentile', 90)}"
+        return served_share_lines(entry) + recurrence_lines(entry)
+    lines = served_share_lines(entry) + [f"engine {entry.get('engine', 'vllm')} · SLOs at p{entry.get('slo_percentile', 90)}"
              f" · capacity for ≤ {entry.get('target_utilization', 1.0):.0%} utilization"]
     if entry.get("redundancy") == "n+1":
         spare = entry.get("n_plus_1") or {}
@@ -322,6 +322,49 @@ def serving_lines(entry: dict[str, Any]) -> list[str]:
         lines.append("n+1: any one node down still leaves "
                      + (", ".join(left) if left else "the demand"))
     return lines + calibration_lines(entry)
+
+
+def recurrence_lines(entry: dict[str, Any]) -> list[str]:
+    """A recurring job's runs and what they cost, in words (under 80 columns); empty for a
+    one-off job or serving."""
+    rec = entry.get("recurrence")
+    if not rec:
+        return []
+    head = (f"runs {rec['every']}: {rec['runs']:,} runs over the horizon, each within "
+            f"{_num(rec['window_hours'])} h")
+    if rec.get("rented_usd") is None:
+        return [head, "  on owned GPUs (their power and operations are in the TCO)"]
+    return [head, f"  rented per run {usd(rec['rented_per_run_usd'])} x {rec['runs']:,} runs"
+                  f" = {usd(rec['rented_usd'])}"]
+
+
+def served_share_lines(entry: dict[str, Any]) -> list[str]:
+    """Under ``objective: max_served``: the share of the workload's demand the budget
+    serves (empty otherwise, or when it is all served)."""
+    share = entry.get("served_fraction")
+    if share is None or share >= 1.0:
+        return []
+    return [f"budget serves {share:.0%} of its demand (objective max_served)"]
+
+
+def served_summary(served: list[dict[str, Any]] | None, budget_usd: float | None
+                   ) -> list[str]:
+    """What a max_served plan serves within the budget and what it gives up, one line per
+    workload (under 80 columns); empty without ``served``."""
+    if not served:
+        return []
+    money = f"{usd(budget_usd)} " if budget_usd else ""
+    lines = [f"Within the {money}budget (objective max_served):"]
+    for row in served:
+        share = row["served_fraction"]
+        verdict = ("all served" if share >= 1.0 else "given up" if share <= 0.0
+                   else f"{share:.0%} served")
+        lines.append(f"  {row['workload']}: {verdict} - {row['served']}")
+    given_up = [row["workload"] for row in served if row["served_fraction"] < 1.0]
+    if given_up:
+        lines.append("  given up: the rest of " + ", ".join(given_up)
+                     + " (raise the budget to serve it)")
+    return lines
 
 
 def _count(value: float) -> str:

@@ -100,6 +100,16 @@ Constraints (one block each in :func:`build_model`)
                 for n+1, the largest one-node loss max_c' r_c' m_c' / m_c),
                 N[t] ≤ ⌈Σ_c g_c x̄_c / k_t⌉ and the limits, K ≤ Σ n_c x̄_c
 
+Best within a budget (``objective: max_served``, issue 29)
+    s[w] ∈ Z, 0 ≤ s[w] ≤ 100 (a job: o[w] ∈ {0,1}): the share of w's planned demand
+    served, in per cent. The demand rows become Σ m x - (D/100) s[w] ≥ 0 (n+1: the
+    always-lost first level ℓ_1 is paid only when w is served at all, ℓ_1 o[w] with
+    s[w] ≤ 100 o[w]); a job's row Σ x = o[w]; no rounded rows (their right-hand side
+    is no longer a constant). The budget row stays on the TCO. Solved lexicographically
+    (:func:`solver.optimize.solve.run_mip`): first max Σ_w priority_w share_w (the model's
+    objective is its negative), then, with Σ priority_w share_w held at that optimum
+    (``served_floor``), the lowest TCO.
+
 Solved by cases: with the one-stack rows, :func:`build_model` sets ``model.cases`` to one
 fixing per stack (v[s] = 1, the others 0; a plan without owned nodes fits any case).
 The backends (solver/optimize/backends.py) solve the cases in turn, each with the best objective
@@ -320,21 +330,34 @@ def _switched_networks(model: LinearModel, table: CandidateTable) -> None:
 
 def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
                 objective: str | None = None, extra: list | None = None, *,
-                reference: bool = False) -> LinearModel:
+                reference: bool = False, served_floor: float | None = None) -> LinearModel:
     """Build the MIP of this module's docstring from a candidate table. ``reference``:
     the former model of issue 18 (per-candidate big-M n+1 rows, no rounded rows, no stack
-    cases); the same optimum, tests/test_mip_scale.py compares them."""
+    cases); the same optimum, tests/test_mip_scale.py compares them.
+
+    ``objective`` ``max_served``: the served-share model (module docstring); without
+    ``served_floor`` it maximises the priority-weighted share served, with it it holds
+    that share ≥ ``served_floor`` and minimises the TCO."""
     limits = limits or Limits.from_rfq(rfq)
     objective = objective or rfq.objective
+    served = objective == "max_served"
     model = LinearModel(name=f"procure-{rfq.id}")
     specs = {spec.name: spec for spec in rfq.workloads}
     _variables(model, table, specs)
-    _objective(model, table, objective)
-    _workload_rows(model, table, specs, reference)
+    if served:
+        _served_vars(model, table, specs)
+    _objective(model, table, "tco" if served else objective)
+    _workload_rows(model, table, specs, reference, served)
     _packing(model, table)
     _one_vendor_stack(model, table, rfq)
     _fabric_and_coupled(model, table)
     _limit_rows(model, table, limits)
+    if served:
+        weights = served_weights(table, specs)
+        if served_floor is None:
+            model.objective = {var: -w for var, w in weights.items()}
+        else:
+            model.add("served_floor", dict(weights), ">=", served_floor)
     for constraint in extra or []:
         model.constraints.append(constraint)
     # --- bounds: every integer variable gets a finite upper bound (solver/optimize/bounds.py) ----
@@ -362,6 +385,38 @@ def _variables(model: LinearModel, table: CandidateTable,
     _switched_networks(model, table)
 
 
+SERVED_STEPS = 100
+"""A serving workload's served share is chosen in steps of 1 % (integers: CP-SAT takes it)."""
+
+
+def served_var(workload: str) -> str:
+    return f"s[{workload}]"
+
+
+def _served_vars(model: LinearModel, table: CandidateTable,
+                 specs: dict[str, AnyWorkload]) -> None:
+    """s[w]: per cent of a serving workload's planned demand served (0..100); o[w] ∈ {0,1}
+    for a job (run or not)."""
+    for name in table.candidates:
+        serving = specs[name].kind in ("inference", "batch_inference")
+        model.var(served_var(name), 0, SERVED_STEPS if serving else 1)
+
+
+def served_weights(table: CandidateTable, specs: dict[str, AnyWorkload]) -> dict[str, float]:
+    """Objective weight of each s[w]: priority × share per unit (a serving workload's unit
+    is 1 %, a job's is the whole job)."""
+    return {served_var(name): specs[name].priority
+            * (1.0 / SERVED_STEPS if specs[name].kind in ("inference", "batch_inference")
+               else 1.0)
+            for name in table.candidates}
+
+
+def served_share(values: dict[str, float], workload: str, kind: str) -> float:
+    """The share (0..1) of a workload's planned demand a max_served solution serves."""
+    units = round(values.get(served_var(workload), 0.0))
+    return units / SERVED_STEPS if kind in ("inference", "batch_inference") else float(units)
+
+
 def _objective(model: LinearModel, table: CandidateTable, objective: str) -> None:
     """The cost of every term, summed per variable (terms on variables not in the model,
     e.g. switches of a network that needs none, are dropped)."""
@@ -373,12 +428,16 @@ def _objective(model: LinearModel, table: CandidateTable, objective: str) -> Non
 
 
 def _workload_rows(model: LinearModel, table: CandidateTable, specs: dict[str, AnyWorkload],
-                   reference: bool) -> None:
-    """Demand rows of every serving workload, one job row of every training job."""
+                   reference: bool, served: bool = False) -> None:
+    """Demand rows of every serving workload, one job row of every training job
+    (``served``: the share served is a variable, module docstring)."""
     for name, cands in table.candidates.items():
         spec = specs[name]
         if spec.kind in ("inference", "batch_inference"):
-            _serving_demand(model, table, name, cands, spec, reference)
+            _serving_demand(model, table, name, cands, spec, reference, served)
+        elif served:
+            model.add(f"one_job[{name}]", {**{cand_var(c): 1.0 for c in cands},
+                                           served_var(name): -1.0}, "==", 0.0)
         else:
             model.add(f"one_job[{name}]", {cand_var(c): 1.0 for c in cands}, "==", 1.0)
 
@@ -458,7 +517,8 @@ def loss_var(label: str, workload: str, level: int) -> str:
 
 
 def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
-                    cands: list[Candidate], spec: AnyWorkload, reference: bool = False) -> None:
+                    cands: list[Candidate], spec: AnyWorkload, reference: bool = False,
+                    served: bool = False) -> None:
     """Demand rows of one serving workload (capacity bought >= demand / utilisation); with
     ``redundancy: n+1`` the capacity left after losing the most one node can carry of the
     candidates used must still meet it (module docstring: the loss levels).
@@ -477,6 +537,13 @@ def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
         if not need:
             continue
         coeffs = {cand_var(c): getattr(c, capacity) for c in cands}
+        if served:  # Σ m x ≥ (D / 100) s[w]
+            model.add(f"demand_{label}[{name}]",
+                      {**coeffs, served_var(name): -need / SERVED_STEPS}, ">=", 0.0)
+            if spare:
+                _loss_levels(model, table, name, label, cands, capacity, coeffs, need,
+                             served=True)
+            continue
         model.add(f"demand_{label}[{name}]", coeffs, ">=", need)
         if not reference:
             divisor = _cheapest_capacity(model, table, cands, capacity)
@@ -495,7 +562,7 @@ def _serving_demand(model: LinearModel, table: CandidateTable, name: str,
 
 def _loss_levels(model: LinearModel, table: CandidateTable, name: str, label: str,
                  cands: list[Candidate], capacity: str, coeffs: dict[str, float],
-                 need: float) -> None:
+                 need: float, served: bool = False) -> None:
     """The n+1 row of one metric: Σ m x - Σ_k (ℓ_k - ℓ_{k-1}) b_k ≥ D, with the distinct
     one-node losses ℓ_1 < ... < ℓ_K of the candidates, b_1 ≥ ... ≥ b_K binary and
     x[c] ≤ x̄_c b_{k(c)}: using c switches on every level up to its loss, so the row
@@ -515,9 +582,18 @@ def _loss_levels(model: LinearModel, table: CandidateTable, name: str, label: st
             model.add(f"loss_order_{label}[{name}#{k}]",
                       {loss_var(label, name, k - 1): 1.0, loss_var(label, name, k): -1.0},
                       ">=", 0.0)
-    model.add(f"n_plus_1_{label}[{name}]", row, ">=", need + levels[0])
-    _rounded_row(model, f"n_plus_1_{label}_rounded[{name}]", row, need + levels[0],
-                 _cheapest_capacity(model, table, cands, capacity))
+    if served:  # ... ≥ (D / 100) s[w] + ℓ_1 o[w], s[w] ≤ 100 o[w]: no spare when not served
+        on = f"o[{name}]"
+        if on not in model.variables:
+            model.var(on, 0, 1)
+            model.add(f"served_on[{name}]", {served_var(name): 1.0, on: -float(SERVED_STEPS)},
+                      "<=", 0.0)
+        model.add(f"n_plus_1_{label}[{name}]",
+                  {**row, served_var(name): -need / SERVED_STEPS, on: -levels[0]}, ">=", 0.0)
+    else:
+        model.add(f"n_plus_1_{label}[{name}]", row, ">=", need + levels[0])
+        _rounded_row(model, f"n_plus_1_{label}_rounded[{name}]", row, need + levels[0],
+                     _cheapest_capacity(model, table, cands, capacity))
     for cand in cands:
         level = level_of.get(losses[cand.name])
         if not level:  # no capacity of this metric, or the first (always on) level

@@ -17,6 +17,7 @@ from solver.optimize.mip import (
     needs_n_plus_1,
     node_var,
     objective_terms,
+    served_share,
     target_utilization,
 )
 from solver.optimize.placement import place
@@ -258,10 +259,71 @@ def training_entry(catalog: Catalog, spec: TrainingWorkload, cand: Candidate) ->
     return entry
 
 
-def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution) -> Plan:
+def recurrence_entry(spec: AnyWorkload, picks: list[tuple[Candidate, int]],
+                     horizon_years: float) -> dict[str, Any] | None:
+    """A recurring job's runs over the horizon and what renting them costs (per run and
+    in all); None for a one-off job or serving."""
+    if spec.kind == "inference" or spec.recurrence is None:
+        return None
+    runs = spec.runs(horizon_years)
+    rented = [(c, n) for c, n in picks if c.rented]
+    total = sum(c.rental_usd * n for c, n in rented) if rented else None
+    return {"every": spec.recurrence, "runs": runs, "window_hours": spec.deadline_hours,
+            "rented_per_run_usd": None if total is None else round(total / runs, 2),
+            "rented_usd": None if total is None else round(total, 2)}
+
+
+def served_spec(spec: AnyWorkload, share: float) -> AnyWorkload:
+    """The part of a workload a max_served plan serves: its concurrency, request rate or
+    requests scaled by ``share`` (a job is run whole or not at all)."""
+    if share >= 1.0 or spec.kind in TRAINING_KINDS:
+        return spec
+    if spec.kind == "inference":
+        update: dict[str, Any] = {}
+        if spec.concurrency:
+            update["concurrency"] = max(1, math.floor(spec.concurrency * share + 1e-9))
+        if spec.qps:
+            update["qps"] = max(1e-9, spec.qps * share)
+        return spec.model_copy(update=update)
+    return spec.model_copy(update={"requests": max(1, math.floor(spec.requests * share
+                                                                 + 1e-9))})
+
+
+def served_entries(rfq: Rfq, shares: dict[str, float]) -> list[dict[str, Any]]:
+    """Per workload of a max_served plan: the share of its demand served and, in words,
+    what that is and what was given up."""
+    out = []
+    for spec in rfq.workloads:
+        share = shares.get(spec.name, 0.0)
+        out.append({"workload": spec.name, "priority": spec.priority,
+                    "served_fraction": share, "served": served_words(spec, share)})
+    return out
+
+
+def served_words(spec: AnyWorkload, share: float) -> str:
+    """'16 of 64 concurrent users at the SLOs', '40 % of 2,000,000 requests by the deadline',
+    'run' / 'not run'."""
+    if spec.kind in TRAINING_KINDS:
+        return "run by its deadline" if share >= 1.0 else "not run (given up)"
+    if spec.kind == "inference":
+        parts = []
+        if spec.concurrency:
+            served = math.floor(spec.concurrency * share + 1e-9)
+            parts.append(f"{served:,} of {spec.concurrency:,} concurrent users")
+        if spec.qps:
+            parts.append(f"{spec.qps * share:,.3g} of {spec.qps:,.3g} requests/s")
+        slo = " at the SLOs" if (spec.ttft_ms or spec.tpot_ms) else ""
+        return " and ".join(parts) + slo
+    served = math.floor(spec.requests * share + 1e-9)
+    return f"{served:,} of {spec.requests:,} requests by the deadline"
+
+
+def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Solution, *,
+             time_limit: float | None = None) -> Plan:
     """The plan (without decision path and warnings, which explain adds), with its
     placement (one entry per bought node) and bill of materials recomputed from it. The
-    parts are put together as plain values, then checked into the frozen :class:`Plan`."""
+    parts are put together as plain values, then checked into the frozen :class:`Plan`.
+    ``time_limit``: seconds left for the phased purchase model (demand over time)."""
     values = solution.values
     nodes: list[dict[str, Any]] = []
     bought: dict[str, int] = {}
@@ -279,6 +341,10 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
                   "none")
     picks = chosen(table, solution)
     specs = {spec.name: spec for spec in rfq.workloads}
+    shares: dict[str, float] = {}
+    if rfq.objective == "max_served":  # each workload at the share the plan serves
+        shares = {name: served_share(values, name, specs[name].kind) for name in picks}
+        specs = {name: served_spec(spec, shares.get(name, 1.0)) for name, spec in specs.items()}
     plan = {
         "rfq": rfq.id,
         "status": solution.status,
@@ -305,8 +371,18 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
         "warnings": [],
         "infeasibility": None,
     }
+    if shares:
+        plan["served"] = served_entries(rfq, shares)
+        for entry in plan["workloads"]:
+            entry["served_fraction"] = shares[entry["name"]]
+    for entry in plan["workloads"]:
+        recurring = recurrence_entry(specs[entry["name"]], picks[entry["name"]],
+                                     rfq.horizon_years)
+        if recurring is not None:
+            entry["recurrence"] = recurring
     redundancy_check(plan, picks, specs)
     add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/optimize/rental.py)
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
-    plan["schedule"] = schedule_for(catalog, rfq, table, plan)  # solver/optimize/schedule.py
+    plan["schedule"] = schedule_for(catalog, rfq, table, plan,  # solver/optimize/schedule.py
+                                    time_limit)
     return Plan.model_validate(plan)

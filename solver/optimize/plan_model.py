@@ -185,6 +185,7 @@ class Rental(Record):
     usd_per_gpu_hour: float = Field(description="price, USD per GPU-hour")
     min_term_hours: float = Field(description="the offer's minimum billed term, hours")
     usd: float = Field(description="rental cost over the horizon, USD")
+    runs: int | None = omitted("a recurring job: runs paid (gpu_hours and usd are for all)")
     source: str = Field(description="where the price was read")
     as_of: str = Field(description="when the price was read")
 
@@ -210,6 +211,28 @@ class Training(Record):
     hours_to_complete: float | None = Field(description="planned hours at expected goodput")
     deadline_margin_hours: float | None = Field(description="deadline - hours to complete")
     deadline_margin: float | None = Field(description="1 - hours / deadline, 0..1")
+
+
+class Recurring(Record):
+    """A job that runs again every day, week or month over the horizon."""
+
+    every: Literal["daily", "weekly", "monthly"] = Field(description="how often it runs")
+    runs: int = Field(description="runs over the horizon, each costed")
+    window_hours: float = Field(description="hours each run must finish in")
+    rented_per_run_usd: float | None = Field(description="rental of one run, USD (null: "
+                                             "runs on owned GPUs)")
+    rented_usd: float | None = Field(description="rental of every run over the horizon, "
+                                     "USD (runs × per run; null: owned)")
+
+
+class Served(Record):
+    """Objective max_served: how much of one workload the budget serves."""
+
+    workload: str = Field(description="workload name")
+    priority: float = Field(description="its weight in the served share maximised")
+    served_fraction: float = Field(description="share of its planned demand served, 0..1 "
+                                   "(steps of 0.01; a job: 0 or 1)")
+    served: str = Field(description="what is served, in words")
 
 
 class WorkloadPlan(Record):
@@ -249,6 +272,10 @@ class WorkloadPlan(Record):
     n_plus_1: NPlus1 | None = omitted("redundancy n+1: capacity with the worst node down")
     sourcing: Sourcing | None = omitted("owned, rented or hybrid (every feasible plan)")
     rental: list[Rental] | None = omitted("what it rents, when anything")
+    served_fraction: float | None = omitted("objective max_served: share of its planned "
+                                            "demand served, 0..1 (a job: 0 or 1)")
+    recurrence: Recurring | None = omitted("a recurring job: how often it runs and what "
+                                           "each run costs")
 
 
 # ----------------------------------------------------------------------------- cost
@@ -451,6 +478,8 @@ class Infeasibility(Record):
     to_fix: str = Field(description="what to change, in words")
     closest_clusters: dict[str, Cluster] | None = omitted(
         "per limit path: the cluster the relaxed limit buys")
+    budget_buys: list[Served] | None = omitted(
+        "when the budget binds: what it buys at most (objective max_served on the same RFQ)")
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -463,7 +492,9 @@ class Plan(Record):
     solver: str = Field(description="MIP backend (highs, cbc, cpsat)")
     gap: float | None = Field(description="relative optimality gap (0 when optimal)")
     solve_seconds: float | None = Field(description="seconds the MIP took")
-    objective: Literal["tco", "capex"] = Field(description="what was minimised")
+    objective: Literal["tco", "capex", "max_served"] = Field(
+        description="what was optimised: tco or capex minimised, or max_served (the "
+        "largest served share within the budget, then the lowest TCO)")
     cluster: Cluster = Field(description="the hardware bought")
     workloads: list[WorkloadPlan] = Field(description="how each workload runs")
     cost: Cost | None = Field(description="cost terms (null without a plan)")
@@ -480,6 +511,8 @@ class Plan(Record):
                                    "(one period at month 0 unless phased; empty without a plan)")
     buy_vs_rent: list[BuyVsRent] | None = omitted("per workload: owning against renting "
                                                   "(explained feasible plans)")
+    served: list[Served] | None = omitted("objective max_served: each workload's share "
+                                          "served within the budget")
 
     @property
     def feasible(self) -> bool:

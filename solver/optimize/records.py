@@ -56,6 +56,7 @@ class Candidate:
     rental: Any = None
     rental_usd: float = 0.0
     replicas_per_unit: int = 1
+    runs: int = 1  # a recurring job's rental is paid for every run (rental_usd covers all)
 
     @property
     def rented(self) -> bool:

@@ -114,6 +114,14 @@ def hours_used(spec: AnyWorkload, cand_hours: float | None, horizon_years: float
     return HOURS_PER_YEAR * horizon_years
 
 
+def runs_over_horizon(spec: AnyWorkload, horizon_years: float) -> int:
+    """How often a workload's rented units are paid for: every run of a recurring job
+    (``recurrence``), else once (a one-off job, or serving rented for the horizon)."""
+    if spec.kind == "inference":
+        return 1
+    return spec.runs(horizon_years)
+
+
 def unit_cost_usd(offer: Any, gpus: int, hours: float) -> float:
     """USD of one rented unit of ``gpus`` GPUs used ``hours`` hours (minimum term applied)."""
     return gpus * offer.usd_per_gpu_hour * offer.billed_hours(hours)
@@ -163,11 +171,12 @@ def _rented_jobs(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload, offer: Any,
         hours = total_tokens / est.predicted.tokens_per_s / 3600.0
         if hours > spec.deadline_hours:
             continue
-        cost = unit_cost_usd(offer, size, hours_used(spec, hours, params.horizon_years))
+        runs = runs_over_horizon(spec, params.horizon_years)
+        cost = unit_cost_usd(offer, size, hours_used(spec, hours, params.horizon_years)) * runs
         out.append(Candidate(
             workload=spec.name, kind=spec.kind, node_type=RENTED_PREFIX + offer.id,
             layout=est.layout, estimate=est, gpus=size, nodes_spanned=m, fabric=fabric,
-            network_usd=0.0, hours_to_complete=hours, rental=offer, rental_usd=cost,
+            network_usd=0.0, hours_to_complete=hours, rental=offer, rental_usd=cost, runs=runs,
             name=f"{spec.name}|{RENTED_PREFIX}{offer.id}|{precision}|tp{est.layout.tp}"
                  f"pp{est.layout.pp}dp{est.layout.dp}|{m}i|{fabric}"))
         if len(out) == JOB_SIZES_KEPT:
@@ -205,8 +214,9 @@ def _rented_serving(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, offer: Any, n
             network_usd=0.0,
             concurrency_capacity=float(est.predicted.max_concurrency or 0) * per_unit,
             qps_capacity=float(est.predicted.qps_capacity or 0.0) * per_unit,
-            rental=offer, rental_usd=unit_cost_usd(offer, gpus, hours),
-            replicas_per_unit=per_unit,
+            rental=offer, rental_usd=(unit_cost_usd(offer, gpus, hours)
+                                      * runs_over_horizon(spec, params.horizon_years)),
+            replicas_per_unit=per_unit, runs=runs_over_horizon(spec, params.horizon_years),
             name=f"{spec.name}|{RENTED_PREFIX}{offer.id}|{precision}|tp{est.layout.tp}"
                  f"pp{est.layout.pp}x{per_unit}|{m}i|{fabric}"))
         if m > 1 and len(out) == 2:
@@ -224,7 +234,9 @@ def reprice_rented(cand: Any, catalog: Catalog, rfq: Rfq, params: CostParams) ->
     offer = catalog.rental.get(cand.rental.id, cand.rental)
     spec = next(s for s in rfq.workloads if s.name == cand.workload)
     hours = hours_used(spec, cand.hours_to_complete, params.horizon_years)
-    return replace(cand, rental=offer, rental_usd=unit_cost_usd(offer, cand.gpus, hours))
+    runs = runs_over_horizon(spec, params.horizon_years)
+    return replace(cand, rental=offer, rental_usd=unit_cost_usd(offer, cand.gpus, hours) * runs,
+                   runs=runs)
 
 
 # --------------------------------------------------------------------------- MIP and plan
@@ -249,6 +261,7 @@ def _rental_line(cand: Any, units: int) -> dict[str, Any]:
             "replicas": units * cand.replicas_per_unit,
             "gpu_hours": round(gpu_hours, 4), "usd_per_gpu_hour": offer.usd_per_gpu_hour,
             "min_term_hours": offer.min_term_hours, "usd": round(cand.rental_usd * units, 2),
+            **({"runs": cand.runs} if cand.runs > 1 else {}),
             "source": offer.source, "as_of": offer.as_of}
 
 
@@ -310,7 +323,8 @@ def buy_vs_rent(table: CandidateTable, rfq: Rfq, plan: Plan,
         if own and rent:
             cand, units = rent[1], rent[2]
             per_hour = cand.gpus * units * cand.rental.usd_per_gpu_hour
-            used = hours_used(spec, cand.hours_to_complete, table.params.horizon_years)
+            used = hours_used(spec, cand.hours_to_complete, table.params.horizon_years) \
+                * cand.runs
             breakeven_h = own[0] / per_hour
             row.update({"rent_offer": cand.rental.id, "rent_usd_per_hour": round(per_hour, 2),
                         "hours_used": round(used, 1),
@@ -411,7 +425,7 @@ def owned_horizon_terms(table: CandidateTable, spec: AnyWorkload, own: tuple[flo
         "owned_running_usd_per_month": round(running_h * HOURS_PER_YEAR / 12.0, 2),
         "breakeven_months": (round(hardware / (per_hour - running_h) / (HOURS_PER_YEAR / 12.0),
                                    2) if per_hour > running_h else None)}
-    if cand.is_job:
+    if cand.is_job and spec.kind != "inference" and spec.recurrence is None:
         fraction, decline = residual if residual is not None else residual_params(table.params)
         months = used / (HOURS_PER_YEAR / 12.0)
         resale = residual_value_usd(hardware, months, fraction, decline)

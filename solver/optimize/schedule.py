@@ -14,8 +14,18 @@ from typing import Any
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
+from solver.optimize.bounds import tighten_bounds
 from solver.optimize.linear import LinearModel
-from solver.optimize.mip import Demand, planned_demand, replica_bound, target_utilization
+from solver.optimize.mip import (
+    Demand,
+    needs_n_plus_1,
+    node_loss,
+    planned_demand,
+    replica_bound,
+    stack_var,
+    target_utilization,
+    units_lost,
+)
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
 from solver.rfq.schema import AnyWorkload, Rfq
@@ -79,20 +89,26 @@ def demand_at(spec: AnyWorkload, month: float) -> Any:
                   float(f"{float(chosen.qps or 0.0) / util:.12g}"))
 
 
-def schedule_for(catalog: Catalog, rfq: Rfq, table: CandidateTable, plan: dict[str, Any]
-                 ) -> list[dict[str, Any]]:
+def schedule_for(catalog: Catalog, rfq: Rfq, table: CandidateTable, plan: dict[str, Any],
+                 time_limit: float | None = None) -> list[dict[str, Any]]:
     """The plan's schedule: one period, or - when a workload gives demand over time - the
-    phased purchase of :func:`phased` (its comparison with buying everything at month 0
-    goes to ``plan['phasing']``)."""
-    if has_demand_over_time(rfq):
-        result = phased(catalog, rfq, table)
-        if result is not None:
+    phased purchase of :func:`phased`, solved with the plan's own MIP backend (its
+    comparison with buying everything at month 0 - the plan itself - goes to
+    ``plan['phasing']``). Phasing is kept only when it costs less than the plan."""
+    if has_demand_over_time(rfq) and plan.get("cost"):
+        headline = float(plan["cost"]["tco_usd"])
+        result = phased(catalog, rfq, table, plan.get("solver"), time_limit)
+        if result is not None and result[1]["tco_usd"] < headline - 0.5:
             schedule, summary = result
+            summary["buy_all_now_tco_usd"] = round(headline, 2)
+            summary["saving_usd"] = round(headline - summary["tco_usd"], 2)
             plan["phasing"] = summary
             return schedule
+        why = ("a workload needs nodes coupled over a fabric, or the phased model found no "
+               "plan in time" if result is None else
+               "buying in steps costs no less than buying everything now")
         plan.setdefault("warnings", []).append(
-            "demand over time: no phased schedule (a workload needs nodes coupled over a "
-            "fabric, or the phased model found no plan); everything is bought at month 0")
+            f"demand over time: no phased schedule ({why}); everything is bought at month 0")
     return single_period(plan, table.params.horizon_years)
 
 
@@ -101,7 +117,8 @@ def _usable(cand: Any) -> bool:
     return cand.rented or not cand.spanning
 
 
-def phased(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str | None = None
+def phased(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str | None = None,
+           time_limit: float | None = None
            ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
     r"""Buy capacity per period, rent to bridge (docs/rental.md, "Demand over time").
 
@@ -114,43 +131,125 @@ def phased(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str | None
     + Σ W[p] switch (1-δ)^{S_p/12}, δ = costs.hardware_price_decline_per_year.
     Rows: demand of every serving workload in every period; packing
     Σ_{c on t} g_c x[c,p] (+ jobs in p=1) ≤ k_t N[t,p]; front-end ports ≤ R Σ_{q≤p} W[q];
-    limits on the final owned estate; budget. None when a workload has no usable candidate
-    or no plan is found."""
+    limits on the final owned estate; budget. The rules of the one-period MIP
+    (solver/optimize/mip.py) carry over: ``redundancy: n+1`` in every period (the capacity
+    left after the largest one-node loss of the candidates used in that period meets the
+    period's demand: a[c,p] ∈ {0,1} "c is used in p", Σ m x[·,p] - ℓ_c a[c,p] ≥ D_p,
+    x[c,p] ≤ x̄ a[c,p]), one accelerator stack for owned nodes unless
+    ``constraints.mixed_vendors`` (B[t,p] ≤ M v[s(t)], Σ v ≤ 1), the RFQ's solver and the
+    time left. None when a workload has no usable candidate or no plan is found."""
+    setup = _setup(catalog, rfq, table)
+    model = phased_model(catalog, rfq, table)
+    if setup is None or model is None:
+        return None
+    periods, cands, once, factor, fe_cable = setup
+    backend = get_backend(solver or DEFAULT_SOLVER)
+    solution = backend.solve(model, time_limit)
+    if solution.status not in ("optimal", "feasible"):
+        return None
+    schedule = _periods_out(table, cands, once, periods, solution.values, factor, fe_cable)
+    summary: dict[str, Any] = {"tco_usd": round(solution.objective or 0.0, 2),
+                               "buy_all_now_tco_usd": None,
+                               "hardware_price_decline_per_year": _decline(catalog)}
+    return schedule, summary
+
+
+def _setup(catalog: Catalog, rfq: Rfq, table: CandidateTable) -> tuple[
+        list[Period], dict[str, list[Any]], set[str], Any, float] | None:
+    """The phased model's periods, usable candidates per workload, run-once workloads, the
+    price factor of each period and the front-end cable cost per node."""
     periods = periods_of(rfq)
-    specs = {s.name: s for s in rfq.workloads}
     cands = {name: [c for c in cs if _usable(c)] for name, cs in table.candidates.items()}
     if any(not cs for cs in cands.values()):
         return None
-    params = table.params
     decline = _decline(catalog)
-    model = LinearModel(name=f"phased-{rfq.id}")
-    once = {n for n, s in specs.items() if s.kind != "inference"}  # jobs and batch: period 1
+    once = {s.name for s in rfq.workloads if s.kind != "inference"}  # jobs, batch: period 1
 
     def factor(p: int) -> float:
         return (1.0 - decline) ** (periods[p].start_month / 12.0)
 
-    fe_cable = params.frontend_ports_per_node * params.frontend_cable_usd
+    params = table.params
+    return periods, cands, once, factor, params.frontend_ports_per_node * params.frontend_cable_usd
+
+
+def phased_model(catalog: Catalog, rfq: Rfq, table: CandidateTable, *, buy_now: bool = False
+                 ) -> LinearModel | None:
+    """The model :func:`phased` solves (``buy_now``: every purchase at month 0, the
+    reference that must cost what the one-period plan costs); None when a workload has no
+    usable candidate."""
+    setup = _setup(catalog, rfq, table)
+    if setup is None:
+        return None
+    periods, cands, once, factor, fe_cable = setup
+    specs = {s.name: s for s in rfq.workloads}
+    model = LinearModel(name=f"phased-{rfq.id}")
     _purchase_vars(model, table, periods, factor, fe_cable)
     _unit_vars(model, table, cands, specs, once, periods)
     _demand_rows(model, cands, specs, once, periods)
     _packing_rows(model, table, cands, once, periods)
     _frontend(model, table, periods, factor)
+    _n_plus_1_rows(model, table, cands, specs, once, periods)
+    _one_stack_rows(model, table, rfq, periods)
     _final_limits(model, table, rfq, len(periods) - 1)
-    backend = get_backend(solver or DEFAULT_SOLVER)
-    solution = backend.solve(model, None)
-    if solution.status not in ("optimal", "feasible"):
-        return None
-    now = _buy_now(model, table, periods)
-    now_solution = backend.solve(now, None)
-    schedule = _periods_out(table, cands, once, periods, solution.values, factor, fe_cable)
-    tco = round(solution.objective or 0.0, 2)
-    now_tco = (round(now_solution.objective, 2) if now_solution.objective is not None
-               else None)
-    summary: dict[str, Any] = {"tco_usd": tco, "buy_all_now_tco_usd": now_tco,
-                               "hardware_price_decline_per_year": decline}
-    if now_tco is not None:
-        summary["saving_usd"] = round(now_tco - tco, 2)
-    return schedule, summary
+    if buy_now:
+        model = _buy_now(model, table, periods)
+    tighten_bounds(model)
+    return model
+
+
+def _n_plus_1_rows(model: LinearModel, table: CandidateTable, cands: dict[str, list[Any]],
+                   specs: dict[str, Any], once: set[str], periods: list[Period]) -> None:
+    """``redundancy: n+1`` in every period: with c used in p (a[c,p]), the capacity left
+    after losing what one node carries of c still meets the period's demand."""
+    for name, cs in cands.items():
+        spec = specs[name]
+        if name in once or not needs_n_plus_1(spec):
+            continue
+        for p, period in enumerate(periods):
+            demand = demand_at(spec, period.start_month)
+            spare = node_loss(table, cs)
+            for c in cs:
+                used = model.var(f"a[{c.name},{p}]", 0, 1)
+                high = replica_bound(c, demand, spare)
+                model.variables[f"x[{c.name},{p}]"].high = float(high)
+                model.add(f"used[{c.name},{p}]", {f"x[{c.name},{p}]": 1.0,
+                                                  used: -float(high)}, "<=", 0.0)
+            for label, need, capacity in (("conc", demand.concurrency, "concurrency_capacity"),
+                                          ("qps", demand.qps, "qps_capacity")):
+                if not need:
+                    continue
+                coeffs = {f"x[{c.name},{p}]": getattr(c, capacity) for c in cs}
+                for c in cs:
+                    lost = units_lost(table, c) * getattr(c, capacity)
+                    if lost <= 0:
+                        continue
+                    model.add(f"n_plus_1_{label}[{c.name},{p}]",
+                              {**coeffs, f"a[{c.name},{p}]": -lost}, ">=", need)
+
+
+def _one_stack_rows(model: LinearModel, table: CandidateTable, rfq: Rfq,
+                    periods: list[Period]) -> None:
+    """One accelerator stack for every owned node bought in any period (CUDA or ROCm),
+    unless ``constraints.mixed_vendors``: the one-period MIP's rule."""
+    stacks = sorted({node.stack for node in table.node_types.values()})
+    if len(stacks) < 2 or rfq.constraints.mixed_vendors:
+        return
+    for stack in stacks:
+        model.var(stack_var(stack), 0, 1)
+    model.add("one_vendor_stack", {stack_var(s): 1.0 for s in stacks}, "<=", 1.0)
+    for key, node in table.node_types.items():
+        gpus = sum(c.gpus * (model.variables[f"x[{c.name},{p}]"].high or 1)
+                   for c in _owned_on(table, key)
+                   for p in range(len(periods)) if f"x[{c.name},{p}]" in model.variables)
+        bound = float(max(1, -(-gpus // node.gpus)))
+        for p in range(len(periods)):
+            model.add(f"vendor_stack[{key},{p}]", {f"B[{key},{p}]": 1.0,
+                                                   stack_var(node.stack): -bound}, "<=", 0.0)
+
+
+def _owned_on(table: CandidateTable, key: str) -> list[Any]:
+    return [c for cs in table.candidates.values() for c in cs
+            if not c.rented and c.node_type == key]
 
 
 

@@ -44,11 +44,40 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
             objective: str | None = None, extra: list | None = None,
             initial: dict[str, float] | None = None) -> Solution:
     """Build and solve the MIP for a candidate table (``initial``: a point to start from,
-    :meth:`Backend.solve <solver.optimize.backends.Backend.solve>`)."""
+    :meth:`Backend.solve <solver.optimize.backends.Backend.solve>`).
+
+    ``objective: max_served`` is solved in two steps (solver/optimize/mip.py): the largest
+    priority-weighted share served within the budget, then the lowest TCO that serves it;
+    the returned objective is that TCO."""
     if any(not cands for cands in table.candidates.values()):
         return Solution("infeasible", {}, None, 0.0, 0.0, solver)
-    model = build_model(table, rfq, limits, objective, extra)
-    return get_backend(solver).solve(model, time_limit, initial=initial)
+    backend = get_backend(solver)
+    if (objective or rfq.objective) != "max_served":
+        model = build_model(table, rfq, limits, objective, extra)
+        return backend.solve(model, time_limit, initial=initial)
+    started = time.perf_counter()
+    first = backend.solve(build_model(table, rfq, limits, "max_served", extra), time_limit,
+                          initial=initial)
+    if first.status not in ("optimal", "feasible") or first.objective is None:
+        return first
+    floor = -first.objective - SERVED_TOLERANCE
+    left = None if time_limit is None else max(MIN_MIP_SECONDS,
+                                               time_limit - (time.perf_counter() - started))
+    second = backend.solve(build_model(table, rfq, limits, "max_served", extra,
+                                       served_floor=floor), left, initial=first.values)
+    if second.status not in ("optimal", "feasible"):
+        # no cheaper point in time: the first answer, its TCO recomputed as the objective
+        cost = build_model(table, rfq, limits, "max_served", extra, served_floor=floor)
+        tco = sum(c * first.values.get(v, 0.0) for v, c in cost.objective.items())
+        return replace(first, status="feasible", objective=tco,
+                       seconds=time.perf_counter() - started)
+    status = "optimal" if first.status == second.status == "optimal" else "feasible"
+    return replace(second, status=status, gap=max(first.gap, second.gap),
+                   seconds=time.perf_counter() - started)
+
+
+SERVED_TOLERANCE = 1e-6
+"""Slack on the served share held in the cost step (the share is a sum of 1 % steps)."""
 
 
 def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
@@ -71,7 +100,7 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
             return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(deadline))
     if solution.status in ("optimal", "feasible"):
-        return assemble(catalog, rfq, table, solution), table
+        return assemble(catalog, rfq, table, solution, time_limit=_left(deadline)), table
     if solution.status == "timeout":
         return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
     return infeasible_plan(catalog, rfq, table, solution, solver, deadline), table
@@ -148,7 +177,30 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                              "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
     if buys:
         plan["infeasibility"]["closest_clusters"] = buys
+    if not empty and rfq.budget_usd is not None and rfq.objective != "max_served":
+        bought = budget_buys(catalog, rfq, table, solver, deadline)
+        if bought:
+            plan["infeasibility"]["budget_buys"] = bought
+            some = any(b["served_fraction"] > 0 for b in bought)
+            plan["infeasibility"]["reasons"].append(
+                f"for ${_num(rfq.budget_usd)} the most that can be served (objective "
+                "max_served): " + "; ".join(f"{b['workload']} {b['served']}" for b in bought)
+                if some else f"${_num(rfq.budget_usd)} serves none of the workloads at "
+                "their targets, even in part")
     return Plan.model_validate(plan)
+
+
+def budget_buys(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str,
+                deadline: float | None = None) -> list[dict[str, Any]]:
+    """What the RFQ's budget buys at most: the same RFQ under ``objective: max_served``
+    (per workload, the share served in words); empty when the re-solve finds nothing in
+    time."""
+    served = rfq.model_copy(update={"objective": "max_served"})
+    trial = run_mip(table, served, solver=solver, time_limit=_left(deadline))
+    if trial.status not in ("optimal", "feasible"):
+        return []
+    plan = assemble(catalog, served, table, trial)
+    return [s.model_dump(mode="json") for s in plan.served]
 
 
 def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str,

@@ -186,7 +186,22 @@ def _summary(plan: Plan, rfq: Rfq, capex: float) -> str:
                f"{years(rfq.horizon_years)} is {usd(tco)}, including "
                + ("power, operations and the engineering overhead of coupled nodes."
                   if plan.cluster.coupled else "power and operations."))
-    return summary + rental_summary(plan)
+    return summary + served_sentence(plan, rfq) + rental_summary(plan)
+
+
+def served_sentence(plan: Plan, rfq: Rfq) -> str:
+    """Under ``objective: max_served``: what the budget serves of each workload ('' under
+    the other objectives)."""
+    if not plan.served:
+        return ""
+    parts = []
+    for row in plan.served:
+        share = row.served_fraction
+        verdict = ("in full" if share >= 1.0 else "not at all" if share <= 0.0
+                   else f"{share:.0%}")
+        parts.append(f"{row.workload} is served {verdict} ({row.served})")
+    return (f" The budget of {usd(rfq.budget_usd)} is spent on serving as much as it can: "
+            + "; ".join(parts) + ".")
 
 
 def _infeasible_summary(plan: Plan, rfq: Rfq) -> str:

@@ -163,6 +163,9 @@ class _WorkloadBase(_Strict):
         default=None, min_length=1,
         description="precisions the buyer allows (serving default: bf16, fp8; 4-bit and int8 "
         "only when listed here or pinned by `precision`)")
+    priority: float = Field(
+        default=1.0, gt=0, le=1000, description="weight of this workload's served share under "
+        "`objective: max_served` (a workload of priority 2 counts twice)")
 
     @model_validator(mode="after")
     def _precision_in_allowed(self) -> _WorkloadBase:
@@ -349,22 +352,72 @@ class InferenceWorkload(_ServingBase):
         return self
 
 
-class BatchInferenceWorkload(_ServingBase):
-    """Offline inference: a number of requests to finish by a deadline."""
+Recurrence = Literal["daily", "weekly", "monthly"]
+RUNS_PER_YEAR: dict[str, int] = {"daily": 365, "weekly": 52, "monthly": 12}
+HOURS_BETWEEN_RUNS: dict[str, float] = {"daily": 24.0, "weekly": 168.0, "monthly": 730.0}
+
+
+class _Recurring(_Strict):
+    """A job that runs once (the default) or again every day, week or month: each run does
+    the whole job (its ``requests`` or ``dataset_tokens``) within ``window_hours``."""
+
+    deadline_hours: float = Field(gt=0, le=100_000)
+    recurrence: Recurrence | None = Field(
+        default=None, description="the job runs again every day, week or month over the "
+        "horizon; each run is costed (rented per run, or on owned GPUs)")
+    window_hours: float | None = Field(
+        default=None, gt=0, le=730, description="hours each run of a recurring job must "
+        "finish in (its deadline; default deadline_hours)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _window_is_deadline(cls, data: Any) -> Any:
+        """A recurring job's window is its deadline: ``window_hours`` alone sets
+        ``deadline_hours``; both must agree."""
+        if isinstance(data, dict) and data.get("window_hours") is not None:
+            window = data["window_hours"]
+            deadline = data.get("deadline_hours")
+            if deadline is None:
+                data = {**data, "deadline_hours": window}
+            elif deadline != window:
+                raise ValueError(f"window_hours {window} and deadline_hours {deadline} differ: "
+                                 "a recurring job's window is its deadline (give one)")
+        return data
+
+    @model_validator(mode="after")
+    def _window_fits(self) -> _Recurring:
+        if self.window_hours is not None and self.recurrence is None:
+            raise ValueError("window_hours needs a recurrence (daily, weekly or monthly)")
+        if self.recurrence is not None:
+            gap = HOURS_BETWEEN_RUNS[self.recurrence]
+            if self.deadline_hours > gap:
+                raise ValueError(f"a {self.recurrence} run must finish before the next one: "
+                                 f"window/deadline {self.deadline_hours:g} h > {gap:g} h")
+        return self
+
+    def runs(self, horizon_years: float) -> int:
+        """How many times the job runs over the horizon (1 when it does not recur)."""
+        if self.recurrence is None:
+            return 1
+        return max(1, int(RUNS_PER_YEAR[self.recurrence] * horizon_years + 1e-9))
+
+
+class BatchInferenceWorkload(_ServingBase, _Recurring):
+    """Offline inference: a number of requests to finish by a deadline (once, or every
+    day, week or month)."""
 
     kind: Literal["batch_inference"]
     requests: int = Field(ge=1, le=10**12)
-    deadline_hours: float = Field(gt=0, le=100_000)
 
 
-class TrainingWorkload(_WorkloadBase):
-    """One training job (LoRA, QLoRA, full fine-tune or pretraining) with a deadline."""
+class TrainingWorkload(_WorkloadBase, _Recurring):
+    """One training job (LoRA, QLoRA, full fine-tune or pretraining) with a deadline (run
+    once, or every day, week or month)."""
 
     kind: Literal["lora", "qlora", "full_finetune", "pretrain"]
     dataset_tokens: int = Field(ge=1, le=10**14)
     epochs: float = Field(default=1, gt=0, le=1000)
     seq_len: int = Field(default=4096, ge=16, le=1_000_000)
-    deadline_hours: float = Field(gt=0, le=100_000)
 
     @model_validator(mode="after")
     def _training(self, info: ValidationInfo) -> TrainingWorkload:
@@ -401,7 +454,10 @@ class Rfq(_Strict):
     id: str = Field(pattern=ID_PATTERN, min_length=1, max_length=128)
     customer: str | None = Field(default=None, max_length=500)
     horizon_years: float = Field(default=3, gt=0, le=15)
-    objective: Literal["tco", "capex"] = "tco"
+    objective: Literal["tco", "capex", "max_served"] = Field(
+        default="tco", description="tco or capex: the cheapest plan that serves everything; "
+        "max_served: the plan that serves the largest (priority-weighted) share of demand "
+        "within budget_usd, at the lowest TCO among those")
     rental: Literal["allow", "forbid", "only"] = Field(
         default="forbid", description="rented capacity (catalog rental.csv): allow = buy or "
         "rent, whichever is cheaper; forbid = buy only (the default: a first-version RFQ "
@@ -414,6 +470,13 @@ class Rfq(_Strict):
     @classmethod
     def _demand_over_time(cls, data: Any) -> Any:
         return expand_demand_over_time(data)
+
+    @model_validator(mode="after")
+    def _max_served_needs_budget(self) -> Rfq:
+        if self.objective == "max_served" and self.budget_usd is None:
+            raise ValueError("objective max_served needs budget_usd (the money to serve the "
+                             "most demand with)")
+        return self
 
     def user_models(self) -> tuple[Model, ...]:
         """The models the RFQ defines itself (inline architectures, config files)."""
