@@ -333,6 +333,16 @@ def counterfactual_table(alternatives: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def timetable(plan: Plan) -> None:
+    """Busy and quiet hours: which workload runs on how many GPUs in each slot."""
+    if not plan.timetable:
+        return
+    st.markdown("**Over the day** — busy and quiet hours")
+    st.dataframe([{"slot": s.slot, "hours a day": s.hours,
+                   **{r.workload: r.owned_gpus + r.rented_gpus for r in s.runs},
+                   "idle GPUs": s.idle_gpus} for s in plan.timetable], hide_index=True)
+
+
 def warnings(plan: Plan) -> None:
     for warning in plan.warnings:
         st.warning(warning, icon=":material/warning:")

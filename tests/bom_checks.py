@@ -23,6 +23,18 @@ def assert_valid_placement(plan: dict[str, Any]) -> None:
     assert listed == bought
     assert len({n["node"] for n in placement}) == len(placement)
     groups: dict[str, list[tuple[dict, dict]]] = defaultdict(list)
+    # busy and quiet hours (issue 29): a recurring job that runs only in the quiet hours is
+    # placed in the quiet slot's own placement, on the same bought nodes
+    quiet = next((s for s in plan.get("timetable") or [] if s["slot"] == "quiet"), None)
+    if quiet is not None:
+        assert [(n["node"], n["type"]) for n in quiet["placement"]] == \
+            [(n["node"], n["type"]) for n in placement]
+        busy = {run["workload"] for node in placement for run in node["runs"]}
+        for node in quiet["placement"]:
+            assert sum(run["gpus"] for run in node["runs"]) <= node["gpus"], node
+            for run in node["runs"]:
+                if run["workload"] not in busy:
+                    groups[run["group"]].append((node, run))
     for node in placement:
         used = sum(run["gpus"] for run in node["runs"])
         assert used <= node["gpus"], node

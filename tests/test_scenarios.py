@@ -252,7 +252,39 @@ def _check_growing(plan, catalog):  # issue 16: growth -> buy in steps, cheaper 
     assert plan["phasing"]["saving_usd"] > 0
 
 
+def _check_day_night(plan, catalog):  # issue 29: the nightly job runs in the quiet hours
+    rfq = _scenario(catalog, "day-chat-night-batch")
+    chat_only = solve_rfq(rfq.model_copy(update={"workloads": rfq.workloads[:1]}), catalog,
+                          explain=False).to_json()
+    assert plan["cluster"] == chat_only["cluster"]  # the re-index buys nothing
+    assert plan["cost"]["tco_usd"] == chat_only["cost"]["tco_usd"]
+    busy, quiet = plan["timetable"]
+    assert {r["workload"] for r in busy["runs"]} == {"chat"}
+    assert {r["workload"] for r in quiet["runs"]} == {"chat", "reindex"}
+    gpus = plan["cluster"]["total_gpus"]
+    for slot in (busy, quiet):
+        assert sum(r["owned_gpus"] for r in slot["runs"]) + slot["idle_gpus"] == gpus
+    # a re-index four times as large no longer fits the quiet hours: it costs more
+    bigger = rfq.model_copy(update={"workloads": [rfq.workloads[0], rfq.workloads[1].model_copy(
+        update={"requests": 4 * rfq.workloads[1].requests})]})
+    more = solve_rfq(bigger, catalog, explain=False).to_json()
+    assert more["cost"]["tco_usd"] > plan["cost"]["tco_usd"]
+
+
+def _check_budget(plan, catalog):  # issue 29: the best plan within a budget
+    rfq = _scenario(catalog, "best-for-a-budget")
+    assert plan["cost"]["tco_usd"] <= rfq.budget_usd
+    shares = {s["workload"]: s["served_fraction"] for s in plan["served"]}
+    assert min(shares.values()) < 1.0 and max(shares.values()) > 0.0
+    assert any("does not serve all demand" in w for w in plan["warnings"])
+    roomy = _resolve(catalog, rfq, budget_usd=10 * rfq.budget_usd)
+    assert all(s["served_fraction"] == 1.0 for s in roomy["served"])
+    assert roomy["cost"]["tco_usd"] > rfq.budget_usd  # serving everything costs more
+
+
 EXPECTED = {
+    "day-chat-night-batch.yaml": _check_day_night,
+    "best-for-a-budget.yaml": _check_budget,
     "chat-n-plus-1.yaml": _check_n_plus_1,
     "chat-70b-one-node.yaml": _check_chat_70b,
     "finetune-70b-full-cluster.yaml": _check_full_finetune,

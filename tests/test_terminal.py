@@ -69,8 +69,14 @@ def test_every_layout_listed_and_counts_add_up(catalog, solved, name):
             assert f"{row['tp']}×{row['pp']}×{row['dp']}" in text
         if entry.get("layouts"):
             assert len(rows) == len(entry["layouts"]) >= 2
-    assert sum(w["gpus"] for w in plan.to_json()["workloads"]  # rented GPUs are not bought (issue 16)
-               if w.get("sourcing", "owned") == "owned") <= plan.to_json()["cluster"]["total_gpus"]
+    data = plan.to_json()
+    total = data["cluster"]["total_gpus"]
+    if data.get("timetable"):  # busy and quiet hours share GPUs (issue 29): per slot
+        for slot in data["timetable"]:
+            assert sum(r["owned_gpus"] for r in slot["runs"]) <= total
+    else:
+        assert sum(w["gpus"] for w in data["workloads"]  # rented GPUs are not bought (issue 16)
+                   if w.get("sourcing", "owned") == "owned") <= total
 
 
 def test_two_layouts_both_shown(catalog, solved):

@@ -38,6 +38,7 @@ def render() -> None:
         with st.expander("Decision path", expanded=True):
             components.decision_path(plan)
         return
+    components.timetable(plan)
     components.warnings(plan)
     components.headline(plan)
 

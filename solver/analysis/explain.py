@@ -370,7 +370,10 @@ def annotate(plan: Plan, rfq: Rfq, catalog: Catalog,
     path: list[DecisionStep] = []
     total_nodes = plan.cluster.total_nodes
     policy = _rdma_policy(catalog, rfq)
+    given_up = {row.workload for row in plan.served or [] if row.served_fraction <= 0.0}
     for spec in rfq.workloads:
+        if spec.name in given_up:  # max_served left it out: the warnings say so
+            continue
         path.extend(decision_path(catalog, spec, entries.get(spec.name), floor, total_nodes,
                                   policy))
     update: dict[str, Any] = {"decision_path": path}

@@ -93,6 +93,7 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
         node_lines,
         plural,
         served_summary,
+        timetable_lines,
         usd,
         years,
     )
@@ -125,6 +126,11 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
         for line in served_summary([s.model_dump(mode="json") for s in plan.served or []],
                                    budget):
             con.print(line, markup=False)
+        day = timetable_lines([s.model_dump(mode="json") for s in plan.timetable or []])
+        if day:
+            con.print("[bold]Over the day[/] (busy and quiet hours):")
+        for line in day:
+            con.print(f"  {line}", markup=False)
         for w in plan.workloads:
             _print_workload(w, specs.get(w.name), con)
         con.print()

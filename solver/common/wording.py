@@ -338,6 +338,23 @@ def recurrence_lines(entry: dict[str, Any]) -> list[str]:
                   f" = {usd(rec['rented_usd'])}"]
 
 
+def timetable_lines(timetable: list[dict[str, Any]] | None) -> list[str]:
+    """What runs in the busy and the quiet hours of the day, one line per slot (under 80
+    columns); empty without a ``daily_profile``."""
+    if not timetable:
+        return []
+    lines = []
+    for slot in timetable:
+        runs = ", ".join(
+            f"{r['workload']} {r['owned_gpus']}"
+            + (f"+{r['rented_gpus']} rented" if r["rented_gpus"] else "")
+            + (f" ({r['demand_share']:.0%} load)" if r["demand_share"] < 1.0 else "")
+            for r in slot["runs"]) or "nothing"
+        lines.append(f"{slot['slot']} {_num(slot['hours'])} h/day: {runs} GPUs; "
+                     f"{slot['idle_gpus']} idle")
+    return lines
+
+
 def served_share_lines(entry: dict[str, Any]) -> list[str]:
     """Under ``objective: max_served``: the share of the workload's demand the budget
     serves (empty otherwise, or when it is all served)."""
@@ -360,10 +377,11 @@ def served_summary(served: list[dict[str, Any]] | None, budget_usd: float | None
         verdict = ("all served" if share >= 1.0 else "given up" if share <= 0.0
                    else f"{share:.0%} served")
         lines.append(f"  {row['workload']}: {verdict} - {row['served']}")
-    given_up = [row["workload"] for row in served if row["served_fraction"] < 1.0]
+    given_up = [row["workload"] + (" entirely" if row["served_fraction"] <= 0.0 else
+                                   f" {1.0 - row['served_fraction']:.0%}")
+                for row in served if row["served_fraction"] < 1.0]
     if given_up:
-        lines.append("  given up: the rest of " + ", ".join(given_up)
-                     + " (raise the budget to serve it)")
+        lines.append("  given up: " + ", ".join(given_up) + " (a larger budget serves more)")
     return lines
 
 

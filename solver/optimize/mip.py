@@ -100,6 +100,17 @@ Constraints (one block each in :func:`build_model`)
                 for n+1, the largest one-node loss max_c' r_c' m_c' / m_c),
                 N[t] ≤ ⌈Σ_c g_c x̄_c / k_t⌉ and the limits, K ≤ Σ n_c x̄_c
 
+Busy and quiet hours (``daily_profile``, issue 29)
+    Two slots of the day: busy (the longest ``peak_hours`` of the services that state a
+    profile) and quiet (the rest, Q hours). A profiled service p keeps xq[c] ≤ x[c] of its
+    replicas in quiet hours, enough for its off-peak share: Σ m xq ≥ off_p D (and QPS).
+    A recurring job whose window fits the quiet hours (window ≤ Q) runs there on an in-node
+    candidate: its GPUs count in the quiet packing row only,
+        quiet[t]: Σ_{c of profiled} g xq + Σ_{c of other serving, other jobs} g x
+                  + Σ_{c quiet job} g x ≤ k_t N[t],
+    and the busy packing row above leaves them out. So a nightly job that fits the
+    service's idle quiet capacity buys nothing more. (n+1 is held at the busy hours.)
+
 Best within a budget (``objective: max_served``, issue 29)
     s[w] ∈ Z, 0 ≤ s[w] ≤ 100 (a job: o[w] ∈ {0,1}): the share of w's planned demand
     served, in per cent. The demand rows become Σ m x - (D/100) s[w] ≥ 0 (n+1: the
@@ -348,7 +359,10 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
         _served_vars(model, table, specs)
     _objective(model, table, "tco" if served else objective)
     _workload_rows(model, table, specs, reference, served)
-    _packing(model, table)
+    quiet = quiet_hours(rfq)
+    _packing(model, table, quiet_jobs(table, specs, quiet))
+    if quiet is not None:
+        _quiet_hours(model, table, specs, quiet, served)
     _one_vendor_stack(model, table, rfq)
     _fabric_and_coupled(model, table)
     _limit_rows(model, table, limits)
@@ -442,11 +456,78 @@ def _workload_rows(model: LinearModel, table: CandidateTable, specs: dict[str, A
             model.add(f"one_job[{name}]", {cand_var(c): 1.0 for c in cands}, "==", 1.0)
 
 
-def _packing(model: LinearModel, table: CandidateTable) -> None:
-    """GPUs of every group placed on nodes of its type."""
+def quiet_hours(rfq: Rfq) -> float | None:
+    """Hours a day when every service that states a ``daily_profile`` is quiet (24 - the
+    longest peak); None when none states one."""
+    peaks = [w.daily_profile.peak_hours for w in rfq.workloads
+             if w.kind == "inference" and w.daily_profile is not None]
+    return 24.0 - max(peaks) if peaks else None
+
+
+def quiet_jobs(table: CandidateTable, specs: dict[str, AnyWorkload],
+               quiet: float | None) -> set[str]:
+    """Names of the candidates that run in the quiet hours: owned in-node candidates of a
+    recurring job (batch or training) whose window fits the quiet hours."""
+    if quiet is None or quiet <= 0:
+        return set()
+    out = set()
+    for name, cands in table.candidates.items():
+        spec = specs[name]
+        if spec.kind == "inference" or spec.recurrence is None \
+                or spec.deadline_hours > quiet + 1e-9:
+            continue
+        out |= {c.name for c in cands if not c.rented and not c.spanning}
+    return out
+
+
+def quiet_var(cand: Candidate) -> str:
+    return f"xq[{cand.name}]"
+
+
+def _quiet_hours(model: LinearModel, table: CandidateTable, specs: dict[str, AnyWorkload],
+                 quiet: float, served: bool) -> None:
+    """The quiet slot (module docstring): replicas each profiled service keeps, its
+    off-peak demand, and the quiet packing row of every node type."""
+    keep: dict[str, str] = {}  # candidate name -> the variable counting it in quiet hours
+    for name, cands in table.candidates.items():
+        spec = specs[name]
+        profile = spec.daily_profile if spec.kind == "inference" else None
+        for c in cands:
+            keep[c.name] = cand_var(c)
+        if profile is None:
+            continue
+        for c in cands:
+            high = model.variables[cand_var(c)].high
+            keep[c.name] = model.var(quiet_var(c), 0, high)
+            model.add(f"quiet_subset[{c.name}]", {quiet_var(c): 1.0, cand_var(c): -1.0},
+                      "<=", 0.0)
+        demand = planned_demand(spec)
+        for label, need, capacity in (("concurrency", demand.concurrency,
+                                       "concurrency_capacity"),
+                                      ("qps", demand.qps, "qps_capacity")):
+            off = need * profile.off_peak_load
+            if not off:
+                continue
+            coeffs = {quiet_var(c): getattr(c, capacity) for c in cands}
+            if served:
+                model.add(f"quiet_demand_{label}[{name}]",
+                          {**coeffs, served_var(name): -off / SERVED_STEPS}, ">=", 0.0)
+            else:
+                model.add(f"quiet_demand_{label}[{name}]", coeffs, ">=", off)
+    for key, node in table.node_types.items():
+        coeffs = {keep[c.name]: float(c.gpus) for cands in table.candidates.values()
+                  for c in cands if c.node_type == key}
+        coeffs[node_var(key)] = -float(node.gpus)
+        model.add(f"quiet_packing[{key}]", coeffs, "<=", 0.0)
+
+
+def _packing(model: LinearModel, table: CandidateTable, night: set[str] | None = None) -> None:
+    """GPUs of every group placed on nodes of its type (busy hours: the candidates in
+    ``night`` run in the quiet hours only)."""
+    night = night or set()
     for key, node in table.node_types.items():
         coeffs = {cand_var(c): float(c.gpus) for cands in table.candidates.values()
-                  for c in cands if c.node_type == key}
+                  for c in cands if c.node_type == key and c.name not in night}
         coeffs[node_var(key)] = -float(node.gpus)
         model.add(f"packing[{key}]", coeffs, "<=", 0.0)
 

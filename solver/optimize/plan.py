@@ -17,6 +17,9 @@ from solver.optimize.mip import (
     needs_n_plus_1,
     node_var,
     objective_terms,
+    quiet_hours,
+    quiet_jobs,
+    quiet_var,
     served_share,
     target_utilization,
 )
@@ -259,6 +262,64 @@ def training_entry(catalog: Catalog, spec: TrainingWorkload, cand: Candidate) ->
     return entry
 
 
+def busy_picks(table: CandidateTable, rfq: Rfq, picks: dict[str, list[tuple[Candidate, int]]]
+               ) -> dict[str, list[tuple[Candidate, int]]]:
+    """What runs in the busy hours (the placement): every pick but the recurring jobs that
+    run in the quiet hours (solver/optimize/mip.py, busy and quiet hours)."""
+    specs = {s.name: s for s in rfq.workloads}
+    night = quiet_jobs(table, specs, quiet_hours(rfq))
+    return {name: [(c, n) for c, n in cands if c.name not in night]
+            for name, cands in picks.items()}
+
+
+def timetable_entry(table: CandidateTable, rfq: Rfq,
+                    picks: dict[str, list[tuple[Candidate, int]]],
+                    values: dict[str, float], bought: dict[str, int]
+                    ) -> list[dict[str, Any]] | None:
+    """Which workload runs where and when over the day: the busy and the quiet slot, each
+    with the owned and rented GPUs of every workload running in it; the quiet slot also
+    with its own placement on the bought nodes (the busy one is the plan's ``placement``).
+    None without a ``daily_profile``."""
+    quiet = quiet_hours(rfq)
+    if quiet is None:
+        return None
+    specs = {s.name: s for s in rfq.workloads}
+    night = quiet_jobs(table, specs, quiet)
+    slots = []
+    for slot, hours in (("busy", 24.0 - quiet), ("quiet", quiet)):
+        runs: list[dict[str, Any]] = []
+        in_slot: dict[str, list[tuple[Candidate, int]]] = {}
+        for name, cands in picks.items():
+            spec = specs[name]
+            profile = spec.daily_profile if spec.kind == "inference" else None
+            profiled = profile is not None
+            owned = rented = 0
+            for c, n in cands:
+                if slot == "busy" and c.name in night:
+                    continue
+                if slot == "quiet" and profiled:
+                    n = round(values.get(quiet_var(c), 0.0))
+                if n:
+                    in_slot.setdefault(name, []).append((c, n))
+                if c.rented:
+                    rented += n * c.gpus
+                else:
+                    owned += n * c.gpus
+            if owned or rented:
+                share = (profile.off_peak_load if slot == "quiet" and profile is not None
+                         else 1.0)
+                runs.append({"workload": name, "owned_gpus": owned, "rented_gpus": rented,
+                             "demand_share": share})
+        used = sum(r["owned_gpus"] for r in runs)
+        free = sum(round(values.get(node_var(k), 0.0)) * t.gpus
+                   for k, t in table.node_types.items()) - used
+        slots.append({"slot": slot, "hours": round(hours, 3), "runs": runs,
+                      "idle_gpus": max(0, free)})
+        if slot == "quiet":
+            slots[-1]["placement"] = place(table, bought, in_slot)
+    return slots
+
+
 def recurrence_entry(spec: AnyWorkload, picks: list[tuple[Candidate, int]],
                      horizon_years: float) -> dict[str, Any] | None:
     """A recurring job's runs over the horizon and what renting them costs (per run and
@@ -285,6 +346,8 @@ def served_spec(spec: AnyWorkload, share: float) -> AnyWorkload:
         if spec.qps:
             update["qps"] = max(1e-9, spec.qps * share)
         return spec.model_copy(update=update)
+    if spec.kind != "batch_inference":
+        return spec
     return spec.model_copy(update={"requests": max(1, math.floor(spec.requests * share
                                                                  + 1e-9))})
 
@@ -314,6 +377,8 @@ def served_words(spec: AnyWorkload, share: float) -> str:
             parts.append(f"{spec.qps * share:,.3g} of {spec.qps:,.3g} requests/s")
         slo = " at the SLOs" if (spec.ttft_ms or spec.tpot_ms) else ""
         return " and ".join(parts) + slo
+    if spec.kind != "batch_inference":
+        return ""
     served = math.floor(spec.requests * share + 1e-9)
     return f"{served:,} of {spec.requests:,} requests by the deadline"
 
@@ -345,7 +410,7 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
     if rfq.objective == "max_served":  # each workload at the share the plan serves
         shares = {name: served_share(values, name, specs[name].kind) for name in picks}
         specs = {name: served_spec(spec, shares.get(name, 1.0)) for name, spec in specs.items()}
-    plan = {
+    plan: dict[str, Any] = {
         "rfq": rfq.id,
         "status": solution.status,
         "solver": solution.backend,
@@ -365,7 +430,7 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
         "workloads": [workload_entry(catalog, specs[name], picks[name]) for name in picks
                       if picks[name]],
         "cost": cost_breakdown(table, values),
-        "placement": place(table, bought, picks),
+        "placement": place(table, bought, busy_picks(table, rfq, picks)),
         "bill_of_materials": None,
         "decision_path": [],
         "warnings": [],
@@ -375,6 +440,9 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
         plan["served"] = served_entries(rfq, shares)
         for entry in plan["workloads"]:
             entry["served_fraction"] = shares[entry["name"]]
+    timetable = timetable_entry(table, rfq, picks, values, bought)
+    if timetable is not None:
+        plan["timetable"] = timetable
     for entry in plan["workloads"]:
         recurring = recurrence_entry(specs[entry["name"]], picks[entry["name"]],
                                      rfq.horizon_years)

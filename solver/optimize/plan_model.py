@@ -381,6 +381,28 @@ class BillOfMaterials(Record):
     tco_usd: float = Field(description="capex + opex over the horizon + rental, USD")
 
 
+class SlotRun(Record):
+    """One workload in one slot of the day."""
+
+    workload: str = Field(description="workload name")
+    owned_gpus: int = Field(description="owned GPUs it uses in the slot")
+    rented_gpus: int = Field(description="rented GPUs it uses in the slot")
+    demand_share: float = Field(description="share of its demand it serves in the slot "
+                                "(a service's off-peak load in quiet hours; 1 otherwise)")
+
+
+class Slot(Record):
+    """A slot of the day (busy or quiet hours) and what runs in it."""
+
+    slot: Literal["busy", "quiet"] = Field(description="busy: the longest peak of the "
+                                           "services with a daily_profile; quiet: the rest")
+    hours: float = Field(description="hours a day")
+    runs: list[SlotRun] = Field(description="what runs in the slot")
+    idle_gpus: int = Field(description="owned GPUs left idle in the slot")
+    placement: list[Placement] | None = omitted("quiet hours: what runs on each bought node "
+                                                "(the busy hours' is the plan's placement)")
+
+
 # ----------------------------------------------------------------------------- schedule
 class ScheduleRun(Record):
     """What a workload runs on in one period (one period: sourcing and GPUs; phased:
@@ -513,6 +535,9 @@ class Plan(Record):
                                                   "(explained feasible plans)")
     served: list[Served] | None = omitted("objective max_served: each workload's share "
                                           "served within the budget")
+    timetable: list[Slot] | None = omitted("a service with a daily_profile: what runs in "
+                                           "the busy and the quiet hours (recurring jobs "
+                                           "whose window fits run in the quiet hours)")
 
     @property
     def feasible(self) -> bool:

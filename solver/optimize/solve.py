@@ -22,7 +22,7 @@ from typing import Any
 from solver.catalog.data import Catalog
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.candidates import build_candidates, request_seconds
-from solver.optimize.linear import Solution, TimeLimitReached
+from solver.optimize.linear import Solution, Status, TimeLimitReached
 from solver.optimize.mip import Limits, build_model
 from solver.optimize.plan import assemble
 from solver.optimize.plan_model import Plan
@@ -69,13 +69,14 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
         # no cheaper point in time: the first answer, its TCO recomputed as the objective
         cost = build_model(table, rfq, limits, "max_served", extra, served_floor=floor)
         tco = sum(c * first.values.get(v, 0.0) for v, c in cost.objective.items())
-        return replace(first, status="feasible", objective=tco,
+        return replace(first, status=FEASIBLE, objective=tco,
                        seconds=time.perf_counter() - started)
-    status = "optimal" if first.status == second.status == "optimal" else "feasible"
+    status: Status = "optimal" if first.status == second.status == "optimal" else FEASIBLE
     return replace(second, status=status, gap=max(first.gap, second.gap),
                    seconds=time.perf_counter() - started)
 
 
+FEASIBLE: Status = "feasible"
 SERVED_TOLERANCE = 1e-6
 """Slack on the served share held in the cost step (the share is a sum of 1 % steps)."""
 
@@ -200,7 +201,7 @@ def budget_buys(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str,
     if trial.status not in ("optimal", "feasible"):
         return []
     plan = assemble(catalog, served, table, trial)
-    return [s.model_dump(mode="json") for s in plan.served]
+    return [s.model_dump(mode="json") for s in plan.served or []]
 
 
 def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str,

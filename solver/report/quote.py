@@ -186,7 +186,23 @@ def _summary(plan: Plan, rfq: Rfq, capex: float) -> str:
                f"{years(rfq.horizon_years)} is {usd(tco)}, including "
                + ("power, operations and the engineering overhead of coupled nodes."
                   if plan.cluster.coupled else "power and operations."))
-    return summary + served_sentence(plan, rfq) + rental_summary(plan)
+    return summary + served_sentence(plan, rfq) + timetable_sentence(plan) \
+        + rental_summary(plan)
+
+
+def timetable_sentence(plan: Plan) -> str:
+    """With busy and quiet hours: which recurring jobs run on the GPUs the services leave
+    idle at quiet hours ('' without a daily profile)."""
+    if not plan.timetable:
+        return ""
+    busy = {r.workload for s in plan.timetable if s.slot == "busy" for r in s.runs}
+    quiet = next((s for s in plan.timetable if s.slot == "quiet"), None)
+    night = [r.workload for r in (quiet.runs if quiet else []) if r.workload not in busy]
+    if not night or quiet is None:
+        return ""
+    return (f" {', '.join(night)} {'runs' if len(night) == 1 else 'run'} in the quiet "
+            f"{quiet.hours:g} hours of the day on GPUs the services leave idle then, so "
+            "no hardware is bought for it.")
 
 
 def served_sentence(plan: Plan, rfq: Rfq) -> str:

@@ -322,6 +322,15 @@ class DemandPeriod(_Strict):
         return self
 
 
+class DailyProfile(_Strict):
+    """Busy and quiet hours of an online service: full demand for ``peak_hours`` a day,
+    ``off_peak_load`` of it the rest of the day."""
+
+    peak_hours: float = Field(gt=0, le=24, description="hours a day at full demand")
+    off_peak_load: float = Field(ge=0, le=1, description="share of the demand in the other "
+                                 "hours (0.2 = a fifth)")
+
+
 class InferenceWorkload(_ServingBase):
     """Online serving: concurrent requests and/or request rate within latency SLOs."""
 
@@ -344,6 +353,9 @@ class InferenceWorkload(_ServingBase):
     growth_per_year: float | None = Field(
         default=None, gt=-0.9, le=10, description="yearly demand growth (0.5 = +50 %) from "
         "the concurrency/qps above; expanded into yearly periods")
+    daily_profile: DailyProfile | None = Field(
+        default=None, description="busy and quiet hours: GPUs the service leaves idle in its "
+        "quiet hours run recurring jobs whose window fits there")
 
     @model_validator(mode="after")
     def _demand(self) -> InferenceWorkload:
