@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
-from test_mip import BACKENDS, PARAMS, plan_cost, random_instance, rfq_of, stated
+from test_mip import PARAMS, SWEEP_BACKENDS, plan_cost, random_instance, rfq_of, stated
 
 from solver.catalog.load import load_catalog
 from solver.optimize.mip import replica_bound, served_share
@@ -88,7 +88,7 @@ def _served_instances(count: int, seed: int):
 INSTANCES = _served_instances(60, seed=20261205)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", SWEEP_BACKENDS)  # CBC under the `slow` marker
 def test_max_served_matches_brute_force(backend):
     """Issue 29: on 60 random instances the MIP's served share and its TCO equal the
     enumeration's (share first, then cost)."""

@@ -213,9 +213,9 @@ def served_sentence(plan: Plan, rfq: Rfq) -> str:
     parts = []
     for row in plan.served:
         share = row.served_fraction
-        verdict = ("in full" if share >= 1.0 else "not at all" if share <= 0.0
-                   else f"{share:.0%}")
-        parts.append(f"{row.workload} is served {verdict} ({row.served})")
+        verdict = ("served in full" if share >= 1.0 else "not served" if share <= 0.0
+                   else f"{share:.0%} served")
+        parts.append(f"{row.workload} {verdict} ({row.served})")
     return (f" The budget of {usd(rfq.budget_usd)} is spent on serving as much as it can: "
             + "; ".join(parts) + ".")
 
