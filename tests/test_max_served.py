@@ -192,3 +192,56 @@ def test_infeasible_budget_says_what_it_buys(tmp_path: Path):
                for r in plan.infeasibility.reasons)
     dumped = json.loads(json.dumps(plan.to_json()))
     assert dumped["infeasibility"]["budget_buys"][0]["workload"] == "chat"
+
+
+def _cli(monkeypatch, capsys, *args):
+    import sys
+
+    from solver.cli import main as cli
+
+    monkeypatch.setattr(sys, "argv", ["procure", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def test_pareto_over_budget_serves_more_with_more_money(monkeypatch, capsys, tmp_path):
+    """Issue 29: `procure pareto --over budget`: the served share never falls as the budget
+    grows, no point spends more than its budget, and the last budget serves everything."""
+    csv_path = tmp_path / "budget.csv"
+    code, out, err = _cli(monkeypatch, capsys, "pareto", str(SCENARIOS / "best-for-a-budget.yaml"),
+                          "--over", "budget", "--points", "5", "--json", "--csv", str(csv_path))
+    assert code == 0, err
+    result = json.loads(out)
+    points = result["points"]
+    assert len(points) >= 5
+    shares = [p["served_share"] for p in points]
+    assert shares == sorted(shares)
+    assert all(p["tco_usd"] <= p["budget_usd"] + 1e-6 for p in points)
+    assert points[-1]["budget_usd"] == result["full_demand_tco_usd"]
+    assert shares[-1] == 1.0 and shares[0] < 1.0
+    assert any(p["budget_usd"] == 130000 for p in points)  # the RFQ's own budget is a point
+    assert csv_path.read_text().splitlines()[0].startswith("budget_usd,served_share")
+    code, _, err = _cli(monkeypatch, capsys, "pareto", str(SCENARIOS / "best-for-a-budget.yaml"),
+                        "--over", "cost")
+    assert code == 2 and "--over" in err and "'budget'" in err
+
+
+def test_quote_and_explain_say_what_the_budget_gives_up():
+    from solver.report.quote import quote_context
+
+    rfq = validate_rfq({"id": "q", "objective": "max_served", "budget_usd": 130000,
+                        "constraints": {"vendor": "open"},
+                        "workloads": [{**CHAT, "concurrency": 2048}]}, CATALOG)
+    from solver.analysis.explain import solve_rfq
+
+    plan = solve_rfq(rfq, CATALOG)
+    share = plan.served[0].served_fraction if plan.served else None
+    assert share is not None and 0 < share < 1
+    context = quote_context(plan, rfq, CATALOG)
+    assert f"chat {share:.0%} served" in context["summary"]
+    assert plan.warnings[0].startswith("budget $130,000 (objective max_served) does not serve")

@@ -80,3 +80,13 @@ def test_window_alone_sets_the_deadline():
                                                   "window_hours": 6}]}, CATALOG)
     assert rfq.workloads[0].deadline_hours == 6
     assert rfq.workloads[0].runs(2) == 730
+
+
+def test_quote_lists_every_run_of_a_recurring_rental():
+    from solver.report.quote import quote_context
+
+    rfq = validate_rfq({"id": "r", "rental": "only", "constraints": {"vendor": "open"},
+                        "workloads": [{**BATCH, "recurrence": "daily"}]}, CATALOG)
+    plan = solve_rfq(rfq, CATALOG)
+    notes = " ".join(" ".join(w["notes"]) for w in quote_context(plan, rfq, CATALOG)["workloads"])
+    assert "1,095 runs" in notes and "rented per run" in notes
