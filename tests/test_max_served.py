@@ -245,3 +245,19 @@ def test_quote_and_explain_say_what_the_budget_gives_up():
     context = quote_context(plan, rfq, CATALOG)
     assert f"chat {share:.0%} served" in context["summary"]
     assert plan.warnings[0].startswith("budget $130,000 (objective max_served) does not serve")
+
+
+@pytest.mark.parametrize("name", ["chat-70b-one-node", "hybrid-service-and-job",
+                                  "portfolio-lab"])
+def test_the_full_demand_budget_serves_everything(name):
+    """Regression (issue 29): the sweep's last budget, the full plan's TCO, was rounded to
+    the cent - below the TCO - and served 56 % of chat-70b-one-node."""
+    from solver.analysis.budget import budget_curve
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(SCENARIOS / f"{name}.yaml", CATALOG)
+    result = budget_curve(CATALOG, rfq, points=2)
+    last = result["points"][-1]
+    assert last["budget_usd"] >= result["full_demand_tco_usd"]
+    assert last["served_share"] == 1.0
+    assert all(share == 1.0 for share in last["workloads"].values())

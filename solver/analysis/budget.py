@@ -9,6 +9,7 @@ point (the candidates do not depend on the budget).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from solver.catalog.data import Catalog
@@ -38,9 +39,9 @@ def budget_curve(catalog: Catalog, rfq: Rfq, *, points: int | None = None,
         result["reason"] = ("no plan serves the full demand even without a budget: see "
                             "`procure explain`")
         return result
-    need = round(full.objective, 2)
+    need = math.ceil(full.objective * 100.0 - 1e-6) / 100.0  # to the cent, never below
     result["full_demand_tco_usd"] = need
-    budgets = sorted({round(need * k / count, 2) for k in range(1, count + 1)}
+    budgets = sorted({round(need * k / count, 2) for k in range(1, count)} | {need}
                      | ({rfq.budget_usd} if rfq.budget_usd and rfq.budget_usd < need else set()))
     total_weight = sum(s.priority for s in rfq.workloads)
     for index, budget in enumerate(budgets):
