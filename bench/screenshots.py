@@ -127,6 +127,13 @@ def pareto(page, url: str) -> None:
     settled(page, charts=1)
 
 
+def pareto_budget(page, url: str) -> None:
+    start(page, url, "best-for-a-budget")  # max_served: the budget curve comes first
+    go(page, "Pareto")
+    settled(page, charts=1)  # the frontier (plotly) is drawn after the budget curve
+    page.wait_for_timeout(3000)  # the vega line chart and the table
+
+
 def what_if(page, url: str) -> None:
     start(page, url, "chat-70b-one-node")
     go(page, "What-if")
@@ -183,7 +190,10 @@ SHOTS: dict[str, Callable] = {
     "plan-rent": plan_shot("rent-oneoff-jobs"),
     "plan-hybrid": plan_shot("hybrid-service-and-job"),
     "plan-growing": plan_shot("growing-chat-service"),
+    "plan-day-night": plan_shot("day-chat-night-batch"),
+    "plan-budget": plan_shot("best-for-a-budget"),
     "pareto": pareto,
+    "pareto-budget": pareto_budget,
     "what-if": what_if,
     "batch": batch,
     "scenario": page_shot("Scenario"),

@@ -338,9 +338,13 @@ def timetable(plan: Plan) -> None:
     if not plan.timetable:
         return
     st.markdown("**Over the day** — busy and quiet hours")
+    names = list(dict.fromkeys(r.workload for s in plan.timetable for r in s.runs))
     st.dataframe([{"slot": s.slot, "hours a day": s.hours,
-                   **{r.workload: r.owned_gpus + r.rented_gpus for r in s.runs},
+                   **{name: sum(r.owned_gpus + r.rented_gpus for r in s.runs
+                                if r.workload == name) for name in names},
                    "idle GPUs": s.idle_gpus} for s in plan.timetable], hide_index=True)
+    st.caption("GPUs each workload runs on in each slot; the cluster picture below shows "
+               "the busy hours.")
 
 
 def warnings(plan: Plan) -> None:

@@ -97,7 +97,13 @@ def place(plan: Plan) -> list[Node]:
              for n in plan.cluster.nodes for _ in range(n.count)]
     for node in nodes:
         node.hover = [""] * len(node.slots)
+    # busy and quiet hours (issue 29): the picture is the busy hours; a recurring job that
+    # runs only in the quiet hours is in the timetable, on GPUs the services leave idle
+    busy = ({r.workload for s in plan.timetable if s.slot == "busy" for r in s.runs}
+            if plan.timetable else None)
     for entry in plan.workloads:
+        if busy is not None and entry.name not in busy:
+            continue
         for gpu, per_node, size, label in _units(entry):
             matching = [n for n in nodes if n.gpu == gpu and (not per_node
                                                               or len(n.slots) == per_node)]

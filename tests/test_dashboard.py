@@ -775,3 +775,22 @@ def test_sidebar_loads_the_growing_service_and_shows_its_purchase_schedule():
     assert "Unsaved changes" not in texts(at)
     assert at.session_state["rfq_data"]["id"] == "growing-chat-service"
     assert "Purchase schedule" in texts(at)
+
+
+def test_pareto_of_a_budget_question_shows_what_each_budget_serves():
+    """Issue 29: for objective max_served the Pareto page leads with the share each budget
+    serves (a chart and a table whose last budget serves everything), then the frontier of
+    serving all demand."""
+    at = page("pareto")
+    load_example(at, "chat-70b-one-node")
+    at.session_state["rfq_data"] = {**at.session_state["rfq_data"],
+                                    "objective": "max_served", "budget_usd": 150000}
+    at.run()
+    assert not at.exception
+    headers = [h.value for h in at.subheader]
+    assert headers[:2] == ["What each budget serves", "Cost against service, all demand served"]
+    assert at.toggle(key="pareto_budget").value is True
+    table = at.dataframe[0].value
+    assert list(table["share served"])[-1] == 1.0
+    assert list(table["share served"]) == sorted(table["share served"])
+    assert "Everything is served at $" in " ".join(c.value for c in at.caption)

@@ -63,6 +63,10 @@ def render() -> None:
         return
     data, _ = found
     components.overlay_note()
+    served = data.get("objective") == "max_served"
+    if served:  # a budget question: what each budget serves comes first
+        _budget_section(served)
+        st.subheader("Cost against service, all demand served")
     choices = state.metric_choices(data)
     cols = st.columns([3, 2, 5])
     metric = cols[0].selectbox("Trade cost against", ["(default)"] + choices,
@@ -124,14 +128,16 @@ def render() -> None:
                         f"{points[0][metric_name]:,.2f}.")
     with st.expander("All frontier points", expanded=False):
         st.dataframe(_table(result), hide_index=True)
-    _budget_section()
+    if not served:
+        _budget_section(served)
 
 
-def _budget_section() -> None:
-    """Served share against budget (objective max_served at each budget), on request: it
-    solves one MIP per budget."""
+def _budget_section(served: bool) -> None:
+    """Served share against budget (objective max_served at each budget), on request - it
+    solves one MIP per budget - unless the RFQ asks for max_served."""
     st.subheader("What each budget serves")
-    if not st.toggle("Show the share of demand each budget serves", key="pareto_budget"):
+    if not st.toggle("Show the share of demand each budget serves", key="pareto_budget",
+                     value=served):
         st.caption("Solves the RFQ under objective max_served at budgets up to the one that "
                    "serves everything (procure pareto --over budget).")
         return
@@ -147,11 +153,15 @@ def _budget_section() -> None:
              **{f"{name} served": share for name, share in p.get("workloads", {}).items()}}
             for p in result["points"]]
     frame = pd.DataFrame(rows)
-    st.line_chart(frame, x="budget (USD)",
-                  y=[c for c in frame.columns if c.endswith("served")])
+    shares = [c for c in frame.columns if c.endswith("served")]
+    st.line_chart(frame, x="budget (USD)", y=shares)
     st.caption(f"Everything is served at ${result['full_demand_tco_usd']:,.0f}; below that "
                "the budget serves the priority-weighted share shown (steps of 1 %).")
-    st.dataframe(frame, hide_index=True)
+    money = st.column_config.NumberColumn(format="$%,.0f")
+    share = st.column_config.NumberColumn(format="percent")
+    st.dataframe(frame, hide_index=True,
+                 column_config={"budget (USD)": money, "TCO spent (USD)": money,
+                                **{c: share for c in shares}})
 
 
 TARGET_FIELDS = {"tpot_ms": "tpot_ms", "ttft_ms": "ttft_ms", "hours_to_complete": "deadline_hours"}

@@ -352,6 +352,9 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
     :class:`~solver.optimize.plan_model.Plan`; :func:`frontier_json` is its JSON."""
     start = time.perf_counter()
     catalog = rfq.catalog(catalog)
+    served = rfq.objective == "max_served"
+    if served:  # cost against service for the whole demand; the budget curve is --over budget
+        rfq = rfq.model_copy(update={"objective": "tco", "budget_usd": None})
     choice = parse_metric(rfq, metric)
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
     base = build_candidates(catalog, rfq, all_sizes=True)
@@ -364,6 +367,9 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
     else:
         found = _sampled(catalog, rfq, base, choice, solver, points or DEFAULT_TARGETS)
         method = "epsilon-constraint at geometric targets, lexicographic (cost, metric)"
+    if served:
+        method += ("; objective max_served: serving all demand, without the budget (the "
+                   "share each budget serves: --over budget)")
     kept = spread(non_dominated(found, choice.lower_is_better), points)
     cost_key = "capex_usd" if rfq.objective == "capex" else "tco_usd"
     out_points = []
