@@ -55,14 +55,15 @@ STAGE_TESTS = {  # cheapest and most telling first: ``-x`` stops at the first fa
         "tests/test_memory.py", "tests/test_training_memory.py", "tests/test_performance.py",
         "tests/test_links.py", "tests/test_serving_load.py", "tests/test_training.py",
         "tests/test_training_knobs.py", "tests/test_hf_config.py", "tests/test_scenarios.py",
-        "tests/test_model_files.py"],
+        "tests/test_model_files.py", "tests/test_geometry_known.py"],
     "solver/optimize": COMMON_TESTS + [
         "tests/test_mip.py", "tests/test_bounds.py", "tests/test_network.py",
         "tests/test_solve.py", "tests/test_infeasibility.py", "tests/test_scenarios.py",
         "tests/test_rental.py", "tests/test_rental_whatif.py", "tests/test_schedule.py",
         "tests/test_slo_planning.py",
         "tests/test_backends.py", "tests/test_candidates_identical.py",
-        "tests/test_mip_scale.py"],
+        "tests/test_mip_scale.py", "tests/test_max_served.py", "tests/test_phased_rules.py",
+        "tests/test_daily_profile.py", "tests/test_recurring.py"],
 }
 """The fast tests run against a mutant of each stage (a mutant needs only one to fail)."""
 
