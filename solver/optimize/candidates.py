@@ -306,7 +306,8 @@ def coupled_training_rdma_only(catalog: Catalog, rfq: Rfq) -> bool:
 def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeType,
                          fabrics: list[Fabric], precision: str, rejected: list[str],
                          all_sizes: bool, max_nodes: int,
-                         rdma_only: bool = False, prune: bool = True) -> list[Candidate]:
+                         rdma_only: bool = False, prune: bool = True,
+                         deadline: float | None = None) -> list[Candidate]:
     """Jobs on this node type: in one node, else for each fabric the fewest nodes that fit
     and meet the deadline at expected goodput (more nodes cost more for the same node type
     and fabric): spans of 2, 4, 8 ... nodes first, then a bisection of the counts between
@@ -323,11 +324,11 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
     could be faster are probed (:meth:`_JobProbe.settle_fastest_hours`), or, when no layout
     fitted at all (the rejection names the last probe's reason), the search is run again
     unpruned (``prune=False``, the reference: tests compare the two)."""
-    job = _JobProbe(catalog, spec, node, precision, prune=prune)
+    job = _JobProbe(catalog, spec, node, precision, prune=prune, deadline=deadline)
     why: list[str] = []
     out = _span_search(job, fabrics, why, all_sizes, max_nodes, rdma_only)
     if not out and job.pruned and not job.settle_fastest_hours():
-        job = _JobProbe(catalog, spec, node, precision, prune=False)
+        job = _JobProbe(catalog, spec, node, precision, prune=False, deadline=deadline)
         why = []
         out = _span_search(job, fabrics, why, all_sizes, max_nodes, rdma_only)
     rejected += why
@@ -397,8 +398,9 @@ class _JobProbe:
     one did; the fastest hours then leave it out)."""
 
     def __init__(self, catalog: Catalog, spec: TrainingWorkload, node: NodeType,
-                 precision: str, *, prune: bool = False) -> None:
+                 precision: str, *, prune: bool = False, deadline: float | None = None) -> None:
         self.catalog, self.spec, self.node, self.precision = catalog, spec, node, precision
+        self.deadline = deadline  # checked before each probe (a span's splits and knobs)
         self.workload = physics_workload(spec)
         self.total_tokens = spec.dataset_tokens * spec.epochs
         self.best_hours: float | None = None
@@ -451,6 +453,7 @@ class _JobProbe:
         if self.misses_for_sure(size):
             self._skipped.append((size, over, tp))
             return None
+        check_deadline(self.deadline, self.spec.name)
         catalog, spec, node = self.catalog, self.spec, self.node
         fabric_id = over.id if over else "none"
         ranked = ranked_layouts(catalog, spec.model, node.gpu, size, self.workload,
@@ -533,15 +536,25 @@ def _workload_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload,
     for node in (types.values() if owned_allowed(rfq) else ()):
         gpu = catalog.gpus[node.gpu]
         for precision in precisions_for(spec, gpu):
+            check_deadline(deadline, spec.name)
             if isinstance(spec, TrainingWorkload):
                 found += _training_candidates(catalog, spec, node, fabrics, precision, why,
-                                              all_sizes, max_nodes, rdma_only)
+                                              all_sizes, max_nodes, rdma_only,
+                                              deadline=deadline)
             else:
                 found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
     found += rented_candidates(catalog, rfq, spec, params, why)
-    if deadline is not None and time.perf_counter() > deadline:
-        raise TimeLimitReached(f"candidates not built within the time limit ({spec.name})")
+    check_deadline(deadline, spec.name)
     return _drop_dominated(found), why
+
+
+def check_deadline(deadline: float | None, what: str) -> None:
+    """Raise :class:`TimeLimitReached` once ``deadline`` (a ``time.perf_counter()`` instant)
+    has passed: checked before each node type and precision of a workload (a few ms to
+    ~0.1 s of physics each, cold), so a time limit holds inside one workload's build
+    (issue 31), not only between workloads."""
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TimeLimitReached(f"candidates not built within the time limit ({what})")
 
 
 def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
