@@ -29,6 +29,7 @@ from solver.analysis.whatif import Outcome, describe, gpu_counts, outcome, rebui
 from solver.catalog.data import Catalog
 from solver.common.childproc import die_with_parent, kill_children_on_sigterm
 from solver.common.errors import InputError, Problem
+from solver.common.progress import report as progress
 from solver.optimize.backends import DEFAULT_SOLVER, release_solver_threads
 from solver.optimize.candidates import build_candidates
 from solver.optimize.records import CandidateTable
@@ -291,6 +292,7 @@ def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
     """The sensitivity report (all major parameters, or the one given), tornado-sorted.
     ``workers`` > 1 sweeps the parameters in that many forked processes (:func:`sweeps`)."""
     start = time.perf_counter()
+    progress("sensitivity: candidate layouts and the base plan")
     ev = Evaluator(catalog, rfq, solver)
     base = ev.solve([])
     if param is not None:
@@ -323,7 +325,12 @@ def sweeps(ev: Evaluator, params: list[Parameter], samples: int = SAMPLES,
     solves too."""
     workers = min(workers, len(params))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [sweep(ev, p, samples) for p in params]
+        rows = []
+        for index, param in enumerate(params):
+            progress(f"sensitivity: {param.label}", index, len(params))
+            rows.append(sweep(ev, param, samples))
+        return rows
+    progress(f"sensitivity: {len(params)} parameters in {workers} processes")
     release_solver_threads()  # the base solve ran here: children must not wait for its pool
     context = multiprocessing.get_context("fork")
     jobs: list[tuple[Any, Any]] = []

@@ -239,9 +239,12 @@ def _frontier(cat: Any, parsed: Any, metric: str | None, points: int | None, sol
               json_out: bool, csv_out: Path | None, plot: Path | None) -> int:
     """``pareto``: the non-dominated plans, printed, as JSON, CSV and/or a chart."""
     from solver.analysis.pareto import frontier, frontier_json
+    from solver.cli.progress import stderr_progress
     from solver.report.charts import frontier_csv, frontier_plot
 
-    result = frontier_json(frontier(cat, parsed, metric=metric, points=points, solver=solver))
+    with stderr_progress():
+        result = frontier_json(frontier(cat, parsed, metric=metric, points=points,
+                                        solver=solver))
     if csv_out is not None:
         frontier_csv(result, csv_out)
     if plot is not None and result["points"]:
@@ -281,8 +284,11 @@ def sensitivity(
 
     check_workers(workers)
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
-    report = build_report(cat, parsed, param=param, range_text=range_, solver=solver,
-                          workers=workers or default_workers())
+    from solver.cli.progress import stderr_progress
+
+    with stderr_progress():
+        report = build_report(cat, parsed, param=param, range_text=range_, solver=solver,
+                              workers=workers or default_workers())
     if report["base"]["status"] == "error":  # no answer about the RFQ: never infeasible
         raise SolverError(report["base"].get("error") or f"{solver} failed on the base RFQ")
     if plot is not None:

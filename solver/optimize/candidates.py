@@ -19,6 +19,7 @@ from dataclasses import replace
 from solver.catalog.data import Catalog, Fabric, Gpu, Server, content_key
 from solver.catalog.perf_factors import factors
 from solver.common.memo import Memo
+from solver.common.progress import report
 from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.linear import TimeLimitReached
@@ -510,9 +511,11 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     specs = list(rfq.workloads)
 
     def one(index: int) -> tuple[list[Candidate], list[str]]:
+        report(f"candidate layouts: {specs[index].name}", index, len(specs))
         return _workload_candidates(catalog, rfq, specs[index], types, fabrics, params,
                                     all_sizes, deadline)
 
+    report(f"candidate layouts of {len(specs)} workloads", 0, len(specs))
     built = map_workloads(one, [(s.model, s.kind) for s in specs], workers)
     if built is None:
         built = [one(index) for index in range(len(specs))]

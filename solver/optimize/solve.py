@@ -20,6 +20,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from solver.catalog.data import Catalog
+from solver.common.progress import report
 from solver.common.wording import gap_words
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.candidates import build_candidates, request_seconds
@@ -100,6 +101,8 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
             table = build_candidates(catalog, rfq, deadline=deadline, workers=workers)
         except TimeLimitReached:
             return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+    report(f"choosing what to buy ({solver}, {sum(map(len, table.candidates.values())):,} "
+           "candidate layouts)")
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(deadline))
     if solution.status == "feasible":  # the time limit ran out with a plan in hand
         plan = assemble(catalog, rfq, table, solution, time_limit=_left(deadline))
@@ -111,6 +114,7 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
         return assemble(catalog, rfq, table, solution, time_limit=_left(deadline)), table
     if solution.status == "timeout":
         return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+    report("no plan meets the RFQ: re-solving to find what binds")
     return infeasible_plan(catalog, rfq, table, solution, solver, deadline), table
 
 
