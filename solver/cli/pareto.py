@@ -276,6 +276,9 @@ def sensitivity(
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Processes sweeping the parameters (default: CPU cores; "
         "1 = in this process). Same report either way.")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Sweep on the Dask cluster at tcp://HOST:PORT instead (needs "
+        "pip install 'procure[cluster]'). Same report.")] = None,
 ) -> int:
     """How TCO and the chosen plan move with prices, power, overhead, demand; flips."""
     from solver.analysis.sensitivity import report as build_report
@@ -283,12 +286,16 @@ def sensitivity(
     from solver.report.charts import tornado_plot
 
     check_workers(workers)
+    if scheduler:
+        from solver.analysis.cluster import check_scheduler
+
+        check_scheduler(scheduler)
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
     from solver.cli.progress import stderr_progress
 
     with stderr_progress():
         report = build_report(cat, parsed, param=param, range_text=range_, solver=solver,
-                              workers=workers or default_workers())
+                              workers=workers or default_workers(), scheduler=scheduler)
     if report["base"]["status"] == "error":  # no answer about the RFQ: never infeasible
         raise SolverError(report["base"].get("error") or f"{solver} failed on the base RFQ")
     if plot is not None:

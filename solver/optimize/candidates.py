@@ -20,6 +20,7 @@ from solver.catalog.data import Catalog, Fabric, Gpu, Server, content_key
 from solver.catalog.perf_factors import factors
 from solver.common.memo import Memo
 from solver.common.progress import report
+from solver.optimize import candidate_cache
 from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.linear import TimeLimitReached
@@ -503,7 +504,9 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     """The whole candidate table for an RFQ. ``deadline`` (a ``time.perf_counter()``
     instant) raises :class:`~solver.optimize.backends.TimeLimitReached` once passed.
     ``workers`` > 1: a large RFQ's workloads are built in that many forked processes
-    (:mod:`solver.optimize.candidate_workers`; the same table, for a first build only)."""
+    (:mod:`solver.optimize.candidate_workers`; the same table, for a first build only).
+    A workload built before with the same content (catalog, RFQ, code) is read from the
+    disk cache (:mod:`solver.optimize.candidate_cache`); what is built is kept there."""
     catalog = rfq.catalog(catalog)
     params = params or CostParams.from_catalog(catalog, rfq.horizon_years)
     types = node_types(catalog, rfq, params)
@@ -516,9 +519,22 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
                                     all_sizes, deadline)
 
     report(f"candidate layouts of {len(specs)} workloads", 0, len(specs))
-    built = map_workloads(one, [(s.model, s.kind) for s in specs], workers)
-    if built is None:
-        built = [one(index) for index in range(len(specs))]
+    keys = [candidate_cache.workload_key(catalog, rfq, spec, all_sizes, params)
+            for spec in specs]
+    kept: dict[int, tuple[list[Candidate], list[str]]] = {}
+    for index, key in enumerate(keys):
+        entry = candidate_cache.load(key)
+        if entry is not None:
+            kept[index] = entry
+    missing = [index for index in range(len(specs)) if index not in kept]
+    fresh = map_workloads(lambda i: one(missing[i]),
+                          [(specs[i].model, specs[i].kind) for i in missing], workers)
+    if fresh is None:
+        fresh = [one(index) for index in missing]
+    for index, entry in zip(missing, fresh, strict=True):
+        candidate_cache.store(keys[index], entry)
+        kept[index] = entry
+    built = [kept[index] for index in range(len(specs))]
     candidates = {spec.name: found for spec, (found, _) in zip(specs, built, strict=True)}
     rejected = {spec.name: why for spec, (_, why) in zip(specs, built, strict=True)}
     storage = {spec.name: training_storage(catalog, params, spec) for spec in specs
