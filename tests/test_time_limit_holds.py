@@ -118,3 +118,4 @@ def test_gap_words_for_no_bound_and_capex():
     assert "had not yet bounded" in gap_words(1.0, 1000.0, 1.0)
     words = gap_words(0.1, 2_000_000.0, None, "capex")
     assert "$200,000 of its capex" in words and "time limit" not in words.split(":")[0]
+
