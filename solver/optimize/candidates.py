@@ -115,13 +115,15 @@ def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> fl
 
 
 def _serving_candidates(catalog: Catalog, spec: ServingWorkload, node: NodeType, fabrics: list[Fabric],
-                        precision: str, rejected: list[str]) -> list[Candidate]:
+                        precision: str, rejected: list[str],
+                        deadline: float | None = None) -> list[Candidate]:
     workload = physics_workload(spec)
     model_id = spec.model
     name = spec.name
     out: list[Candidate] = []
     fitted_in_node = False
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
+        check_deadline(deadline, name)  # each size's splits: the time limit holds
         ranked = ranked_layouts(catalog, model_id, node.gpu, size, workload,
                                 precision=precision, gpus_per_node=node.gpus, fabric="none",
                                 dp=1, server=node.server)
@@ -149,6 +151,7 @@ def _serving_candidates(catalog: Catalog, spec: ServingWorkload, node: NodeType,
     for fabric in fabrics:
         found = 0
         for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
+            check_deadline(deadline, name)
             size = nodes * node.gpus
             ranked = ranked_layouts(catalog, model_id, node.gpu, size, workload,
                                     precision=precision, gpus_per_node=node.gpus,
@@ -561,7 +564,8 @@ def _workload_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload,
                                               all_sizes, max_nodes, rdma_only,
                                               deadline=deadline)
             else:
-                found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
+                found += _serving_candidates(catalog, spec, node, fabrics, precision, why,
+                                             deadline)
     found += rented_candidates(catalog, rfq, spec, params, why)
     check_deadline(deadline, spec.name)
     return _drop_dominated(found), why
