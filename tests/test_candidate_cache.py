@@ -106,3 +106,26 @@ def test_off_writes_nothing(catalog, tmp_path, monkeypatch):
     assert candidate_cache.candidate_cache_dir() == tmp_path / "parse" / "candidates"
     monkeypatch.setenv("PROCURE_CACHE_DIR", "")
     assert candidate_cache.candidate_cache_dir() is None
+
+
+def test_a_build_cut_short_keeps_the_workloads_it_finished(catalog, cache, monkeypatch):
+    """Issue 31: each workload is kept as soon as it is built, so a run the time limit
+    stops still warms the next one."""
+    from solver.optimize import candidates as module
+    from solver.optimize.linear import TimeLimitReached
+
+    rfq = load_rfq(SCENARIOS / "portfolio-lab.yaml", catalog)
+    real = module._workload_candidates
+    calls: list[str] = []
+
+    def second_runs_out(catalog, rfq, spec, *args):
+        calls.append(spec.name)
+        if len(calls) == 2:
+            raise TimeLimitReached("candidates not built within the time limit")
+        return real(catalog, rfq, spec, *args)
+
+    monkeypatch.setattr(module, "_workload_candidates", second_runs_out)
+    clear_caches()
+    with pytest.raises(TimeLimitReached):
+        build_candidates(catalog, rfq)
+    assert len(list(cache.glob("*.pickle"))) == 1

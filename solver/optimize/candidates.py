@@ -516,14 +516,16 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     _, _, fabrics = allowed_entries(catalog, rfq)
     specs = list(rfq.workloads)
 
-    def one(index: int) -> tuple[list[Candidate], list[str]]:
-        report(f"candidate layouts: {specs[index].name}", index, len(specs))
-        return _workload_candidates(catalog, rfq, specs[index], types, fabrics, params,
-                                    all_sizes, deadline)
-
     report(f"candidate layouts of {len(specs)} workloads", 0, len(specs))
     keys = [candidate_cache.workload_key(catalog, rfq, spec, all_sizes, params)
             for spec in specs]
+
+    def one(index: int) -> tuple[list[Candidate], list[str]]:
+        report(f"candidate layouts: {specs[index].name}", index, len(specs))
+        entry = _workload_candidates(catalog, rfq, specs[index], types, fabrics, params,
+                                     all_sizes, deadline)
+        candidate_cache.store(keys[index], entry)  # at once: a run the time limit cuts
+        return entry  # short still warms the next one (forked builders store theirs too)
     kept: dict[int, tuple[list[Candidate], list[str]]] = {}
     for index, key in enumerate(keys):
         entry = candidate_cache.load(key)
@@ -535,7 +537,6 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     if fresh is None:
         fresh = [one(index) for index in missing]
     for index, entry in zip(missing, fresh, strict=True):
-        candidate_cache.store(keys[index], entry)
         kept[index] = entry
     built = [kept[index] for index in range(len(specs))]
     candidates = {spec.name: found for spec, (found, _) in zip(specs, built, strict=True)}
