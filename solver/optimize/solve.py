@@ -203,7 +203,8 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                              "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
     if buys:
         plan["infeasibility"]["closest_clusters"] = buys
-    if not empty and rfq.budget_usd is not None and rfq.objective != "max_served":
+    if (not empty and rfq.budget_usd is not None and rfq.objective != "max_served"
+            and not _past(deadline)):  # the time limit holds: no re-solve once it has run out
         bought = budget_buys(catalog, rfq, table, solver, deadline)
         if bought:
             plan["infeasibility"]["budget_buys"] = bought
