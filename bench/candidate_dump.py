@@ -6,7 +6,7 @@ the Pareto build) and three seeded portfolios. A change that must not move the p
 
     python bench/candidate_dump.py                 # one hash per table and the total
     python bench/candidate_dump.py --write d.json  # the whole canonical dump, to diff
-    python bench/candidate_dump.py --check bench/candidate_dump.json  # the hashes of main before issue 31
+    python bench/candidate_dump.py --check bench/candidate_dump.json  # main's, before issue 31
 """
 
 from __future__ import annotations
@@ -32,10 +32,14 @@ PORTFOLIOS = ((10, 1), (25, 2), (50, 3))  # (workloads, seed), open catalog, no 
 
 def canonical(value: Any) -> Any:
     """``value`` as JSON-ready data whose text is the same exactly when the values are:
-    floats by ``repr`` (every digit), dataclasses by field, dicts with sorted keys."""
+    floats by ``repr`` (every digit), dataclasses by field, dicts with sorted keys; the
+    repository's folder in a string (models from a ``config.json`` path) as
+    ``<repository>``, so that two checkouts compare."""
     if isinstance(value, float):
         return repr(value)
-    if isinstance(value, bool | int | str) or value is None:
+    if isinstance(value, str):  # a config.json model's id is its path: not the checkout's
+        return value.replace(str(ROOT), "<repository>")
+    if isinstance(value, bool | int) or value is None:
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {"__type__": type(value).__name__,
