@@ -84,6 +84,8 @@ def test_catalog_constraints_and_code_are_in_the_key(catalog, cache, monkeypatch
     assert candidate_cache.workload_key(catalog, other, spec, False, "p") != base
     assert candidate_cache.workload_key(catalog, rfq, spec, True, "p") != base
     assert candidate_cache.workload_key(catalog, rfq, spec, False, "q") != base
+    renamed = rfq.model_copy(update={"id": "another-id", "customer": "someone else"})
+    assert candidate_cache.workload_key(catalog, renamed, spec, False, "p") == base
     monkeypatch.setattr(candidate_cache, "_CODE", ["another version of the code"])
     assert candidate_cache.workload_key(catalog, rfq, spec, False, "p") != base
 

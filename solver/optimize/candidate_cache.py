@@ -61,8 +61,10 @@ def code_version() -> str:
 def workload_key(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, all_sizes: bool,
                  params: object) -> str:
     """The key of one workload's candidates: code, catalog content, the RFQ with only this
-    workload, ``all_sizes`` and the cost parameters (``params``, by its ``repr``)."""
-    alone = rfq.model_copy(update={"workloads": [spec]})
+    workload, ``all_sizes`` and the cost parameters (``params``, by its ``repr``). The
+    RFQ's id and customer name no candidate: RFQs that differ only there share entries
+    (a batch of one customer's variants)."""
+    alone = rfq.model_copy(update={"id": "rfq", "customer": None, "workloads": [spec]})
     text = "|".join((str(FORMAT), code_version(), content_key(catalog), str(all_sizes),
                      repr(params), alone.model_dump_json()))
     return hashlib.sha256(text.encode()).hexdigest()[:40]
