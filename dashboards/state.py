@@ -193,10 +193,13 @@ def solve_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str
     from solver.analysis.explain import counterfactuals, solve_rfq
     from solver.optimize.candidates import build_candidates
 
+    from .progress import progress_bar
+
     cat, rfq = scenario(rfq_json, directory, pairs)
-    table = build_candidates(cat, rfq)
-    plan = solve_rfq(rfq, cat, solver=SOLVER, table=table)
-    alternatives = counterfactuals(rfq, cat, plan, table, SOLVER) if plan.feasible else []
+    with progress_bar("Solving"):
+        table = build_candidates(cat, rfq)
+        plan = solve_rfq(rfq, cat, solver=SOLVER, table=table)
+        alternatives = counterfactuals(rfq, cat, plan, table, SOLVER) if plan.feasible else []
     return {"plan": plan, "counterfactuals": alternatives}
 
 
@@ -228,8 +231,11 @@ def pareto_cached(rfq_json: str, directory: str | None, pairs: Pairs, metric: st
     :class:`~solver.optimize.plan_model.Plan`)."""
     from solver.analysis.pareto import frontier
 
+    from .progress import progress_bar
+
     cat, rfq = scenario(rfq_json, directory, pairs)
-    return frontier(cat, rfq, metric=metric, points=points, solver=SOLVER)
+    with progress_bar("Walking the frontier"):
+        return frontier(cat, rfq, metric=metric, points=points, solver=SOLVER)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -247,8 +253,11 @@ def sensitivity_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> di
     """The sensitivity report: tornado rows and break-evens."""
     from solver.analysis.sensitivity import report
 
+    from .progress import progress_bar
+
     cat, rfq = scenario(rfq_json, directory, pairs)
-    return report(cat, rfq, solver=SOLVER)
+    with progress_bar("Sensitivity"):
+        return report(cat, rfq, solver=SOLVER)
 
 
 def metric_choices(data: dict[str, Any]) -> list[str]:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from typing import Any
 
 import pytest
 
 from solver.catalog.load import load_catalog
+
+# Tests build candidates for real: the disk cache of candidate tables (issue 31) stays off
+# unless a test turns it on in a folder of its own (tests/test_candidate_cache.py). The
+# CLI tests' child processes inherit this.
+os.environ["PROCURE_CANDIDATE_CACHE"] = "off"
 
 
 @pytest.fixture(scope="session")

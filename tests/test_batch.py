@@ -400,7 +400,7 @@ def test_usage_errors_exit_2(tmp_path: Path, case: str, monkeypatch: pytest.Monk
 def test_dask_missing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_rfqs(tmp_path / "rfqs", 1)
     monkeypatch.setitem(sys.modules, "dask.distributed", None)
-    with pytest.raises(InputError, match=r"procure\[distributed\]"):
+    with pytest.raises(InputError, match=r"procure\[cluster\]"):
         run_batch([tmp_path / "rfqs"], tmp_path / "b.db", executor="dask", solve_fn=fake_solve)
 
 

@@ -49,6 +49,7 @@ from solver.analysis.explain import annotate
 from solver.analysis.whatif import rebuild_workload, with_candidates
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem, SolverError
+from solver.common.progress import report
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.candidates import build_candidates
 from solver.optimize.linear import Constraint, Solution
@@ -179,7 +180,8 @@ def _latency_walk(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: Metr
     level: float | None = getattr(spec, choice.metric)
     table = base
     points: list[Point] = []
-    for _ in range(MAX_WALK_STEPS):
+    for step in range(MAX_WALK_STEPS):
+        report(f"Pareto: {choice.metric} walk, level {step + 1} ({len(points)} points)")
         solution = run_mip(table, rfq, solver=solver)
         if not _found(solution, points):
             break
@@ -207,7 +209,8 @@ def _hours_walk(rfq: Rfq, base: CandidateTable, choice: MetricChoice, solver: st
                 ) -> list[Point]:
     table = base
     points: list[Point] = []
-    for _ in range(10 * MAX_WALK_STEPS):
+    for step in range(10 * MAX_WALK_STEPS):
+        report(f"Pareto: hours walk, step {step + 1} ({len(points)} points)")
         solution = run_mip(table, rfq, solver=solver)
         if not _found(solution, points):
             break
@@ -262,6 +265,7 @@ def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricCho
     steps = max(1, targets - 1)
     points: list[Point] = []
     for index in range(targets):
+        report(f"Pareto: {choice.metric} target {index + 1} of {targets}", index, targets)
         trial_rfq, extra = _trial(rfq, base, choice, spec, start, index, steps)
         solution = first if index == 0 else run_mip(base, trial_rfq, solver=solver,
                                                      extra=extra)
@@ -357,6 +361,7 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
         rfq = rfq.model_copy(update={"objective": "tco", "budget_usd": None})
     choice = parse_metric(rfq, metric)
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
+    report("Pareto: candidate layouts")
     base = build_candidates(catalog, rfq, all_sizes=True)
     if choice.metric in ("tpot_ms", "ttft_ms"):
         found = _latency_walk(catalog, rfq, base, choice, solver)
@@ -373,7 +378,8 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
     kept = spread(non_dominated(found, choice.lower_is_better), points)
     cost_key = "capex_usd" if rfq.objective == "capex" else "tco_usd"
     out_points = []
-    for point in kept:
+    for index, point in enumerate(kept):
+        report("Pareto: assembling the plans", index, len(kept))
         plan = assemble(catalog, rfq, point.table, point.solution)
         if explain:
             plan = annotate(plan, rfq, catalog, point.table)

@@ -23,12 +23,15 @@ import re
 import time
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from solver.analysis.cluster import dask_client, map_on_cluster
 from solver.analysis.whatif import Outcome, describe, gpu_counts, outcome, rebuild_workload, reprice
 from solver.catalog.data import Catalog
 from solver.common.childproc import die_with_parent, kill_children_on_sigterm
 from solver.common.errors import InputError, Problem
+from solver.common.progress import report as progress
 from solver.optimize.backends import DEFAULT_SOLVER, release_solver_threads
 from solver.optimize.candidates import build_candidates
 from solver.optimize.records import CandidateTable
@@ -287,10 +290,14 @@ def _swing(values: list[float | None]) -> float | None:
 
 def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
            range_text: str | None = None, solver: str = DEFAULT_SOLVER,
-           samples: int = SAMPLES, workers: int = 1) -> dict[str, Any]:
+           samples: int = SAMPLES, workers: int = 1,
+           scheduler: str | None = None) -> dict[str, Any]:
     """The sensitivity report (all major parameters, or the one given), tornado-sorted.
-    ``workers`` > 1 sweeps the parameters in that many forked processes (:func:`sweeps`)."""
+    ``workers`` > 1 sweeps the parameters in that many forked processes (:func:`sweeps`);
+    ``scheduler`` (a Dask address) sweeps each on that cluster instead
+    (:mod:`solver.analysis.cluster`)."""
     start = time.perf_counter()
+    progress("sensitivity: candidate layouts and the base plan")
     ev = Evaluator(catalog, rfq, solver)
     base = ev.solve([])
     if param is not None:
@@ -301,7 +308,10 @@ def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
             params = [Parameter(p.path, p.label, p.base, *parse_range(
                 range_text, 1.0 if p.multiplier else p.base), multiplier=p.multiplier)
                 for p in params]
-    rows = sweeps(ev, params, samples, workers)
+    if scheduler:
+        rows = cluster_sweeps(ev, params, samples, scheduler)
+    else:
+        rows = sweeps(ev, params, samples, workers)
     rows.sort(key=lambda r: -(r["swing_usd"] or 0.0))
     return {
         "rfq": rfq.id, "objective": rfq.objective,
@@ -311,6 +321,28 @@ def report(catalog: Catalog, rfq: Rfq, *, param: str | None = None,
         "parameters": rows, "solves": ev.solves,
         "seconds": round(time.perf_counter() - start, 3),
     }
+
+
+def cluster_sweeps(ev: Evaluator, params: list[Parameter], samples: int,
+                   scheduler: str) -> list[dict[str, Any]]:
+    """:func:`sweep` of every parameter, each a task on the Dask cluster at ``scheduler``
+    (the evaluator, with its catalog and candidate table, travels with each task); the
+    rows come back in parameter order and ``ev.solves`` counts the cluster's solves."""
+    with dask_client(scheduler) as client:
+        progress(f"sensitivity: {len(params)} parameters on the Dask cluster", 0, len(params))
+        done = map_on_cluster(
+            client, partial(_remote_sweep, ev, samples=samples), params,
+            lambda count, total: progress("sensitivity: sweeps on the Dask cluster",
+                                          count, total))
+    ev.solves += sum(solves for _, solves in done)
+    return [row for row, _ in done]
+
+
+def _remote_sweep(ev: Evaluator, param: Parameter, samples: int) -> tuple[dict[str, Any], int]:
+    """On a cluster worker: one parameter's sweep and the solves it took."""
+    before = ev.solves
+    row = sweep(ev, param, samples)
+    return row, ev.solves - before
 
 
 def sweeps(ev: Evaluator, params: list[Parameter], samples: int = SAMPLES,
@@ -323,7 +355,12 @@ def sweeps(ev: Evaluator, params: list[Parameter], samples: int = SAMPLES,
     solves too."""
     workers = min(workers, len(params))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [sweep(ev, p, samples) for p in params]
+        rows = []
+        for index, param in enumerate(params):
+            progress(f"sensitivity: {param.label}", index, len(params))
+            rows.append(sweep(ev, param, samples))
+        return rows
+    progress(f"sensitivity: {len(params)} parameters in {workers} processes")
     release_solver_threads()  # the base solve ran here: children must not wait for its pool
     context = multiprocessing.get_context("fork")
     jobs: list[tuple[Any, Any]] = []

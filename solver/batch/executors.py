@@ -230,7 +230,7 @@ class DaskExecutor:
             from dask.distributed import Client, LocalCluster
         except ImportError:
             raise InputError([Problem("--executor", "dask", None,
-                                      "dask is not installed: pip install 'procure[distributed]'"
+                                      "dask is not installed: pip install 'procure[cluster]'"
                                       )]) from None
         self._cluster = None
         try:

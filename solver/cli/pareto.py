@@ -239,9 +239,12 @@ def _frontier(cat: Any, parsed: Any, metric: str | None, points: int | None, sol
               json_out: bool, csv_out: Path | None, plot: Path | None) -> int:
     """``pareto``: the non-dominated plans, printed, as JSON, CSV and/or a chart."""
     from solver.analysis.pareto import frontier, frontier_json
+    from solver.cli.progress import stderr_progress
     from solver.report.charts import frontier_csv, frontier_plot
 
-    result = frontier_json(frontier(cat, parsed, metric=metric, points=points, solver=solver))
+    with stderr_progress():
+        result = frontier_json(frontier(cat, parsed, metric=metric, points=points,
+                                        solver=solver))
     if csv_out is not None:
         frontier_csv(result, csv_out)
     if plot is not None and result["points"]:
@@ -273,6 +276,9 @@ def sensitivity(
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Processes sweeping the parameters (default: CPU cores; "
         "1 = in this process). Same report either way.")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Sweep on the Dask cluster at tcp://HOST:PORT instead (needs "
+        "pip install 'procure[cluster]'). Same report.")] = None,
 ) -> int:
     """How TCO and the chosen plan move with prices, power, overhead, demand; flips."""
     from solver.analysis.sensitivity import report as build_report
@@ -280,9 +286,16 @@ def sensitivity(
     from solver.report.charts import tornado_plot
 
     check_workers(workers)
+    if scheduler:
+        from solver.analysis.cluster import check_scheduler
+
+        check_scheduler(scheduler)
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot)
-    report = build_report(cat, parsed, param=param, range_text=range_, solver=solver,
-                          workers=workers or default_workers())
+    from solver.cli.progress import stderr_progress
+
+    with stderr_progress():
+        report = build_report(cat, parsed, param=param, range_text=range_, solver=solver,
+                              workers=workers or default_workers(), scheduler=scheduler)
     if report["base"]["status"] == "error":  # no answer about the RFQ: never infeasible
         raise SolverError(report["base"].get("error") or f"{solver} failed on the base RFQ")
     if plot is not None:

@@ -369,8 +369,12 @@ def register(app: typer.Typer) -> None:
         check_range("--time-limit", time_limit, 0.01, MAX_TIME_LIMIT_S)
         check_solver(solver)
         cat, parsed = load(rfq, catalog, set_, overrides)
-        plan = solve_rfq(parsed, cat, solver=solver, time_limit=time_limit,
-                         workers=default_workers())
+        from solver.cli.progress import stderr_progress
+        from solver.common.clock import left_of
+
+        with stderr_progress():
+            plan = solve_rfq(parsed, cat, solver=solver, time_limit=left_of(time_limit),
+                             workers=default_workers())
         if json_out:
             print(json.dumps(plan.to_json(), indent=2))
         else:

@@ -472,3 +472,19 @@ AXIS_WORDS = {"tco_usd": "Total cost of ownership (USD)", "capex_usd": "Hardware
 def axis_words(key: str) -> str:
     """A plain-language axis title with its unit for a plan/frontier field name."""
     return AXIS_WORDS.get(key, key.replace("_", " "))
+
+
+def gap_words(gap: float, objective: float | None, time_limit: float | None,
+              what: str = "TCO") -> str:
+    """What a ``feasible`` plan's gap means, in words (issue 31): the best plan found
+    within the time limit, not proven the cheapest; a plan at most ``gap`` of its
+    ``objective`` (the TCO or capex, USD) cheaper may exist. A gap of 100 % means the solver
+    had no useful lower bound yet."""
+    limit = f" within the {time_limit:g} s time limit" if time_limit is not None else ""
+    found = f"the best plan found{limit}, not proven the cheapest"
+    if gap >= 0.999:
+        return (f"{found}: the gap is {gap:.0%}, i.e. the solver had not yet bounded how much "
+                f"cheaper a plan could be (raise --time-limit, or drop it, to prove the optimum)")
+    saving = f" (up to {usd(gap * objective)} of its {what})" if objective else ""
+    return (f"{found}: the gap of {gap:.2%} is the most a cheaper plan could save{saving}; "
+            "raise --time-limit, or drop it, to prove the optimum")

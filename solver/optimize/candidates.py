@@ -19,6 +19,8 @@ from dataclasses import replace
 from solver.catalog.data import Catalog, Fabric, Gpu, Server, content_key
 from solver.catalog.perf_factors import factors
 from solver.common.memo import Memo
+from solver.common.progress import report
+from solver.optimize import candidate_cache
 from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.linear import TimeLimitReached
@@ -113,13 +115,15 @@ def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> fl
 
 
 def _serving_candidates(catalog: Catalog, spec: ServingWorkload, node: NodeType, fabrics: list[Fabric],
-                        precision: str, rejected: list[str]) -> list[Candidate]:
+                        precision: str, rejected: list[str],
+                        deadline: float | None = None) -> list[Candidate]:
     workload = physics_workload(spec)
     model_id = spec.model
     name = spec.name
     out: list[Candidate] = []
     fitted_in_node = False
     for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
+        check_deadline(deadline, name)  # each size's splits: the time limit holds
         ranked = ranked_layouts(catalog, model_id, node.gpu, size, workload,
                                 precision=precision, gpus_per_node=node.gpus, fabric="none",
                                 dp=1, server=node.server)
@@ -147,6 +151,7 @@ def _serving_candidates(catalog: Catalog, spec: ServingWorkload, node: NodeType,
     for fabric in fabrics:
         found = 0
         for nodes in (n for n in POWERS_OF_TWO if 2 <= n <= 16):
+            check_deadline(deadline, name)
             size = nodes * node.gpus
             ranked = ranked_layouts(catalog, model_id, node.gpu, size, workload,
                                     precision=precision, gpus_per_node=node.gpus,
@@ -306,7 +311,8 @@ def coupled_training_rdma_only(catalog: Catalog, rfq: Rfq) -> bool:
 def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeType,
                          fabrics: list[Fabric], precision: str, rejected: list[str],
                          all_sizes: bool, max_nodes: int,
-                         rdma_only: bool = False, prune: bool = True) -> list[Candidate]:
+                         rdma_only: bool = False, prune: bool = True,
+                         deadline: float | None = None) -> list[Candidate]:
     """Jobs on this node type: in one node, else for each fabric the fewest nodes that fit
     and meet the deadline at expected goodput (more nodes cost more for the same node type
     and fabric): spans of 2, 4, 8 ... nodes first, then a bisection of the counts between
@@ -323,11 +329,11 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
     could be faster are probed (:meth:`_JobProbe.settle_fastest_hours`), or, when no layout
     fitted at all (the rejection names the last probe's reason), the search is run again
     unpruned (``prune=False``, the reference: tests compare the two)."""
-    job = _JobProbe(catalog, spec, node, precision, prune=prune)
+    job = _JobProbe(catalog, spec, node, precision, prune=prune, deadline=deadline)
     why: list[str] = []
     out = _span_search(job, fabrics, why, all_sizes, max_nodes, rdma_only)
     if not out and job.pruned and not job.settle_fastest_hours():
-        job = _JobProbe(catalog, spec, node, precision, prune=False)
+        job = _JobProbe(catalog, spec, node, precision, prune=False, deadline=deadline)
         why = []
         out = _span_search(job, fabrics, why, all_sizes, max_nodes, rdma_only)
     rejected += why
@@ -397,8 +403,9 @@ class _JobProbe:
     one did; the fastest hours then leave it out)."""
 
     def __init__(self, catalog: Catalog, spec: TrainingWorkload, node: NodeType,
-                 precision: str, *, prune: bool = False) -> None:
+                 precision: str, *, prune: bool = False, deadline: float | None = None) -> None:
         self.catalog, self.spec, self.node, self.precision = catalog, spec, node, precision
+        self.deadline = deadline  # checked before each probe (a span's splits and knobs)
         self.workload = physics_workload(spec)
         self.total_tokens = spec.dataset_tokens * spec.epochs
         self.best_hours: float | None = None
@@ -451,6 +458,7 @@ class _JobProbe:
         if self.misses_for_sure(size):
             self._skipped.append((size, over, tp))
             return None
+        check_deadline(self.deadline, self.spec.name)
         catalog, spec, node = self.catalog, self.spec, self.node
         fabric_id = over.id if over else "none"
         ranked = ranked_layouts(catalog, spec.model, node.gpu, size, self.workload,
@@ -499,20 +507,38 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
     """The whole candidate table for an RFQ. ``deadline`` (a ``time.perf_counter()``
     instant) raises :class:`~solver.optimize.backends.TimeLimitReached` once passed.
     ``workers`` > 1: a large RFQ's workloads are built in that many forked processes
-    (:mod:`solver.optimize.candidate_workers`; the same table, for a first build only)."""
+    (:mod:`solver.optimize.candidate_workers`; the same table, for a first build only).
+    A workload built before with the same content (catalog, RFQ, code) is read from the
+    disk cache (:mod:`solver.optimize.candidate_cache`); what is built is kept there."""
     catalog = rfq.catalog(catalog)
     params = params or CostParams.from_catalog(catalog, rfq.horizon_years)
     types = node_types(catalog, rfq, params)
     _, _, fabrics = allowed_entries(catalog, rfq)
     specs = list(rfq.workloads)
 
-    def one(index: int) -> tuple[list[Candidate], list[str]]:
-        return _workload_candidates(catalog, rfq, specs[index], types, fabrics, params,
-                                    all_sizes, deadline)
+    report(f"candidate layouts of {len(specs)} workloads", 0, len(specs))
+    keys = [candidate_cache.workload_key(catalog, rfq, spec, all_sizes, params)
+            for spec in specs]
 
-    built = map_workloads(one, [(s.model, s.kind) for s in specs], workers)
-    if built is None:
-        built = [one(index) for index in range(len(specs))]
+    def one(index: int) -> tuple[list[Candidate], list[str]]:
+        report(f"candidate layouts: {specs[index].name}", index, len(specs))
+        entry = _workload_candidates(catalog, rfq, specs[index], types, fabrics, params,
+                                     all_sizes, deadline)
+        candidate_cache.store(keys[index], entry)  # at once: a run the time limit cuts
+        return entry  # short still warms the next one (forked builders store theirs too)
+    kept: dict[int, tuple[list[Candidate], list[str]]] = {}
+    for index, key in enumerate(keys):
+        entry = candidate_cache.load(key)
+        if entry is not None:
+            kept[index] = entry
+    missing = [index for index in range(len(specs)) if index not in kept]
+    fresh = map_workloads(lambda i: one(missing[i]),
+                          [(specs[i].model, specs[i].kind) for i in missing], workers)
+    if fresh is None:
+        fresh = [one(index) for index in missing]
+    for index, entry in zip(missing, fresh, strict=True):
+        kept[index] = entry
+    built = [kept[index] for index in range(len(specs))]
     candidates = {spec.name: found for spec, (found, _) in zip(specs, built, strict=True)}
     rejected = {spec.name: why for spec, (_, why) in zip(specs, built, strict=True)}
     storage = {spec.name: training_storage(catalog, params, spec) for spec in specs
@@ -533,15 +559,26 @@ def _workload_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload,
     for node in (types.values() if owned_allowed(rfq) else ()):
         gpu = catalog.gpus[node.gpu]
         for precision in precisions_for(spec, gpu):
+            check_deadline(deadline, spec.name)
             if isinstance(spec, TrainingWorkload):
                 found += _training_candidates(catalog, spec, node, fabrics, precision, why,
-                                              all_sizes, max_nodes, rdma_only)
+                                              all_sizes, max_nodes, rdma_only,
+                                              deadline=deadline)
             else:
-                found += _serving_candidates(catalog, spec, node, fabrics, precision, why)
+                found += _serving_candidates(catalog, spec, node, fabrics, precision, why,
+                                             deadline)
     found += rented_candidates(catalog, rfq, spec, params, why)
-    if deadline is not None and time.perf_counter() > deadline:
-        raise TimeLimitReached(f"candidates not built within the time limit ({spec.name})")
+    check_deadline(deadline, spec.name)
     return _drop_dominated(found), why
+
+
+def check_deadline(deadline: float | None, what: str) -> None:
+    """Raise :class:`TimeLimitReached` once ``deadline`` (a ``time.perf_counter()`` instant)
+    has passed: checked before each node type and precision of a workload (a few ms to
+    ~0.1 s of physics each, cold), so a time limit holds inside one workload's build
+    (issue 31), not only between workloads."""
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TimeLimitReached(f"candidates not built within the time limit ({what})")
 
 
 def _drop_dominated(found: list[Candidate]) -> list[Candidate]:

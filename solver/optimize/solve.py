@@ -20,6 +20,8 @@ from dataclasses import fields, replace
 from typing import Any
 
 from solver.catalog.data import Catalog
+from solver.common.progress import report
+from solver.common.wording import gap_words
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.candidates import build_candidates, request_seconds
 from solver.optimize.linear import Solution, Status, TimeLimitReached
@@ -99,11 +101,20 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
             table = build_candidates(catalog, rfq, deadline=deadline, workers=workers)
         except TimeLimitReached:
             return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+    report(f"choosing what to buy ({solver}, {sum(map(len, table.candidates.values())):,} "
+           "candidate layouts)")
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(deadline))
-    if solution.status in ("optimal", "feasible"):
+    if solution.status == "feasible":  # the time limit ran out with a plan in hand
+        plan = assemble(catalog, rfq, table, solution, time_limit=_left(deadline))
+        capex = rfq.objective == "capex"
+        spent = (plan.cost.capex_usd if capex else plan.cost.tco_usd) if plan.cost else None
+        words = gap_words(plan.gap or 0.0, spent, time_limit, "capex" if capex else "TCO")
+        return plan.model_copy(update={"warnings": [*plan.warnings, words]}), table
+    if solution.status == "optimal":
         return assemble(catalog, rfq, table, solution, time_limit=_left(deadline)), table
     if solution.status == "timeout":
         return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+    report("no plan meets the RFQ: re-solving to find what binds")
     return infeasible_plan(catalog, rfq, table, solution, solver, deadline), table
 
 
@@ -113,6 +124,15 @@ def _left(deadline: float | None) -> float | None:
     if deadline is None:
         return None
     return max(MIN_MIP_SECONDS, deadline - time.perf_counter())
+
+
+TIME_RAN_OUT = ("the time limit ran out before every limit was re-solved: which limits bind "
+                "is not known yet (raise --time-limit to find out)")
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (a ``time.perf_counter()`` instant) has passed."""
+    return deadline is not None and time.perf_counter() > deadline
 
 
 MIN_MIP_SECONDS = 0.01
@@ -169,7 +189,12 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
         why = table.rejected.get(name, [])
         reasons.append(f"workload {name}: no layout on the allowed hardware meets its targets"
                        + (f" (e.g. {why[0]})" if why else ""))
-        found, fix = _relax_workload(catalog, rfq, specs[name])
+        try:
+            found, fix = _relax_workload(catalog, rfq, specs[name], deadline)
+        except TimeLimitReached:  # the time limit holds: no nearest relaxation in words
+            fixes.append(f"workloads.{name}: relax its targets or widen the hardware (the "
+                         "time limit ran out before the nearest relaxation was found)")
+            continue
         closest[name] = found
         fixes.append(fix)
     if not empty:
@@ -178,7 +203,8 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                              "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
     if buys:
         plan["infeasibility"]["closest_clusters"] = buys
-    if not empty and rfq.budget_usd is not None and rfq.objective != "max_served":
+    if (not empty and rfq.budget_usd is not None and rfq.objective != "max_served"
+            and not _past(deadline)):  # the time limit holds: no re-solve once it has run out
         bought = budget_buys(catalog, rfq, table, solver, deadline)
         if bought:
             plan["infeasibility"]["budget_buys"] = bought
@@ -213,6 +239,9 @@ def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver
     limits = Limits.from_rfq(rfq)
     active = [f.name for f in fields(Limits) if getattr(limits, f.name) is not None]
     for name in active:
+        if _past(deadline):  # the time limit holds: re-solves left are left out
+            reasons.append(TIME_RAN_OUT)
+            return
         relaxed = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
                             for f in fields(Limits)})
         trial = run_mip(table, rfq, solver=solver, limits=relaxed,
@@ -228,6 +257,9 @@ def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver
             closest[path] = needed
             buys[path] = trial_plan.cluster
             fixes.append(f"raise {path} to {money}{_num(needed)}")
+    if not closest and active and _past(deadline):
+        reasons.append(TIME_RAN_OUT)
+        return
     if not closest and active:
         trial = run_mip(table, rfq, solver=solver, limits=Limits(),
                         time_limit=_left(deadline))
@@ -297,29 +329,31 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
-def _relax_workload(catalog: Catalog, rfq: Rfq, spec: AnyWorkload) -> tuple[dict[str, Any], str]:
+def _relax_workload(catalog: Catalog, rfq: Rfq, spec: AnyWorkload,
+                    deadline: float | None = None) -> tuple[dict[str, Any], str]:
     """Re-solve one workload alone with its targets relaxed, to say what is achievable:
-    (what was found, the fix in words)."""
+    (what was found, the fix in words). Its candidate builds share ``deadline``
+    (:class:`TimeLimitReached` once passed)."""
     found: dict[str, Any] = {}
     fix = ""
     if isinstance(spec, TrainingWorkload):
-        fix = _relax_training(catalog, rfq, spec, found)
+        fix = _relax_training(catalog, rfq, spec, found, deadline)
     elif spec.kind == "batch_inference":
-        fix = _relax_batch(catalog, rfq, spec, found)
+        fix = _relax_batch(catalog, rfq, spec, found, deadline)
     elif spec.kind == "inference" and (spec.ttft_ms or spec.tpot_ms):
-        fix = _relax_slo(catalog, rfq, spec, found)
+        fix = _relax_slo(catalog, rfq, spec, found, deadline)
     if not fix:
-        fix = _gpus_that_fit(catalog, rfq, spec, found)
+        fix = _gpus_that_fit(catalog, rfq, spec, found, deadline)
     return found, fix
 
 
 def _relax_training(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload,
-                    found: dict[str, Any]) -> str:
+                    found: dict[str, Any], deadline: float | None = None) -> str:
     """The deadline the fastest allowed layout needs, or the nodes the model needs when
     nothing fits within ``max_nodes``; fills ``found``, returns the fix ('' if none)."""
     fix = ""
     relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
-    table = build_candidates(catalog, _alone(rfq, relaxed))
+    table = build_candidates(catalog, _alone(rfq, relaxed), deadline=deadline)
     hours = [c.hours_to_complete for c in table.candidates[spec.name]
              if c.hours_to_complete]
     if hours:
@@ -334,7 +368,7 @@ def _relax_training(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload,
         unlimited = rfq.constraints.model_copy(update={"max_nodes": None})
         for asked in (spec, relaxed):
             wider = build_candidates(catalog, _alone(rfq, asked).model_copy(
-                update={"constraints": unlimited}))
+                update={"constraints": unlimited}), deadline=deadline)
             cands = wider.candidates[spec.name]
             if cands:
                 break
@@ -351,11 +385,11 @@ def _relax_training(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload,
 
 
 def _relax_batch(catalog: Catalog, rfq: Rfq, spec: BatchInferenceWorkload,
-                 found: dict[str, Any]) -> str:
+                 found: dict[str, Any], deadline: float | None = None) -> str:
     """The deadline one request alone needs on the fastest allowed replica."""
     fix = ""
     relaxed = spec.model_copy(update={"deadline_hours": 100_000.0})
-    table = build_candidates(catalog, _alone(rfq, relaxed))
+    table = build_candidates(catalog, _alone(rfq, relaxed), deadline=deadline)
     seconds = [request_seconds(c.estimate) for c in table.candidates[spec.name]]
     if seconds:
         best = min(seconds)
@@ -369,11 +403,12 @@ def _relax_batch(catalog: Catalog, rfq: Rfq, spec: BatchInferenceWorkload,
     return fix
 
 
-def _relax_slo(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, Any]) -> str:
+def _relax_slo(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, Any],
+               deadline: float | None = None) -> str:
     """The best TPOT and TTFT any allowed layout reaches at one request."""
     fix = ""
     relaxed = spec.model_copy(update={"ttft_ms": None, "tpot_ms": None})
-    table = build_candidates(catalog, _alone(rfq, relaxed))
+    table = build_candidates(catalog, _alone(rfq, relaxed), deadline=deadline)
     best_tpot, best_ttft = math.inf, math.inf
     for cand in table.candidates[spec.name]:
         one = estimate_layout(catalog, cand.layout, replace(cand.estimate.workload,
@@ -388,11 +423,12 @@ def _relax_slo(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, A
     return fix
 
 
-def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, Any]) -> str:
+def _gpus_that_fit(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, found: dict[str, Any],
+                   deadline: float | None = None) -> str:
     """The GPUs of the whole catalog that run the workload within its targets."""
     open_rfq = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
         update={"vendor": None, "gpus": None, "fabrics": None})})
-    table = build_candidates(catalog, _alone(open_rfq, spec))
+    table = build_candidates(catalog, _alone(open_rfq, spec), deadline=deadline)
     gpus = sorted({c.layout.gpu for c in table.candidates[spec.name]})
     found["gpus_that_fit"] = gpus
     return (f"workloads.{spec.name}: allow one of these GPUs: {', '.join(gpus)}" if gpus

@@ -1,0 +1,121 @@
+"""Issue 31: a time limit that holds, and a gap said in words.
+
+The limit is checked inside a workload's candidate build (before each node type and
+precision, and before each training probe) and before each relaxation re-solve of an
+infeasible answer, not only between workloads. These tests check where it is checked by
+what was computed (physics memo entries, re-solves made), never by wall-clock time; the
+timings are in bench/time_limit_bench.py and docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from solver.common.wording import gap_words
+from solver.optimize import solve as solve_module
+from solver.optimize.candidates import build_candidates, clear_caches
+from solver.optimize.linear import Solution, TimeLimitReached
+from solver.optimize.solve import TIME_RAN_OUT, infeasible_plan, run_mip, solve_table
+from solver.physics.performance import ESTIMATES
+from solver.rfq.schema import load_rfq, validate_rfq
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def _past() -> float:
+    return time.perf_counter() - 1.0
+
+
+@pytest.mark.parametrize("name", ["chat-70b-one-node.yaml", "finetune-70b-full-cluster.yaml"])
+def test_a_passed_deadline_stops_inside_the_first_workload(catalog, name):
+    """Issue 31: before, the limit was only checked once a whole workload was built (every
+    estimate of it made); now nothing of the first workload is estimated."""
+    rfq = load_rfq(SCENARIOS / name, catalog)
+    clear_caches()
+    with pytest.raises(TimeLimitReached):
+        build_candidates(catalog, rfq, deadline=_past())
+    assert len(ESTIMATES) == 0
+    clear_caches()
+    build_candidates(catalog, rfq)  # without a deadline the same build estimates layouts
+    assert len(ESTIMATES) > 0
+
+
+def test_a_training_probe_checks_the_deadline(catalog, monkeypatch):
+    """Issue 31: a training workload's span search checks the limit before each probe, so
+    one node type's long search of 2..64 nodes stops part-way."""
+    from solver.optimize import candidates as module
+
+    rfq = load_rfq(SCENARIOS / "finetune-70b-full-cluster.yaml", catalog)
+    probes: list[int] = []
+    real = module._JobProbe.candidate
+
+    def counting(self, size, over, tp=None):
+        probes.append(size)
+        if len(probes) == 3:  # the time has run out by the third probe
+            self.deadline = _past()
+        return real(self, size, over, tp)
+
+    monkeypatch.setattr(module._JobProbe, "candidate", counting)
+    with pytest.raises(TimeLimitReached):
+        build_candidates(catalog, rfq, deadline=time.perf_counter() + 3600.0)
+    assert len(probes) == 3  # the third probe found the deadline passed: no fourth
+
+
+def test_relaxation_re_solves_stop_at_the_deadline(catalog):
+    """Issue 31: an infeasible answer's re-solves (one per binding limit) share the
+    deadline; once it has passed none is made and the answer says why."""
+    rfq = load_rfq(SCENARIOS / "infeasible-budget.yaml", catalog)
+    table = build_candidates(catalog, rfq)
+    solution = run_mip(table, rfq)
+    assert solution.status == "infeasible"
+    full = infeasible_plan(catalog, rfq, table, solution, "highs").infeasibility
+    assert full is not None and full.closest  # the budget that would suffice
+    cut = infeasible_plan(catalog, rfq, table, solution, "highs", deadline=_past()).infeasibility
+    assert cut is not None
+    assert cut.closest == {}
+    assert cut.reasons == [TIME_RAN_OUT]
+
+
+def test_workload_relaxation_stops_at_the_deadline(catalog):
+    """Issue 31: a workload with no layout is relaxed by re-building its candidates; those
+    builds share the deadline too."""
+    rfq = validate_rfq({"id": "r", "constraints": {"vendor": "kentino", "max_nodes": 1},
+                        "workloads": [{"name": "tune", "kind": "full_finetune",
+                                       "model": "llama-3.1-8b", "dataset_tokens": 10**10,
+                                       "deadline_hours": 1}]}, catalog)
+    table = build_candidates(catalog, rfq)
+    solution = run_mip(table, rfq)
+    full = infeasible_plan(catalog, rfq, table, solution, "highs").infeasibility
+    assert full is not None and full.closest["tune"].deadline_hours > 1
+    cut = infeasible_plan(catalog, rfq, table, solution, "highs", deadline=_past()).infeasibility
+    assert cut is not None and "tune" not in cut.closest
+    assert "time limit ran out" in cut.to_fix
+
+
+def test_a_feasible_plan_says_what_its_gap_means(catalog, monkeypatch):
+    """Issue 31: a plan the time limit cut short carries, in its warnings, what it is and
+    what its gap means in money (gap x its TCO)."""
+    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
+    table = build_candidates(catalog, rfq)
+    best = run_mip(table, rfq)
+    assert best.status == "optimal"
+    cut_short = Solution("feasible", best.values, best.objective, 0.25, 1.0, best.backend)
+    monkeypatch.setattr(solve_module, "run_mip", lambda *a, **k: cut_short)
+    plan, _ = solve_table(rfq, catalog, time_limit=5.0, table=table)
+    assert plan.status == "feasible" and plan.gap == 0.25
+    assert plan.cost is not None
+    words = plan.warnings[-1]
+    assert "not proven the cheapest" in words and "5 s time limit" in words
+    assert "25.00%" in words
+    saving = round(0.25 * plan.cost.tco_usd)
+    assert f"${saving:,}" in words
+
+
+def test_gap_words_for_no_bound_and_capex():
+    assert "had not yet bounded" in gap_words(1.0, 1000.0, 1.0)
+    words = gap_words(0.1, 2_000_000.0, None, "capex")
+    assert "$200,000 of its capex" in words and "time limit" not in words.split(":")[0]
+
