@@ -117,7 +117,8 @@ def reprice(table: CandidateTable, catalog: Catalog, rfq: Rfq) -> CandidateTable
     node_types = {
         key: NodeType(node.server, node.gpu, node.gpus,
                       node_cost(params, catalog.servers[node.server], catalog.gpus[node.gpu],
-                               node.gpus), fabric_nics=node.fabric_nics, stack=node.stack)
+                               node.gpus), fabric_nics=node.fabric_nics, stack=node.stack,
+                      hosts=node.hosts)
         for key, node in table.node_types.items()}
     fabrics = {fid: catalog.fabrics[fid] for fid in table.fabrics}
     candidates: dict[str, list[Candidate]] = {}

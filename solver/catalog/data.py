@@ -138,7 +138,8 @@ class Server(_Entry):
     """A chassis that GPUs go into, priced without GPUs."""
 
     name: str
-    gpu_slots: int = Field(ge=1, le=16)
+    gpu_slots: int = Field(ge=1, le=72, description="GPUs in one node; a rack-scale "
+                           "system (NVL72) is one node whose GPUs share one NVLink domain")
     form_factors: tuple[FormFactor, ...]
     price_usd: float = Field(ge=0, le=MAX_PRICE_USD)
     base_power_w: float = Field(ge=0, description="CPUs, fans, NICs, drives at load, without GPUs")
@@ -154,6 +155,10 @@ class Server(_Entry):
         default=None, gt=0, description="node power limit, W: PSU capacity with N+1 "
         "redundancy or the vendor's system maximum (GPUs at TDP + base_power_w must fit)")
     liquid_cooled: bool = Field(default=False, description="direct liquid cooling fitted")
+    hosts: int = Field(
+        default=1, ge=1, description="operating-system hosts in one node, each with an equal "
+        "share of its GPUs (an NVL72 rack: 18 compute trays of 4 GPUs); operations and "
+        "engineering are paid per host, and a group over more than one host is coupled")
     gpus: tuple[str, ...] | None = Field(
         default=None, description="GPU ids this chassis takes (None: any of its form factors)")
     price_type: PriceType = "quote"
@@ -181,6 +186,8 @@ class Server(_Entry):
         # SXM/OAM baseboards come fully populated; the packing argument of solver/optimize/mip.py
         # (and the placement it proves) needs every node size to be a power of two
         slots = self.gpu_slots
+        if slots % self.hosts:
+            raise ValueError(f"gpu_slots = {slots} is not a multiple of hosts = {self.hosts}")
         if set(self.form_factors) & {"sxm", "oam"} and slots & (slots - 1):
             raise ValueError(f"gpu_slots = {slots}: an SXM/OAM baseboard must hold a power "
                              "of two GPUs (packing proof in solver/optimize/mip.py)")
@@ -472,6 +479,14 @@ class Catalog(BaseModel):
     def servers_for(self, gpu: Gpu) -> list[Server]:
         """Servers that physically take this GPU (form factor, GPU list, slot width, cooling)."""
         return [s for s in self.servers.values() if s.takes(gpu)]
+
+    def largest_node(self, gpu_id: str) -> Server | None:
+        """The system with the most GPU slots that takes this GPU - its largest node, one
+        NVLink (or PCIe) domain: 8 for an HGX baseboard, 72 for an NVL72 rack. None when
+        no server takes it (or the GPU is unknown)."""
+        gpu = self.gpus.get(gpu_id)
+        options = self.servers_for(gpu) if gpu is not None else []
+        return max(options, key=lambda s: (s.gpu_slots, s.id)) if options else None
 
 
 def architecture_fields(arch: Architecture) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from solver.catalog.data import Catalog, Fabric, Gpu, Server
-from solver.optimize.costs import HOURS_PER_YEAR, CostParams, node_cost
+from solver.optimize.costs import HOURS_PER_YEAR, CostParams, coupled_hosts, node_cost
 from solver.optimize.network import switch_counts
 from solver.optimize.rental import bom_rental
 from solver.optimize.storage import training_storage
@@ -86,7 +86,7 @@ def bill_of_materials(catalog: Catalog, rfq: Rfq, params: CostParams,
     lines = (_hardware_lines(catalog, nodes) + _fabric_lines(catalog, groups)
              + _frontend_lines(catalog, params, nodes)
              + _storage_lines(catalog, rfq, params, plan, groups))
-    opex = _opex_lines(catalog, params, nodes, groups)
+    opex = _opex_lines(catalog, params, nodes, groups, plan["placement"])
     years = params.horizon_years
     capex = round(sum(line["line_total_usd"] for line in lines), 2)
     per_year = sum(item["usd_per_year"] for item in opex)
@@ -187,12 +187,13 @@ def _storage_lines(catalog: Catalog, rfq: Rfq, params: CostParams, plan: dict[st
 
 
 def _opex_lines(catalog: Catalog, params: CostParams, nodes: list[dict[str, Any]],
-                groups: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+                groups: dict[str, dict[str, Any]],
+                placement: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Yearly operating costs: power, operations, engineering, rack space, licences,
     support and the multi-node overhead of coupled groups."""
     opex: list[dict[str, Any]] = []
     c = catalog.costs
-    total_nodes = sum(entry["count"] for entry in nodes)
+    total_hosts = sum(entry["count"] * catalog.servers[entry["server"]].hosts for entry in nodes)
     for entry in nodes:
         server = catalog.servers[entry["server"]]
         gpu = catalog.gpus[entry["gpu"]]
@@ -205,11 +206,14 @@ def _opex_lines(catalog: Catalog, params: CostParams, nodes: list[dict[str, Any]
                           c.electricity_usd_per_kwh.source, "power_usd"))
     rack_units = sum(entry["count"] * catalog.servers[entry["server"]].rack_units
                      for entry in nodes)
-    opex.append(_opex("operations", "Support, spares and monitoring per node-year", total_nodes,
+    per_host = ("" if total_hosts == sum(entry["count"] for entry in nodes)
+                else " (a multi-host rack: per host)")
+    opex.append(_opex("operations", f"Support, spares and monitoring per node-year{per_host}",
+                      total_hosts,
                       "node", params.operations_usd_per_node_year,
                       c.operations_usd_per_node_year.source, "operations_usd"))
-    opex.append(_opex("engineering", "Engineering time per node-year (each node's own)",
-                      total_nodes, "node", params.node_engineering_usd_per_year,
+    opex.append(_opex("engineering", f"Engineering time per node-year (each node's own)"
+                      f"{per_host}", total_hosts, "node", params.node_engineering_usd_per_year,
                       c.node_engineering_usd_per_year.source, "operations_usd"))
     opex.append(_opex("rack-space", "Colocation rack space", rack_units, "U",
                       params.rack_unit_usd_per_year, c.rack_unit_usd_per_year.source,
@@ -233,17 +237,34 @@ def _opex_lines(catalog: Catalog, params: CostParams, nodes: list[dict[str, Any]
                           "servers' price per year", hardware, "USD of hardware",
                           params.support_contract_fraction_per_year,
                           c.support_contract_fraction_per_year.source, "operations_usd"))
-    extra_nodes = sum(g["nodes_spanned"] - 1 for g in groups.values())
+    coupled = _coupled_groups(catalog, placement, groups)
+    extra_nodes = sum(hosts - 1 for hosts in coupled)
     if extra_nodes:
         opex.append(_opex("multinode-overhead", "Multi-node engineering overhead: each coupled "
-                          f"node beyond the first of its group ({len(groups)} "
-                          f"{'group' if len(groups) == 1 else 'groups'}) costs "
+                          f"node (host) beyond the first of its group ({len(coupled)} "
+                          f"{'group' if len(coupled) == 1 else 'groups'}) costs "
                           f"{params.multinode_overhead_factor:g}x a node's engineering",
                           extra_nodes, "node",
                           (params.multinode_overhead_factor - 1.0)
                           * params.node_engineering_usd_per_year,
                           c.multinode_overhead_factor.source, "multinode_overhead_usd"))
     return opex
+
+
+def _coupled_groups(catalog: Catalog, placement: list[dict[str, Any]],
+                    groups: dict[str, dict[str, Any]]) -> list[int]:
+    """Hosts of every group that couples more than one (``costs.coupled_hosts``): the
+    spanning groups (every host of their nodes) and the groups inside one multi-host node
+    (an NVL72 rack) over more than one of its hosts."""
+    out = [sum(catalog.servers[s].hosts for s in g["servers"]) for g in groups.values()]
+    for node in placement:
+        hosts = catalog.servers[node["server"]].hosts
+        for run in node["runs"]:
+            if run["nodes_spanned"] == 1:
+                count = coupled_hosts(hosts, node["gpus"], run["group_gpus"], 1)
+                if count > 1:
+                    out.append(count)
+    return [h for h in out if h > 1]
 
 
 def totals_by_category(bom: dict[str, Any]) -> dict[str, float]:

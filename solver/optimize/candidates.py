@@ -30,6 +30,7 @@ from solver.optimize.records import (
     CandidateTable,
     NodeType,
     batch_request_too_slow,
+    in_node_sizes,
     physics_workload,
     precisions_for,
     request_seconds,
@@ -74,8 +75,10 @@ def allowed_entries(catalog: Catalog, rfq: Rfq) -> tuple[list[Gpu], list[Server]
 def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, NodeType]:
     """Every (server, GPU, GPUs populated) that can be bought, minus dominated ones.
 
-    Populated counts are powers of two up to the server's slots (so that replica and job
-    sizes, also powers of two, pack exactly, see :mod:`solver.optimize.mip`). A server is only offered
+    Populated counts are powers of two up to the server's slots; SXM/OAM baseboards and
+    rack-scale superchip systems (NVL72: 72 GPUs) come fully populated. Replica and job sizes
+    inside a node are :func:`in_node_sizes` (each divides every larger one and the node), so
+    they pack exactly, see :mod:`solver.optimize.mip`. A server is only offered
     GPUs it physically takes (form factor, its GPU list, card width in slots, liquid cooling:
     :meth:`Server.takes`) at counts whose power at TDP fits its ``max_power_w``. A node type
     is dropped when another server holds the same GPUs for no more money, power and rack
@@ -90,8 +93,8 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
             if not server.takes(gpu):
                 continue
             counts = [n for n in POWERS_OF_TWO if n <= server.gpu_slots]
-            if gpu.form_factor in ("sxm", "oam"):
-                counts = [server.gpu_slots]  # baseboards come fully populated
+            if gpu.form_factor in ("sxm", "oam", "superchip"):
+                counts = [server.gpu_slots]  # baseboards and racks come fully populated
             options.extend((server, n) for n in counts if server.power_fits(gpu, n))
         for server, count in options:
             dominated = any(
@@ -105,7 +108,8 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
                 for other, n in options)
             if not dominated:
                 node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count),
-                                fabric_nics=server.fabric_nics_per_node, stack=gpu.stack)
+                                fabric_nics=server.fabric_nics_per_node, stack=gpu.stack,
+                                hosts=server.hosts)
                 types[node.key] = node
     return types
 
@@ -122,7 +126,7 @@ def _serving_candidates(catalog: Catalog, spec: ServingWorkload, node: NodeType,
     name = spec.name
     out: list[Candidate] = []
     fitted_in_node = False
-    for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
+    for size in in_node_sizes(node.gpus):
         check_deadline(deadline, name)  # each size's splits: the time limit holds
         ranked = ranked_layouts(catalog, model_id, node.gpu, size, workload,
                                 precision=precision, gpus_per_node=node.gpus, fabric="none",
@@ -351,7 +355,7 @@ def _span_search(job: _JobProbe, fabrics: list[Fabric], rejected: list[str], all
     fabric the doubling spans and the bisection below the first that meets the deadline."""
     node, precision = job.node, job.precision
     out: list[Candidate] = []
-    for size in (n for n in POWERS_OF_TWO if n <= node.gpus):
+    for size in in_node_sizes(node.gpus):
         found = job.candidate(size, None)
         if found is not None:
             out.append(found)

@@ -122,7 +122,7 @@ def node_cost(params: CostParams, server: Server, gpu: Gpu, gpus: int) -> NodeCo
                if licensed else 0.0)
     support = capex * params.support_contract_fraction_per_year * params.horizon_years
     operations = params.horizon_years * (
-        params.operations_usd_per_node_year + params.node_engineering_usd_per_year
+        server.hosts * (params.operations_usd_per_node_year + params.node_engineering_usd_per_year)
         + server.rack_units * params.rack_unit_usd_per_year) + licence + support
     return NodeCost(
         gpus_usd=gpus * gpu.price_usd,
@@ -134,6 +134,17 @@ def node_cost(params: CostParams, server: Server, gpu: Gpu, gpus: int) -> NodeCo
         licence_usd=licence,
         support_usd=support,
     )
+
+
+def coupled_hosts(hosts_per_node: int, node_gpus: int, group_gpus: int,
+                  nodes_spanned: int) -> int:
+    """Hosts that one replica or job couples: every host of the nodes it spans, or inside
+    one multi-host node (an NVL72 rack: 4 GPUs per host) the hosts its GPUs take. The
+    multi-node engineering overhead is paid for each beyond the first."""
+    if nodes_spanned > 1:
+        return nodes_spanned * hosts_per_node
+    per_host = max(1, node_gpus // hosts_per_node)
+    return max(1, -(-group_gpus // per_host))
 
 
 def coupled_node_network_usd(server: Server, fabric: Fabric) -> float:

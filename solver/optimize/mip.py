@@ -22,9 +22,12 @@ Parameters
                 sw_e, up_e: switch price, price of one leaf-to-spine link
     O           extra engineering cost of each coupled node beyond the first *of one
                 coupled group*: (overhead factor - 1) × engineering per node-year × horizon.
-                A group spanning n_c nodes pays (n_c - 1) O; independent replicas and
+                A group coupling h_c hosts pays (h_c - 1) O; independent replicas and
                 in-node groups pay nothing (docs/buying-guide.md: "each additional node of a coupled
-                cluster costs 4-5x the first" is per coupled job, not per estate)
+                cluster costs 4-5x the first" is per coupled job, not per estate).
+                h_c = n_c on single-host nodes; a multi-host node (an NVL72 rack: 18
+                hosts of 4 GPUs, ``Server.hosts``) couples n_c x 18 hosts when spanned and
+                ceil(g_c / 4) inside one rack (``costs.coupled_hosts``)
     D^conc_w, D^qps_w   serving capacity to buy: the stated demand (concurrency, requests/s;
                 batch: requests / deadline) divided by the workload's target utilisation
                 u_w (inference: ``target_utilization``, default 0.8; batch: 1), so that the
@@ -43,7 +46,7 @@ Variables
                           P_fe = fe Σ_t N[t],  P_f = Σ_{c spanning on f} e_t(c) n_c x[c]
 
 Objective
-    min Σ_t (cost_t + fe fe_c) N[t] + Σ_c (net_c + st_w(c) + O (n_c - 1)) x[c]
+    min Σ_t (cost_t + fe fe_c) N[t] + Σ_c (net_c + st_w(c) + O (h_c - 1)) x[c]
         + S Σ_f z[f] + s K + Σ_e (sw_e (L[e] + S[e]) + up_e U[e])
     (capex objective: GPUs + servers + network + storage only, O = 0)
     + Σ_{c ∈ R} rent_c x[c]   for rented candidates R (solver/optimize/rental.py: whole instances of a
@@ -128,9 +131,11 @@ so far as a cutoff, and return the best: the same optimum, but each case's relax
 longer spreads nodes over both stacks (with v fractional, the relaxation of a 50-workload
 portfolio mixed 11.5 CUDA and 10.5 ROCm nodes; the plan buys only ROCm).
 
-Why the packing constraint is exact (not a relaxation): every node size k_t and every
-in-node group size g_c is a power of two with g_c ≤ k_t, and a spanning group uses
-g_c = n_c k_t, i.e. whole nodes. Place spanning groups first on whole nodes; then place the
+Why the packing constraint is exact (not a relaxation): every in-node group size g_c is
+one of ``records.in_node_sizes(k_t)`` - the powers of two that divide k_t, and k_t itself
+(a power-of-two node: every power of two up to k_t; a 72-GPU NVL72 rack: 1, 2, 4, 8, 72) -
+so each size divides every larger one and k_t, and a spanning group uses g_c = n_c k_t,
+i.e. whole nodes. Place spanning groups first on whole nodes; then place the
 in-node groups in decreasing size, first-fit. Because each size divides every larger one,
 the free space of every node is always a multiple of the current group size, so a group is
 only refused when every node is full — first-fit-decreasing therefore packs whenever the
@@ -144,6 +149,7 @@ import math
 from dataclasses import dataclass
 
 from solver.optimize.bounds import tighten_bounds
+from solver.optimize.costs import coupled_hosts
 from solver.optimize.linear import LinearModel
 from solver.optimize.network import add_switch_network, leaf_var, spine_var, uplink_var
 from solver.optimize.records import Candidate, CandidateTable
@@ -300,17 +306,26 @@ def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str
         terms["storage_usd"][fabric_var(fabric)] = p.shared_storage_usd
     terms["storage_usd"][COUPLED_NODES] = p.shared_storage_usd_per_node
     if objective == "tco":
-        # per coupled group: a replica or job spanning n_c nodes pays (n_c - 1) O
+        # per coupled group: a replica or job coupling h_c hosts pays (h_c - 1) O
         overhead = p.overhead_per_extra_coupled_node_usd
         for cands in table.candidates.values():
             for cand in cands:
-                if cand.spanning:
-                    terms["multinode_overhead_usd"][cand_var(cand)] = (
-                        overhead * (cand.nodes_spanned - 1))
+                hosts = candidate_hosts(table, cand)
+                if hosts > 1:
+                    terms["multinode_overhead_usd"][cand_var(cand)] = overhead * (hosts - 1)
     # rented capacity (solver/optimize/rental.py): what each rented unit costs, whatever the
     # objective
     terms["rental_usd"] = rental_terms(table)
     return terms
+
+
+def candidate_hosts(table: CandidateTable, cand: Candidate) -> int:
+    """Hosts candidate ``cand`` couples (``costs.coupled_hosts``): n_c for a group over n_c
+    single-host nodes, 1 in one such node; a rented unit counts as one."""
+    if cand.rented:
+        return 1
+    node = table.node_types[cand.node_type]
+    return coupled_hosts(node.hosts, node.gpus, cand.gpus, cand.nodes_spanned)
 
 
 def _switched_networks(model: LinearModel, table: CandidateTable) -> None:

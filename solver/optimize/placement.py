@@ -2,9 +2,9 @@
 
 First-fit decreasing as argued in :mod:`solver.optimize.mip`: per node type, every spanning group
 (a replica or job over ``n_c`` nodes) takes ``n_c`` whole empty nodes; then the in-node
-groups, largest first, go to the first node with room. Node and group sizes are powers of
-two (the catalog validates SXM/OAM baseboards; PCIe counts are powers of two), so this packs
-whenever the MIP's GPU count fits — a failure here is a bug and raises.
+groups, largest first, go to the first node with room. In-node group sizes divide
+every larger one and the node size (``records.in_node_sizes``: powers of two, and a whole
+72-GPU rack), so this packs whenever the MIP's GPU count fits — a failure here is a bug and raises.
 """
 
 from __future__ import annotations

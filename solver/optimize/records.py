@@ -15,6 +15,21 @@ from solver.physics.layout import TRAINING_KINDS, Estimate, Layout, Workload
 from solver.rfq.schema import AnyWorkload, ServingWorkload
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+def in_node_sizes(node_gpus: int) -> tuple[int, ...]:
+    """The group sizes (GPUs of one replica or job) offered inside one node of
+    ``node_gpus`` GPUs: the powers of two that divide it, and the whole node.
+
+    Each size divides every larger one, which is what the exact packing argument of
+    :mod:`solver.optimize.mip` needs: for a power-of-two node these are all the powers of
+    two up to it; a 72-GPU rack (NVL72) offers 1, 2, 4, 8 and 72."""
+    sizes = [n for n in POWERS_OF_TWO if n <= node_gpus and node_gpus % n == 0]
+    if sizes[-1] != node_gpus:
+        sizes.append(node_gpus)
+    return tuple(sizes)
+
+
 SERVING_PRECISIONS = ("bf16", "fp8", "int8", "int4", "fp4")
 
 
@@ -28,6 +43,7 @@ class NodeType:
     cost: NodeCost
     fabric_nics: int = 1  # fabric NICs fitted when the node joins a fabric (ports it takes)
     stack: str = "cuda"
+    hosts: int = 1  # operating-system hosts in one node (Server.hosts: NVL72 = 18)
 
     @property
     def key(self) -> str:
