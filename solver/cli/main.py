@@ -99,14 +99,15 @@ def catalog_list(catalog: CatalogOpt = None) -> None:
                      "yes" if gpu.p2p else "no (host-staged)")
     out.print(gpus)
     servers = Table(title="Servers")
-    for column in ("id", "slots", "form factors", "price USD (no GPUs)", "base W", "max W",
-                   "max card slots", "U"):
+    for column in ("id", "slots", "form factors", "price USD (no GPUs)", "price (type, as of)",
+                   "base W", "max W", "max card slots", "U", "cooling", "source"):
         servers.add_column(column)
     for s in cat.servers.values():
         servers.add_row(s.id, str(s.gpu_slots), ",".join(s.form_factors), f"{s.price_usd:,.0f}",
+                        f"{s.price_type}, {s.price_as_of or s.as_of}",
                         f"{s.base_power_w:g}", f"{s.max_power_w:g}" if s.max_power_w else "-",
                         f"{s.max_width_slots:g}" if s.max_width_slots else "-",
-                        str(s.rack_units))
+                        str(s.rack_units), "liquid" if s.liquid_cooled else "air", s.source)
     out.print(servers)
     fabrics = Table(title="Fabrics")
     for column in ("id", "GB/s per NIC", "latency us", "NIC USD", "port USD"):

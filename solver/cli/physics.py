@@ -201,12 +201,15 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     if precision is not None:
         _check_choice("--precision", precision, PRECISIONS)
     _within("--gpus", gpus, MAX_GPUS)  # the physics runs in time linear in the GPUs
-    for name, value, high in (("--gpus-per-node", gpus_per_node, MAX_GPUS_PER_NODE),
+    # --gpus-per-node: checked against the GPU's largest system once the catalog is read
+    for name, value, high in (("--gpus-per-node", gpus_per_node, MAX_GPUS),
                               ("--tp", tp, gpus), ("--pp", pp, gpus)):
         _within(name, value, high)
     if gpus % ((tp or 1) * (pp or 1)):
         raise _bad("--gpus", gpus, f"not divisible by tp x pp = {(tp or 1) * (pp or 1)}")
     cat = load_catalog(catalog)
+    per_node = _gpus_per_node(cat, gpu, gpus, gpus_per_node)
+    _within("--gpus-per-node", per_node, MAX_GPUS_PER_NODE)
     cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
     _check_context(cat, model, kind, workload_kwargs, context_flag)
     if "engine" in workload_kwargs:
@@ -217,10 +220,24 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
 
         engine_factors(cat, workload.engine, gpu)  # an engine off its vendors: exit 2
     est = best_layout(cat, model, gpu, gpus, workload, precision=precision,
-                      gpus_per_node=gpus_per_node or min(gpus, 8), fabric=fabric, tp=tp, pp=pp)
+                      gpus_per_node=per_node, fabric=fabric, tp=tp, pp=pp)
     data = estimate_json(est)
     data["notes"] = notes + data["notes"]
     return data
+
+
+def _gpus_per_node(cat: Catalog, gpu: str, gpus: int, gpus_per_node: int | None) -> int:
+    """``--gpus-per-node``, checked against the largest system that takes ``gpu`` (its
+    NVLink domain: no node of that GPU holds more). Not given: ``--gpus``, at most 8 as
+    before, or the largest system's GPUs when it holds more (a 72-GPU NVL72 rack)."""
+    largest = cat.largest_node(gpu)
+    if gpus_per_node is None:
+        return min(gpus, max(8, largest.gpu_slots if largest is not None else 8))
+    if largest is not None and gpus_per_node > largest.gpu_slots:
+        raise _bad("--gpus-per-node", gpus_per_node,
+                   f"larger than any system for {gpu}: the largest, {largest.id}, holds "
+                   f"{largest.gpu_slots} GPUs in one NVLink/PCIe domain")
+    return gpus_per_node
 
 
 def _engine(cat: Catalog, engine: str | None) -> str:

@@ -17,7 +17,7 @@ from solver.common.errors import InputError, Problem
 
 MAX_GPUS = 100_000
 """GPUs in one estimate (``--gpus``): an RFQ's ``constraints.max_gpus`` allows no more."""
-MAX_GPUS_PER_NODE = 16
+MAX_GPUS_PER_NODE = 72
 """GPUs in one node (``--gpus-per-node``): the most GPU slots a catalog server may have."""
 MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
 """``--time-limit``: one week."""
