@@ -65,7 +65,10 @@ def test_kv_cache_of_a_config_less_model_by_hand(catalog, tp):
 # --- every limit row binds: the plan respects it and changes --------------------------------
 
 def _chat(concurrency: int, **constraints) -> dict:
+    # the limit rows at face value: the 0.8 continuous-load rule has its own tests
+    # (tests/test_facility.py)
     return {"id": "limits", "constraints": {"vendor": "kentino", **constraints},
+            "facility": {"continuous_load_factor": 1.0},
             "workloads": [{"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
                            "precision": "fp8", "concurrency": concurrency,
                            "input_tokens": 2000, "output_tokens": 400, "ttft_ms": 3000,

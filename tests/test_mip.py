@@ -100,8 +100,8 @@ def stated(s) -> Demand:
     """The demand a workload states, read off the RFQ independently of the MIP."""
     if s.kind == "inference":
         return Demand(s.concurrency or 0.0, s.qps or 0.0)
-    if s.kind == "batch_inference":
-        return Demand(0.0, s.requests / (s.deadline_hours * 3600.0))
+    if s.kind == "batch_inference":  # done within 90 % of the deadline (headroom 0.1, issue 28)
+        return Demand(0.0, s.requests / (0.9 * s.deadline_hours * 3600.0))
     return Demand()
 
 
@@ -188,7 +188,8 @@ def plan_cost(table: CandidateTable, rfq, flat: list[Candidate], counts, objecti
         return None
     if lim.max_gpus is not None and gpus_total > lim.max_gpus:
         return None
-    if lim.max_power_kw is not None and power > lim.max_power_kw + 1e-9:
+    # continuous load: full-load power <= 0.8 x max_power_kw (issue 28)
+    if lim.max_power_kw is not None and power > 0.8 * lim.max_power_kw + 1e-9:
         return None
     if rfq.budget_usd is not None and cost > rfq.budget_usd + 1e-6:
         return None

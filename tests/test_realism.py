@@ -137,8 +137,9 @@ def test_tp_across_geforce_is_slower_at_equal_compute(tmp_path, p2p):
 # --- chassis: card width, node power, liquid cooling ----------------------------------
 
 def test_node_types_respect_width_power_and_cooling(catalog):
-    rfq = _rfq(catalog, [{"name": "a", "kind": "inference", "model": "llama-3.1-8b",
-                          "concurrency": 1, "input_tokens": 100, "output_tokens": 10}])
+    rfq = validate_rfq({"id": "t", "facility": {"cooling": "any"}, "workloads": [
+        {"name": "a", "kind": "inference", "model": "llama-3.1-8b", "concurrency": 1,
+         "input_tokens": 100, "output_tokens": 10}]}, catalog)
     params = CostParams.from_catalog(catalog)
     types = node_types(catalog, rfq, params)
     for node in types.values():

@@ -49,3 +49,29 @@ def test_schema_command_prints_the_json_schema():
     schema = json.loads(result.stdout)
     assert {"id", "workloads", "constraints"} <= set(schema["properties"])
     assert "workloads" in schema["required"]
+
+
+def _doc_default(section: str, field: str) -> str:
+    """The default column of ``field``'s row in the table under ``## section``."""
+    text = DOC.read_text()
+    part = text[text.index(f"## {section}\n"):]
+    part = part[:part.index("\n## ", 1)] if "\n## " in part[1:] else part
+    for line in part.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) >= 3 and cells[0] == f"`{field}`":
+            return cells[2]
+    raise AssertionError(f"no row for {field} under {section}")
+
+
+def test_issue_28_new_fields_are_documented_with_the_schema_defaults():
+    """The defaults docs/rfq.md gives for deadline_headroom and facility.* are the ones
+    `procure schema` prints (issue 28)."""
+    schema = rfq_schema()
+    assert _doc_default("Top level", "deadline_headroom") == \
+        f"`{schema['properties']['deadline_headroom']['default']}`"
+    facility = schema["$defs"]["Facility"]["properties"]
+    for field in ("cooling", "continuous_load_factor"):
+        assert _doc_default("`facility`", field) == f"`{facility[field]['default']}`", field
+    for field in ("max_kw_per_rack", "racks"):
+        assert facility[field]["default"] is None
+        assert _doc_default("`facility`", field) == "none"

@@ -76,10 +76,12 @@ def test_spanning_jobs_take_the_fewest_nodes_not_the_next_power_of_two(catalog):
 
     from solver.optimize.candidates import _JobProbe, build_candidates, node_types
     from solver.optimize.costs import CostParams
-    from solver.rfq.schema import load_rfq
+    from solver.rfq.schema import load_rfq, validate_rfq
 
-    rfq = load_rfq(Path(__file__).resolve().parent.parent / "scenarios"
-                   / "pretrain-70b-open.yaml", catalog)
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "pretrain-70b-open.yaml"
+    data = load_rfq(path, catalog).model_dump(mode="json", exclude_none=True)
+    # at the deadline itself (no headroom) the known answer is 7 nodes, not a power of two
+    rfq = validate_rfq({**data, "deadline_headroom": 0.0}, catalog, str(path), path.parent)
     spec = rfq.workloads[0]
     table = build_candidates(catalog, rfq)
     chosen = {(c.node_type, c.fabric, c.layout.precision): c.nodes_spanned

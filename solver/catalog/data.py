@@ -342,6 +342,10 @@ class CostModel(BaseModel):
         default=None, description="resale value of owned hardware as a fraction of its capex, "
         "before the yearly price decline (buy-vs-rent of one-off jobs, docs/rental.md); "
         "None = 0 (no resale)")
+    liquid_cooling_usd_per_kw: Param | None = Field(
+        default=None, description="capex of a liquid-cooled node's cooling per kW of its "
+        "full-load power: its share of a coolant distribution unit (CDU) and the facility "
+        "water loop; None = 0")
 
     # (lowest, highest, lowest allowed itself) for each parameter's value
     RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
@@ -364,6 +368,7 @@ class CostModel(BaseModel):
         "support_contract_fraction_per_year": (0.0, 1.0, True),
         "hardware_price_decline_per_year": (0.0, 0.9, True),
         "residual_value_fraction": (0.0, 1.0, True),
+        "liquid_cooling_usd_per_kw": (0.0, 1e6, True),
     }
 
     @model_validator(mode="after")

@@ -252,8 +252,13 @@ def target_rows(entry: dict[str, Any], spec: Any | None) -> list[dict[str, str]]
                     target("concurrency"), False, ""),
                    ("requests per second", pred.get("qps_capacity"), target("qps"), False, "")]
     else:
-        checks = [("hours to finish", pred.get("hours_to_complete"), target("deadline_hours"),
-                   True, " h")]
+        deadline = entry.get("deadline") or {}  # planned within (1 - headroom) x deadline
+        planned = deadline.get("planned_within_hours", target("deadline_hours"))
+        label = (f"hours to finish ({deadline['headroom']:.0%} of the "
+                 f"{_num(deadline['deadline_hours'])} h deadline kept free)"
+                 if deadline.get("headroom") else "hours to finish")
+        checks = [(label, deadline.get("hours_to_complete", pred.get("hours_to_complete")),
+                   planned, True, " h")]
         if entry["kind"] == "batch_inference":
             checks.append(("requests per second", pred.get("qps_capacity"), None, False, ""))
         if pred.get("scaling_efficiency") is not None:

@@ -18,7 +18,13 @@ from collections import Counter
 from typing import Any
 
 from solver.catalog.data import Catalog, Fabric, Gpu, Server
-from solver.optimize.costs import HOURS_PER_YEAR, CostParams, coupled_hosts, node_cost
+from solver.optimize.costs import (
+    HOURS_PER_YEAR,
+    CostParams,
+    coupled_hosts,
+    liquid_cooling_usd,
+    node_cost,
+)
 from solver.optimize.network import switch_counts
 from solver.optimize.rental import bom_rental
 from solver.optimize.storage import training_storage
@@ -83,7 +89,8 @@ def bill_of_materials(catalog: Catalog, rfq: Rfq, params: CostParams,
     """The bill of materials of a feasible plan (module docstring)."""
     nodes = plan["cluster"]["nodes"]
     groups = _groups(plan["placement"])
-    lines = (_hardware_lines(catalog, nodes) + _fabric_lines(catalog, groups)
+    lines = (_hardware_lines(catalog, nodes) + _cooling_lines(catalog, params, nodes)
+             + _fabric_lines(catalog, groups)
              + _frontend_lines(catalog, params, nodes)
              + _storage_lines(catalog, rfq, params, plan, groups))
     opex = _opex_lines(catalog, params, nodes, groups, plan["placement"])
@@ -119,6 +126,28 @@ def _hardware_lines(catalog: Catalog, nodes: list[dict[str, Any]]) -> list[dict[
         lines.append(_line(server_id, f"{server.name} (without GPUs)", qty, server.price_usd,
                            _price_type(server), server.price_as_of or server.as_of,
                            server.source, "servers_usd"))
+    return lines
+
+
+def _cooling_lines(catalog: Catalog, params: CostParams,
+                   nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Liquid cooling of the liquid-cooled nodes (CDU share and facility water loop, per kW
+    of their full-load power; costs.yaml ``liquid_cooling_usd_per_kw``)."""
+    lines: list[dict[str, Any]] = []
+    param = catalog.costs.liquid_cooling_usd_per_kw
+    for entry in nodes:
+        server = catalog.servers[entry["server"]]
+        if not server.liquid_cooled or param is None:
+            continue
+        kw = (entry["gpus_per_node"] * catalog.gpus[entry["gpu"]].tdp_w
+              + server.base_power_w) / 1000.0
+        unit = liquid_cooling_usd(params, server, kw)
+        lines.append(_line(f"liquid-cooling-{server.id}", f"Liquid cooling for {server.name}: "
+                           f"CDU share and facility water loop, {kw:g} kW x "
+                           f"${params.liquid_cooling_usd_per_kw:,.0f}/kW per node",
+                           entry["count"], unit, "assumption" if "ASSUMPTION"
+                           in param.source.upper() else DEFAULT_PRICE_TYPE, param.as_of,
+                           param.source, "servers_usd"))
     return lines
 
 

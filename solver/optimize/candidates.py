@@ -86,6 +86,8 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
     more NIC cost).
     """
     gpus, servers, _ = allowed_entries(catalog, rfq)
+    servers = [s for s in servers if cooling_allows(rfq, s)]
+    rack_kw = rfq.facility.rack_limit_kw()
     types: dict[str, NodeType] = {}
     for gpu in gpus:
         options: list[tuple[Server, int]] = []
@@ -110,8 +112,16 @@ def node_types(catalog: Catalog, rfq: Rfq, params: CostParams) -> dict[str, Node
                 node = NodeType(server.id, gpu.id, count, node_cost(params, server, gpu, count),
                                 fabric_nics=server.fabric_nics_per_node, stack=gpu.stack,
                                 hosts=server.hosts)
-                types[node.key] = node
+                if rack_kw is None or node.cost.power_kw <= rack_kw + 1e-9:
+                    types[node.key] = node  # a node never spans two racks
     return types
+
+
+def cooling_allows(rfq: Rfq, server: Server) -> bool:
+    """Whether the site's cooling (RFQ ``facility.cooling``) takes this chassis: ``air``
+    only air-cooled ones, ``liquid`` only direct-liquid-cooled ones, ``any`` both."""
+    cooling = rfq.facility.cooling
+    return cooling == "any" or (cooling == "liquid") == server.liquid_cooled
 
 
 def _network(node: NodeType, catalog: Catalog, fabric: Fabric, nodes: int) -> float:
@@ -345,7 +355,8 @@ def _training_candidates(catalog: Catalog, spec: TrainingWorkload, node: NodeTyp
         rejected.append(f"{node.key} {precision}: no layout fits memory ({job.last_reason})")
     elif not out:
         rejected.append(f"{node.key} {precision}: fastest layout tried needs "
-                        f"{job.best_hours:,.1f} h (deadline {spec.deadline_hours:g} h)")
+                        f"{job.best_hours:,.1f} h (planned within {spec.planned_hours:g} h of the "
+                        f"{spec.deadline_hours:g} h deadline)")
     return out
 
 
@@ -453,7 +464,7 @@ class _JobProbe:
             fewest_hours = (self.total_tokens / (self.rate_bound * size) / 3600.0 / good
                             if good > 0.0 else 0.0)
             self._fewest_hours[size] = fewest_hours
-        return fewest_hours > self.spec.deadline_hours * (1.0 + BOUND_MARGIN)
+        return fewest_hours > self.spec.planned_hours * (1.0 + BOUND_MARGIN)
 
     def candidate(self, size: int, over: Fabric | None,
                   tp: int | None = None) -> Candidate | None:
@@ -474,10 +485,10 @@ class _JobProbe:
             return None
         est = fastest_training_knobs(catalog, est)
         hours = hours_at_goodput(catalog, est, self.total_tokens)
-        if spec.deadline_hours < hours <= spec.deadline_hours * (1.0 + KNOB_MARGIN):
+        if spec.planned_hours < hours <= spec.planned_hours * (1.0 + KNOB_MARGIN):
             est, hours = self._near_misses(ranked, est, hours)
         self.best_hours = hours if self.best_hours is None else min(self.best_hours, hours)
-        if hours > spec.deadline_hours:
+        if hours > spec.planned_hours:
             return None
         nodes = max(1, size // node.gpus) if over else 1
         network = _network(node, catalog, over, nodes) if over else 0.0

@@ -46,6 +46,7 @@ class CostParams:
     support_contract_fraction_per_year: float = 0.0
     hardware_price_decline_per_year: float = 0.0
     residual_value_fraction: float = 0.0
+    liquid_cooling_usd_per_kw: float = 0.0
 
     @classmethod
     def from_catalog(cls, catalog: Catalog, horizon_years: float | None = None) -> CostParams:
@@ -75,6 +76,7 @@ class CostParams:
             support_contract_fraction_per_year=c.support_contract_fraction_per_year.value,
             hardware_price_decline_per_year=_optional(c.hardware_price_decline_per_year),
             residual_value_fraction=_optional(c.residual_value_fraction),
+            liquid_cooling_usd_per_kw=_optional(c.liquid_cooling_usd_per_kw),
         )
 
     @property
@@ -96,6 +98,7 @@ class NodeCost:
     rack_units: int
     licence_usd: float = 0.0
     support_usd: float = 0.0
+    cooling_usd: float = 0.0  # liquid cooling (CDU share, facility loop), part of server_usd
 
     @property
     def capex_usd(self) -> float:
@@ -115,8 +118,9 @@ def node_cost(params: CostParams, server: Server, gpu: Gpu, gpus: int) -> NodeCo
     them, and both are also reported on their own (``licence_usd``, ``support_usd``).
     """
     power_kw = (gpus * gpu.tdp_w + server.base_power_w) / 1000.0
+    cooling = liquid_cooling_usd(params, server, power_kw)
     energy_kwh = power_kw * params.load_factor * params.pue * HOURS_PER_YEAR * params.horizon_years
-    capex = gpus * gpu.price_usd + server.price_usd
+    capex = gpus * gpu.price_usd + server.price_usd + cooling
     licensed = gpu.vendor == "nvidia" and gpu.datacenter_use
     licence = (gpus * params.software_licence_usd_per_gpu_year * params.horizon_years
                if licensed else 0.0)
@@ -126,13 +130,14 @@ def node_cost(params: CostParams, server: Server, gpu: Gpu, gpus: int) -> NodeCo
         + server.rack_units * params.rack_unit_usd_per_year) + licence + support
     return NodeCost(
         gpus_usd=gpus * gpu.price_usd,
-        server_usd=server.price_usd,
+        server_usd=server.price_usd + cooling,
         power_usd=energy_kwh * params.electricity_usd_per_kwh,
         operations_usd=operations,
         power_kw=power_kw,
         rack_units=server.rack_units,
         licence_usd=licence,
         support_usd=support,
+        cooling_usd=cooling,
     )
 
 
@@ -145,6 +150,12 @@ def coupled_hosts(hosts_per_node: int, node_gpus: int, group_gpus: int,
         return nodes_spanned * hosts_per_node
     per_host = max(1, node_gpus // hosts_per_node)
     return max(1, -(-group_gpus // per_host))
+
+
+def liquid_cooling_usd(params: CostParams, server: Server, power_kw: float) -> float:
+    """Capex of a liquid-cooled node's cooling: its full-load kW x the catalog's
+    ``liquid_cooling_usd_per_kw`` (CDU share and facility water loop); 0 for air-cooled."""
+    return power_kw * params.liquid_cooling_usd_per_kw if server.liquid_cooled else 0.0
 
 
 def coupled_node_network_usd(server: Server, fabric: Fabric) -> float:

@@ -169,7 +169,7 @@ def demand_of(spec: AnyWorkload) -> Demand:
     if spec.kind == "inference":  # the tagged union narrows on ``kind``
         return Demand(float(spec.concurrency or 0), float(spec.qps or 0.0))
     if spec.kind == "batch_inference":
-        return Demand(0.0, spec.requests / (spec.deadline_hours * 3600.0))
+        return Demand(0.0, spec.requests / (spec.planned_hours * 3600.0))
     return Demand()
 
 
@@ -258,7 +258,8 @@ class Limits:
     @classmethod
     def from_rfq(cls, rfq: Rfq) -> Limits:
         c = rfq.constraints
-        return cls(c.max_nodes, c.max_gpus, c.max_power_kw, c.max_rack_units, rfq.budget_usd)
+        return cls(c.max_nodes, c.max_gpus, rfq.facility.power_limit_kw(c.max_power_kw),
+                   c.max_rack_units, rfq.budget_usd)
 
 
 def replica_bound(cand: Candidate, demand: Demand, spare: Demand | None = None) -> int:
@@ -387,6 +388,7 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
             model.objective = {var: -w for var, w in weights.items()}
         else:
             model.add("served_floor", dict(weights), ">=", served_floor)
+    _rack_row(model, table, rfq)
     for constraint in extra or []:
         model.constraints.append(constraint)
     # --- bounds: every integer variable gets a finite upper bound (solver/optimize/bounds.py) ----
@@ -583,6 +585,20 @@ def _limit_rows(model: LinearModel, table: CandidateTable, limits: Limits) -> No
                                      for k, n in nodes.items()}, "<=", limits.max_rack_units)
     if limits.budget_usd is not None:
         model.add("budget", dict(model.objective), "<=", limits.budget_usd)
+
+
+def _rack_row(model: LinearModel, table: CandidateTable, rfq: Rfq) -> None:
+    """Facility racks (RFQ ``facility.racks`` with ``max_kw_per_rack``): a rack carries
+    ⌊continuous load per rack / P_t⌋ nodes of type t, so Σ_t N[t] / ⌊…⌋ ≤ racks (nodes of
+    one type fill racks of their own; node types heavier than a rack are not offered,
+    candidates.node_types)."""
+    rack_kw, racks = rfq.facility.rack_limit_kw(), rfq.facility.racks
+    if rack_kw is None or racks is None:
+        return
+    coeffs = {node_var(k): 1.0 / max(1, math.floor(rack_kw / n.cost.power_kw + 1e-9))
+              for k, n in table.node_types.items() if n.cost.power_kw > 0}
+    if coeffs:
+        model.add("racks", coeffs, "<=", float(racks))
 
 
 def _stack_cases(model: LinearModel, table: CandidateTable, extra: list) -> list[dict]:

@@ -32,7 +32,13 @@ from solver.physics.coverage import serving_calibration
 from solver.physics.goodput import goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
 from solver.physics.performance import estimate as estimate_layout
-from solver.rfq.schema import AnyWorkload, InferenceWorkload, Rfq, TrainingWorkload
+from solver.rfq.schema import (
+    AnyWorkload,
+    BatchInferenceWorkload,
+    InferenceWorkload,
+    Rfq,
+    TrainingWorkload,
+)
 
 COST_KEYS = ("gpus_usd", "servers_usd", "network_usd", "storage_usd", "capex_usd", "power_usd",
              "operations_usd", "multinode_overhead_usd", "rental_usd", "tco_usd")
@@ -240,7 +246,26 @@ def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candid
             pred["max_concurrency"] = int(capacity)
             if spec.kind == "batch_inference" and qps_all > 0:
                 pred["hours_to_complete"] = _round(spec.requests / qps_all / 3600.0, 2)
+    if spec.kind == "batch_inference":
+        qps_all = sum(c.qps_capacity * n for c, n in picks)
+        entry["deadline"] = deadline_entry(spec, spec.requests / qps_all / 3600.0
+                                           if qps_all > 0 else None)
+    elif isinstance(spec, TrainingWorkload):
+        entry["deadline"] = deadline_entry(spec, cand.hours_to_complete)
     return entry
+
+
+def deadline_entry(spec: BatchInferenceWorkload | TrainingWorkload,
+                   hours: float | None) -> dict[str, Any]:
+    """A job's deadline against its planned hours (issue 28), as serving states its SLO
+    margins: the RFQ's deadline, the headroom kept, the hours planned within, and the
+    margin = 1 - hours / deadline."""
+    return {"deadline_hours": spec.deadline_hours, "headroom": spec.headroom,
+            "planned_within_hours": _round(spec.planned_hours, 3),
+            "hours_to_complete": _round(hours, 2) if hours is not None else None,
+            "margin": _round(1.0 - hours / spec.deadline_hours, 4) if hours is not None
+            else None,
+            "met": hours is not None and hours <= spec.planned_hours + 1e-9}
 
 
 def training_entry(catalog: Catalog, spec: TrainingWorkload, cand: Candidate) -> dict[str, Any]:

@@ -235,6 +235,21 @@ class Served(Record):
     served: str = Field(description="what is served, in words")
 
 
+class Deadline(Record):
+    """A job's deadline against its planned hours (batch inference and training)."""
+
+    deadline_hours: float = Field(description="the RFQ's deadline, hours")
+    headroom: float = Field(description="share of the deadline kept free (RFQ "
+                            "deadline_headroom, default 0.1)")
+    planned_within_hours: float = Field(description="(1 - headroom) x deadline: the hours "
+                                        "the plan must finish within")
+    hours_to_complete: float | None = Field(description="planned hours (training: at "
+                                            "expected goodput)")
+    margin: float | None = Field(description="1 - hours / deadline (at least the headroom "
+                                 "when met)")
+    met: bool = Field(description="hours to complete <= planned_within_hours")
+
+
 class WorkloadPlan(Record):
     """How one workload of the RFQ runs: its main layout, memory, predictions, sourcing."""
 
@@ -254,6 +269,8 @@ class WorkloadPlan(Record):
     memory: Memory = Field(description="memory per GPU of the main layout")
     predicted: Predicted = Field(description="predictions at the planned load")
     training: Training | None = omitted("training jobs: knobs, goodput, deadline margin")
+    deadline: Deadline | None = omitted("batch inference and training: the deadline, the "
+                                        "headroom kept and the margin")
     demand: Demand | None = omitted("serving: the stated demand")
     utilization: float | None = omitted("serving: stated demand / capacity bought, 0..1 "
                                         "(the larger of concurrency and rate)")

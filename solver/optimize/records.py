@@ -153,13 +153,13 @@ def batch_request_too_slow(spec: AnyWorkload, est: Estimate) -> str | None:
     output tokens one after another."""
     if spec.kind != "batch_inference":
         return None
-    deadline_s = spec.deadline_hours * 3600.0
+    deadline_s = spec.planned_hours * 3600.0
     need = request_seconds(est)
     if need <= deadline_s:
         return None
     return (f"one request takes {need:,.3g} s (prefill + {spec.output_tokens} output tokens "
-            f"x TPOT {est.predicted.tpot_ms or 0:.3g} ms), more than the deadline of "
-            f"{deadline_s:.3g} s")
+            f"x TPOT {est.predicted.tpot_ms or 0:.3g} ms), more than the planned "
+            f"{deadline_s:.3g} s ((1 - deadline_headroom {spec.headroom:g}) x the deadline)")
 
 
 def usable_serving(est: Estimate) -> bool:

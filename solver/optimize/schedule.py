@@ -354,7 +354,8 @@ def _final_limits(model: Any, table: CandidateTable, rfq: Rfq, last: int) -> Non
     owned = {key: [f"B[{key},{q}]" for q in range(last + 1)] for key in nodes}
     rows = (("max_nodes", c.max_nodes, lambda n: 1.0),
             ("max_gpus", c.max_gpus, lambda n: float(n.gpus)),
-            ("max_power_kw", c.max_power_kw, lambda n: n.cost.power_kw),
+            ("max_power_kw", rfq.facility.power_limit_kw(c.max_power_kw),
+             lambda n: n.cost.power_kw),
             ("max_rack_units", c.max_rack_units, lambda n: float(n.cost.rack_units)))
     for label, limit, weight in rows:
         if limit is not None:

@@ -23,14 +23,21 @@ from solver.catalog.data import Catalog
 from solver.common.progress import report
 from solver.common.wording import gap_words
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
-from solver.optimize.candidates import build_candidates, request_seconds
+from solver.optimize.candidates import build_candidates, node_types, request_seconds
+from solver.optimize.costs import CostParams
 from solver.optimize.linear import Solution, Status, TimeLimitReached
 from solver.optimize.mip import Limits, build_model
 from solver.optimize.plan import assemble
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
 from solver.physics.performance import estimate as estimate_layout
-from solver.rfq.schema import AnyWorkload, BatchInferenceWorkload, Rfq, TrainingWorkload
+from solver.rfq.schema import (
+    AnyWorkload,
+    BatchInferenceWorkload,
+    Facility,
+    Rfq,
+    TrainingWorkload,
+)
 
 LIMIT_LABELS = {
     "budget_usd": ("budget", "budget_usd", "tco_usd"),
@@ -180,7 +187,7 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
     fixes: list[str] = []
     empty = [name for name, cands in table.candidates.items() if not cands]
     specs = {spec.name: spec for spec in rfq.workloads}
-    conflict = _vendor_conflict(catalog, rfq)
+    conflict = _vendor_conflict(catalog, rfq) or _facility_conflict(catalog, rfq)
     if empty and conflict:
         reason, fix = conflict
         plan["infeasibility"] = {"reasons": [reason], "closest": {}, "to_fix": fix}
@@ -253,7 +260,10 @@ def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver
             if metric == "tco_usd" and rfq.objective == "capex" and trial_plan.cost:
                 needed = trial_plan.cost.capex_usd
             money = "$" if name == "budget_usd" else ""
-            reasons.append(f"{label} = {money}{_num(getattr(limits, name))} binds")
+            stated = getattr(limits, name)
+            if name == "max_power_kw":  # the row holds facility limits x the load factor
+                stated, needed = _stated_power(rfq, stated), _stated_power(rfq, needed)
+            reasons.append(f"{label} = {money}{_num(stated)} binds")
             closest[path] = needed
             buys[path] = trial_plan.cluster
             fixes.append(f"raise {path} to {money}{_num(needed)}")
@@ -269,11 +279,19 @@ def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver
             for name in active:
                 _, path, metric = LIMIT_LABELS[name]
                 closest[path] = _needed(trial_plan, metric)
+                if name == "max_power_kw":
+                    closest[path] = _stated_power(rfq, closest[path])
             fixes.append("relax all of: " + ", ".join(
                 f"{LIMIT_LABELS[n][1]} to {_num(closest[LIMIT_LABELS[n][1]])}"
                 for n in active))
     if not reasons:
         reasons.append("no combination of the allowed hardware serves all workloads at once")
+
+
+def _stated_power(rfq: Rfq, full_load_kw: float) -> float:
+    """The ``max_power_kw`` that allows ``full_load_kw`` of nodes: full load / the facility's
+    continuous_load_factor (rounded up to 0.1 kW, so the printed value suffices)."""
+    return math.ceil(full_load_kw / rfq.facility.continuous_load_factor * 10 - 1e-9) / 10
 
 
 def _needed(plan: Plan, metric: str) -> float:
@@ -309,6 +327,29 @@ def _vendor_conflict(catalog: Catalog, rfq: Rfq) -> tuple[str, str] | None:
     if not servers_ok:
         return (f"vendor profile {vendor_id} offers no server", "choose another vendor")
     return None
+
+
+def _facility_conflict(catalog: Catalog, rfq: Rfq) -> tuple[str, str] | None:
+    """The site excludes every node the RFQ's GPUs could be bought in: its cooling, or a
+    node heavier than one rack's continuous load. (reason, fix) or None."""
+    facility = rfq.facility
+    params = CostParams.from_catalog(catalog, rfq.horizon_years)
+    if node_types(catalog, rfq, params):
+        return None
+    open_site = rfq.model_copy(update={"facility": Facility(cooling="any")})
+    if not node_types(catalog, open_site, params):
+        return None
+    if facility.cooling != "any" and node_types(catalog, rfq.model_copy(update={
+            "facility": facility.model_copy(update={"cooling": "any"})}), params):
+        other = "air" if facility.cooling == "liquid" else "liquid"
+        return (f"facility.cooling = {facility.cooling}: every system that holds the allowed "
+                f"GPUs is {other}-cooled",
+                f"set facility.cooling to {other} or any (the site must take it), or allow "
+                f"{facility.cooling}-cooled GPUs in constraints.gpus")
+    return (f"facility.max_kw_per_rack = {facility.max_kw_per_rack:g}: every allowed node "
+            f"draws more than {facility.rack_limit_kw():g} kW at full load (x "
+            f"continuous_load_factor {facility.continuous_load_factor:g})",
+            "raise facility.max_kw_per_rack, or allow smaller nodes")
 
 
 def ceil_significant(value: float, digits: int = 3) -> float:
@@ -358,10 +399,12 @@ def _relax_training(catalog: Catalog, rfq: Rfq, spec: TrainingWorkload,
              if c.hours_to_complete]
     if hours:
         best = min(hours)
-        found["deadline_hours"] = ceil_significant(best)
+        needed = ceil_significant(best / (1.0 - spec.headroom))
+        found["deadline_hours"] = needed
         fix = (f"workloads.{spec.name}.deadline_hours: the fastest allowed layout needs "
-               f"{ceil_significant(best):,} h (asked {spec.deadline_hours:g} h); extend it, or allow more "
-               "nodes/faster GPUs")
+               f"{ceil_significant(best):,} h, a deadline of {needed:,} h with "
+               f"deadline_headroom {spec.headroom:g} (asked {spec.deadline_hours:g} h); "
+               "extend it, or allow more nodes/faster GPUs")
     elif rfq.constraints.max_nodes is not None:
         # nothing fits within max_nodes: say how many nodes the job needs - to meet its
         # deadline when more nodes can, else only to fit memory
@@ -393,13 +436,14 @@ def _relax_batch(catalog: Catalog, rfq: Rfq, spec: BatchInferenceWorkload,
     seconds = [request_seconds(c.estimate) for c in table.candidates[spec.name]]
     if seconds:
         best = min(seconds)
-        found["deadline_hours"] = ceil_significant(best / 3600.0)
+        needed = ceil_significant(best / 3600.0 / (1.0 - spec.headroom))
+        found["deadline_hours"] = needed
         fix = (f"workloads.{spec.name}.deadline_hours: one request alone takes "
                f"{duration(best)} on the fastest allowed replica (prefill + "
                f"{spec.output_tokens:,} output tokens decoded one after another), but the "
-               f"deadline is {duration(spec.deadline_hours * 3600.0)}; extend the deadline "
-               f"to at least {ceil_significant(best / 3600.0):,} h (more replicas cannot "
-               "shorten one request)")
+               f"deadline is {duration(spec.deadline_hours * 3600.0)} with "
+               f"deadline_headroom {spec.headroom:g}; extend the deadline to at least "
+               f"{needed:,} h (more replicas cannot shorten one request)")
     return fix
 
 

@@ -149,6 +149,48 @@ class Constraints(_Strict):
         return _check_ids(value, list(catalog.fabrics), "fabric") if catalog else value
 
 
+DEFAULT_DEADLINE_HEADROOM = 0.1
+"""Share of a job's deadline kept free by default (issue 28): jobs are planned to finish
+within (1 - headroom) x deadline at expected goodput, as serving keeps utilisation headroom."""
+DEFAULT_CONTINUOUS_LOAD_FACTOR = 0.8
+"""Electrical practice: a circuit's continuous load stays at or below 80 % of its rating."""
+
+
+class Facility(_Strict):
+    """The site the hardware goes into: cooling, power per rack, racks (issue 28)."""
+
+    cooling: Literal["air", "liquid", "any"] = Field(
+        default="air", description="cooling the site offers: air = no liquid-cooled system is "
+        "bought (the default: direct liquid cooling needs facility work the buyer must "
+        "confirm); liquid or any = liquid-cooled systems may be bought, with their cooling "
+        "cost in the bill of materials")
+    continuous_load_factor: float = Field(
+        default=DEFAULT_CONTINUOUS_LOAD_FACTOR, gt=0, le=1, description="full-load power of "
+        "the plan <= this x constraints.max_power_kw (and x max_kw_per_rack per rack); 0.8 "
+        "is the usual continuous-load rule for electrical circuits")
+    max_kw_per_rack: float | None = Field(
+        default=None, gt=0, le=1_000, description="power one rack can deliver and cool, kW; "
+        "a node must fit one rack's continuous load, and the racks needed are counted")
+    racks: int | None = Field(
+        default=None, ge=1, le=100_000, description="racks available; with max_kw_per_rack, "
+        "the nodes must fit that many racks by power")
+
+    def power_limit_kw(self, max_power_kw: float | None) -> float | None:
+        """The full-load power a plan may draw: continuous_load_factor x the smaller of
+        max_power_kw and racks x max_kw_per_rack (None: no limit)."""
+        limits = [v for v in (max_power_kw,
+                              self.racks * self.max_kw_per_rack
+                              if self.racks is not None and self.max_kw_per_rack is not None
+                              else None) if v is not None]
+        return min(limits) * self.continuous_load_factor if limits else None
+
+    def rack_limit_kw(self) -> float | None:
+        """Full-load power one rack may carry (continuous load), kW; None: no limit."""
+        if self.max_kw_per_rack is None:
+            return None
+        return self.max_kw_per_rack * self.continuous_load_factor
+
+
 SERVING_DEFAULT_PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8")
 
 
@@ -374,6 +416,23 @@ class _Recurring(_Strict):
     the whole job (its ``requests`` or ``dataset_tokens``) within ``window_hours``."""
 
     deadline_hours: float = Field(gt=0, le=100_000)
+    deadline_headroom: float | None = Field(
+        default=None, ge=0, le=0.9, description="share of the deadline (each run's window) "
+        "kept free: planned to finish within (1 - this) x deadline_hours at expected "
+        "goodput; default the RFQ's deadline_headroom")
+    _rfq_headroom: float = PrivateAttr(default=DEFAULT_DEADLINE_HEADROOM)
+
+    @property
+    def headroom(self) -> float:
+        """The share of the deadline kept free: the workload's own, else the RFQ's."""
+        return self._rfq_headroom if self.deadline_headroom is None else self.deadline_headroom
+
+    @property
+    def planned_hours(self) -> float:
+        """The hours the plan must finish within (at expected goodput for training):
+        (1 - headroom) x deadline_hours."""
+        return planned_hours(self.deadline_hours, self.headroom)
+
     recurrence: Recurrence | None = Field(
         default=None, description="the job runs again every day, week or month over the "
         "horizon; each run is costed (rented per run, or on owned GPUs)")
@@ -453,6 +512,11 @@ class TrainingWorkload(_WorkloadBase, _Recurring):
         return self
 
 
+def planned_hours(deadline_hours: float, headroom: float) -> float:
+    """(1 - headroom) x deadline_hours."""
+    return deadline_hours * (1.0 - headroom)
+
+
 ServingWorkload = InferenceWorkload | BatchInferenceWorkload
 AnyWorkload = InferenceWorkload | BatchInferenceWorkload | TrainingWorkload
 """One RFQ workload, narrowed by its ``kind`` (a tagged union: ``spec.kind == "inference"``
@@ -475,7 +539,13 @@ class Rfq(_Strict):
         "rent, whichever is cheaper; forbid = buy only (the default: a first-version RFQ "
         "keeps its plan); only = rent everything")
     budget_usd: float | None = Field(default=None, gt=0, le=1e11)
+    deadline_headroom: float = Field(
+        default=DEFAULT_DEADLINE_HEADROOM, ge=0, le=0.9, description="share of every job's "
+        "deadline (batch inference and training) kept free: jobs are planned to finish "
+        "within (1 - this) x deadline_hours at expected goodput; a workload's own "
+        "deadline_headroom overrides it")
     constraints: Constraints = Constraints()
+    facility: Facility = Facility()
     workloads: list[WorkloadSpec] = Field(min_length=1, max_length=100)
 
     @model_validator(mode="before")
@@ -488,6 +558,15 @@ class Rfq(_Strict):
         if self.objective == "max_served" and self.budget_usd is None:
             raise ValueError("objective max_served needs budget_usd (the money to serve the "
                              "most demand with)")
+        return self
+
+    @model_validator(mode="after")
+    def _job_headroom(self) -> Rfq:
+        """Each job without its own ``deadline_headroom`` plans with the RFQ's (kept on the
+        job, not in its fields: an RFQ dumped and re-read still takes a changed RFQ value)."""
+        for workload in self.workloads:
+            if isinstance(workload, BatchInferenceWorkload | TrainingWorkload):
+                workload._rfq_headroom = self.deadline_headroom
         return self
 
     def user_models(self) -> tuple[Model, ...]:
