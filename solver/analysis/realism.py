@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import Any
 
 from solver.catalog.data import Catalog
+from solver.catalog.native_precision import BITS, native_precision
 from solver.optimize.plan_model import Plan
 from solver.physics.layout import TRAINING_KINDS
 from solver.rfq.schema import Rfq
@@ -103,13 +105,20 @@ def consumer_card_warnings(catalog: Catalog, plan: Plan) -> list[str]:
     return out
 
 
-def precision_notes(rfq: Rfq, plan: Plan) -> list[str]:
-    """Every quantisation choice of the plan, with the policy that allowed it."""
+def precision_notes(rfq: Rfq, plan: Plan, catalog: Catalog | None = None) -> list[str]:
+    """Every quantisation choice of the plan, with the policy that allowed it. With the
+    ``catalog``, a model whose checkpoint ships quantised is described as it is: served in
+    its own format (natively or weight-only, no quantisation risk the publisher did not
+    take), or up-cast by the RFQ's precision (the memory that costs)."""
     specs = {spec.name: spec for spec in rfq.workloads}
     out: list[str] = []
     for entry in plan.workloads:
         spec = specs.get(entry.name)
         if spec is None:
+            continue
+        if catalog is not None and spec.kind not in TRAINING_KINDS \
+                and catalog.model(spec.model).default_precision not in (None, "bf16"):
+            out += _checkpoint_notes(catalog, spec, entry)
             continue
         precisions = sorted({lay.precision for lay in entry.layouts} if entry.layouts
                             else {entry.precision})
@@ -125,6 +134,36 @@ def precision_notes(rfq: Rfq, plan: Plan) -> list[str]:
             if precision == "bf16":
                 continue
             out.append(f"{entry.name}: {_what(spec.kind, precision)} - {policy}")
+    return out
+
+
+def _checkpoint_notes(catalog: Catalog, spec: Any, entry: Any) -> list[str]:
+    """The precision notes of a serving workload whose model ships a quantised checkpoint:
+    one per (GPU, precision) used."""
+    model = catalog.model(spec.model)
+    used = sorted({(lay.gpu, lay.precision) for lay in entry.layouts} if entry.layouts
+                  else {(entry.gpu, entry.precision)})
+    out: list[str] = []
+    for gpu_id, precision in used:
+        native = native_precision(model, catalog.gpus[gpu_id])
+        if native is None:
+            continue
+        pinned = spec.precision is not None or spec.precisions is not None
+        if precision == native.served:
+            why = "pinned by the RFQ's precision" if pinned else \
+                "the default for a quantised checkpoint (set precision to change it)"
+            out.append(f"{entry.name}: served at {precision} on {gpu_id}: {native.how}; no "
+                       f"quantisation beyond the {model.id} checkpoint as published - {why}")
+        elif BITS[precision] > BITS[native.checkpoint]:
+            factor = BITS[precision] / BITS[native.checkpoint]
+            out.append(f"{entry.name}: served at {precision} on {gpu_id}: the RFQ's precision "
+                       f"up-casts the checkpoint's {native.checkpoint.upper()} weights "
+                       f"({factor:g}x the weight memory, no quality gained); drop precision "
+                       f"to serve the checkpoint's own format")
+        else:
+            out.append(f"{entry.name}: served at {precision} on {gpu_id}: the checkpoint's "
+                       f"{native.checkpoint.upper()} weights quantised further - "
+                       f"{_what(spec.kind, precision)}")
     return out
 
 
@@ -168,4 +207,4 @@ def realism_warnings(catalog: Catalog, rfq: Rfq, plan: Plan,
     """Consumer-card risks, stale prices, quantisation choices and uncalibrated serving
     physics of a plan."""
     return (consumer_card_warnings(catalog, plan) + stale_price_warnings(catalog, plan, today)
-            + precision_notes(rfq, plan) + calibration_warnings(plan))
+            + precision_notes(rfq, plan, catalog) + calibration_warnings(plan))

@@ -573,7 +573,7 @@ def _workload_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload,
     why: list[str] = []
     for node in (types.values() if owned_allowed(rfq) else ()):
         gpu = catalog.gpus[node.gpu]
-        for precision in precisions_for(spec, gpu):
+        for precision in precisions_for(spec, gpu, catalog.model(spec.model)):
             check_deadline(deadline, spec.name)
             if isinstance(spec, TrainingWorkload):
                 found += _training_candidates(catalog, spec, node, fabrics, precision, why,

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from solver.catalog.data import Fabric, Gpu
+from solver.catalog.data import Fabric, Gpu, Model
+from solver.catalog.native_precision import native_precision
 from solver.optimize.costs import CostParams, NodeCost
 from solver.optimize.storage import TrainingStorage
 from solver.physics.layout import TRAINING_KINDS, Estimate, Layout, Workload
@@ -124,11 +125,19 @@ def _engine(spec: ServingWorkload, work: Workload) -> Workload:
     return replace(work, engine=spec.engine) if spec.engine else work
 
 
-def precisions_for(spec: AnyWorkload, gpu: Gpu) -> list[str]:
+def precisions_for(spec: AnyWorkload, gpu: Gpu, model: Model | None = None) -> list[str]:
     """Precisions the solver may choose for this workload on this GPU: what the GPU runs,
     narrowed to what the buyer allows (``allowed_precisions``: serving defaults to bf16 and
-    fp8 - int8 and 4-bit weights only when the RFQ lists them; QLoRA keeps its int4 base)."""
+    fp8 - int8 and 4-bit weights only when the RFQ lists them; QLoRA keeps its int4 base).
+    A serving workload that names no precision of a ``model`` whose checkpoint ships
+    quantised runs that format (:func:`~solver.catalog.native_precision.native_precision`:
+    natively, weight-only, or up-cast where the GPU has no path, stated)."""
     kind = spec.kind
+    if kind not in TRAINING_KINDS and model is not None and spec.precision is None \
+            and spec.precisions is None:
+        native = native_precision(model, gpu)
+        if native is not None:
+            return [native.served]
     if kind == "qlora":
         options = ["int4"]
     elif kind in TRAINING_KINDS:

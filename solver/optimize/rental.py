@@ -136,7 +136,8 @@ def rented_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, params: Cos
         if not node.server:
             rejected.append(f"{RENTED_PREFIX}{offer.id}: no catalog server models this GPU")
             continue
-        for precision in precisions_for(spec, catalog.gpus[offer.gpu]):
+        for precision in precisions_for(spec, catalog.gpus[offer.gpu],
+                                        catalog.model(spec.model)):
             if isinstance(spec, TrainingWorkload):
                 out += _rented_jobs(catalog, rfq, spec, offer, node, precision, params,
                                     rejected)
