@@ -9,7 +9,15 @@ import streamlit as st
 
 from solver.analysis.explain import money_delta
 from solver.common.errors import InputError, Problem
-from solver.common.wording import cost_label, node_lines, opex_rows, qty, relaxations, usd
+from solver.common.wording import (
+    binding_lines,
+    cost_label,
+    node_lines,
+    opex_rows,
+    qty,
+    relaxations,
+    usd,
+)
 from solver.optimize.plan_model import Cluster, Plan, WorkloadPlan
 
 from . import state
@@ -345,6 +353,16 @@ def timetable(plan: Plan) -> None:
                    "idle GPUs": s.idle_gpus} for s in plan.timetable], hide_index=True)
     st.caption("GPUs each workload runs on in each slot; the cluster picture below shows "
                "the busy hours.")
+
+
+def binding(plan: Plan) -> None:
+    """The binding constraints, the dominant first, each with the saving of its next
+    relaxation (re-solved)."""
+    if not plan.binding:
+        return
+    st.markdown("**What drives the price** (each constraint relaxed one step and re-solved)")
+    for line in binding_lines([b.model_dump() for b in plan.binding], plan.objective):
+        st.markdown(f"- {line}")
 
 
 def warnings(plan: Plan) -> None:

@@ -39,6 +39,7 @@ def render() -> None:
             components.decision_path(plan)
         return
     components.timetable(plan)
+    components.binding(plan)
     components.warnings(plan)
     components.headline(plan)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from solver.analysis.binding import binding_constraints
 from solver.analysis.realism import realism_warnings
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
@@ -25,7 +26,7 @@ from solver.optimize.candidates import build_candidates, physics_workload
 from solver.optimize.linear import Constraint
 from solver.optimize.mip import Limits, fabric_var, needs_n_plus_1, node_var
 from solver.optimize.plan import assemble
-from solver.optimize.plan_model import DecisionStep, LayoutUse, Plan, WorkloadPlan
+from solver.optimize.plan_model import Binding, DecisionStep, LayoutUse, Plan, WorkloadPlan
 from solver.optimize.records import CandidateTable
 from solver.optimize.rental import buy_vs_rent, rental_mode
 from solver.optimize.solve import run_mip, solve_table
@@ -335,16 +336,22 @@ def _rdma_policy(catalog: Catalog, rfq: Rfq) -> str:
 
 def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
               time_limit: float | None = None, table: CandidateTable | None = None,
-              explain: bool = True, workers: int = 1) -> Plan:
+              explain: bool = True, workers: int = 1, binding: bool = False) -> Plan:
     """The cheapest plan for an RFQ (:func:`solver.optimize.solve.solve_table`; ``workers``
     processes build its candidates) with, unless ``explain`` is False, the guide's decision
     path, warnings and the buy-or-rent comparison (:func:`annotate`). A plan whose time ran
-    out is returned as it is."""
+    out is returned as it is. ``binding``: add the binding constraints with the price of
+    each one's next relaxation (:mod:`solver.analysis.binding`, one re-solve each; the
+    commands and the dashboard ask for it)."""
     catalog = rfq.catalog(catalog)
     plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table,
                              workers=workers)
     if explain and used is not None:
         plan = annotate(plan, rfq, catalog, used)
+    if binding and used is not None and plan.feasible:
+        plan = plan.model_copy(update={"binding": [
+            Binding.model_validate(b)
+            for b in binding_constraints(rfq, catalog, plan, used, solver)]})
     return plan
 
 

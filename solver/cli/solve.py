@@ -65,7 +65,7 @@ def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
     check_solver(solver)
     cat, parsed = load(rfq, catalog)
     table = build_candidates(cat, parsed)
-    plan = solve_rfq(parsed, cat, solver=solver, table=table)
+    plan = solve_rfq(parsed, cat, solver=solver, table=table, binding=True)
     alternatives = counterfactuals(parsed, cat, plan, table, solver) if plan.feasible else []
     return cat, parsed, plan, alternatives
 
@@ -138,6 +138,14 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
         _print_buy_or_rent(plan, con)
         _print_bom(plan, con)
         _print_cost(plan, horizon, con)
+    if plan.binding:
+        from solver.common.wording import binding_lines
+
+        con.print("[bold]Binding constraints (each relaxed one step and re-solved)[/]")
+        for line in binding_lines([b.model_dump() for b in plan.binding], plan.objective):
+            con.print(f"  {line}", markup=False)
+    elif plan.binding is not None and plan.feasible:
+        con.print("[bold]Binding constraints[/]: none (relaxing any one saves nothing)")
     for warning in plan.warnings:
         con.print("[yellow]warning:[/] ", end="")
         con.print(warning, markup=False)
@@ -303,6 +311,12 @@ def print_explanation(plan: Plan, alternatives: list[dict[str, Any]],
     """The decision path (about the chosen hardware), the plan, counterfactuals, glossary."""
     from solver.analysis.explain import GLOSSARY, money_delta
 
+    if plan.binding:  # the path leads with what drives the price
+        from solver.common.wording import binding_lines
+
+        first = binding_lines([plan.binding[0].model_dump()], plan.objective)[0]
+        out.print("[bold]Dominant constraint[/]: ", end="")
+        out.print(first, markup=False)
     out.print("[bold]Decision path (the buying guide's steps; the first yes ends it)[/]")
     for step in plan.decision_path:
         mark = "[green]yes[/]" if step.answer else "[dim]no[/]"
@@ -374,7 +388,8 @@ def register(app: typer.Typer) -> None:
 
         with stderr_progress():
             plan = solve_rfq(parsed, cat, solver=solver, time_limit=left_of(time_limit),
-                             workers=default_workers())
+                             workers=default_workers(),
+                             binding=time_limit is None)
         if json_out:
             print(json.dumps(plan.to_json(), indent=2))
         else:

@@ -79,6 +79,16 @@ def money_delta(delta: float) -> str:
     return f"costs ${delta:,.0f} more" if delta > 0 else f"saves ${-delta:,.0f}"
 
 
+def binding_lines(binding: list[dict[str, Any]] | None, objective: str = "tco") -> list[str]:
+    """Each binding constraint of a plan (plan JSON ``binding``) in words, the dominant one
+    first: ``workloads.rag.ttft_ms = 5000 ms binds: at 10000 ms the plan saves $2,855,719
+    (TCO $961,906: 5 x pcie-8gpu with 8 x rtx-pro-6000)``."""
+    label = "capex" if objective == "capex" else "TCO"
+    return [f"{b['constraint']} = {b['value']} binds: at {b['relaxed_to']} the plan saves "
+            f"${b['saving_usd']:,.0f} ({label} ${b['relaxed_cost_usd']:,.0f}: "
+            f"{b['relaxed_cluster']})" for b in binding or []]
+
+
 def years(value: float) -> str:
     """``3 years``, ``1 year``, ``2.5 years``."""
     return f"{value:g} year" + ("" if value == 1 else "s")

@@ -250,6 +250,22 @@ class Deadline(Record):
     met: bool = Field(description="hours to complete <= planned_within_hours")
 
 
+class Binding(Record):
+    """A constraint at its limit and what its next relaxation would save, found by
+    re-solving (solver/analysis/binding.py)."""
+
+    constraint: str = Field(description="the RFQ field, e.g. workloads.chat.ttft_ms, "
+                            "constraints.max_power_kw, facility.cooling")
+    kind: Literal["slo", "deadline", "power", "cooling", "vendor", "precision", "node_limit",
+                  "gpu_limit", "rack_units"] = Field(description="what sort of constraint")
+    value: str = Field(description="its value in the RFQ, in words")
+    relaxed_to: str = Field(description="the next relaxation that was re-solved, in words")
+    relaxed_cost_usd: float = Field(description="the optimum with it relaxed (the RFQ's "
+                                    "objective: TCO or capex), USD")
+    saving_usd: float = Field(description="what the relaxation saves against this plan, USD")
+    relaxed_cluster: str = Field(description="what the relaxed optimum buys, in words")
+
+
 class WorkloadPlan(Record):
     """How one workload of the RFQ runs: its main layout, memory, predictions, sourcing."""
 
@@ -545,6 +561,10 @@ class Plan(Record):
     warnings: list[str] = Field(default_factory=list, description="warnings, in words")
     infeasibility: Infeasibility | None = Field(default=None, description="why no plan (null "
                                                 "when there is one)")
+    binding: list[Binding] | None = Field(
+        default=None, description="each binding constraint with the saving of its next "
+        "relaxation, largest first ([] when nothing binds; null when not computed: an "
+        "infeasible plan, or a library/batch solve without binding=True)")
     phasing: Phasing | None = omitted("demand over time: phased against buy-all-now")
     schedule: list[Period] = Field(default_factory=list, description="purchases over time "
                                    "(one period at month 0 unless phased; empty without a plan)")

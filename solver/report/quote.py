@@ -20,6 +20,7 @@ from solver.common.wording import (
     COST_LABELS,
     assumption_lines,
     assumptions,
+    binding_lines,
     cluster_sentence,
     layout_rows,
     money_delta,
@@ -134,6 +135,8 @@ def quote_context(plan: Plan, rfq: Rfq, catalog: Catalog,
         "tco": usd(cost.get("tco_usd")), "horizon": years(rfq.horizon_years),
         "workloads": workloads, "assumptions": assumption_lines(a), "prices": a["prices"],
         "alternatives": alts, "warnings": list(plan.warnings),
+        "binding": binding_lines([b.model_dump() for b in plan.binding or []],
+                                 plan.objective),
         "infeasible": relaxations(info.model_dump(mode="json"), plan.objective,
                                   rfq.horizon_years) if info and not feasible else [],
         "reasons": list(info.reasons) if info else [],
@@ -409,6 +412,8 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
     for alt in context["alternatives"]:
         assume.append([f"Alternative: {alt['name']}", alt["tco"], alt["difference"],
                        alt["why"]])
+    for line in context["binding"]:
+        assume.append([f"Binding constraint: {line}"])
     for warning in context["warnings"]:
         assume.append([f"Risk: {warning}"])
     _xlsx_rental(book, context)

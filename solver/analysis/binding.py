@@ -1,0 +1,194 @@
+"""Every constraint at its limit, with the price of its next relaxation (issue 28).
+
+A constraint *binds* when relaxing it one step makes the optimum cheaper. Each step is
+found by re-solving, never estimated:
+
+- limits (``max_nodes``, ``max_gpus``, ``max_power_kw`` with the facility's continuous load,
+  ``max_rack_units``): the MIP on the same candidate table with the limit lifted;
+- serving SLOs (``ttft_ms``, ``tpot_ms``) and job deadlines (``deadline_hours``): twice the
+  target, that workload's candidates rebuilt;
+- precision pinned by the RFQ (``precision`` / ``precisions``): the default policy (a
+  quantised checkpoint's own format, else bf16 or fp8);
+- the vendor profile, the GPU list, ``datacenter_grade_only`` and ``facility.cooling: air``
+  (or ``liquid``): lifted, the whole RFQ rebuilt.
+
+A budget never binds a feasible plan: it limits the very cost that is minimised, so lifting
+it cannot lower the optimum. Facility racks are not relaxed here. Each saving is in the
+RFQ's objective (TCO, or capex), USD; the list runs from the largest saving down, so the
+first entry is the dominant constraint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+from solver.catalog.data import Catalog
+from solver.optimize.backends import DEFAULT_SOLVER
+from solver.optimize.candidates import build_candidates, node_types
+from solver.optimize.costs import CostParams
+from solver.optimize.mip import Limits
+from solver.optimize.plan import assemble
+from solver.optimize.plan_model import Plan
+from solver.optimize.records import CandidateTable
+from solver.optimize.solve import run_mip, solve_table
+from solver.rfq.schema import AnyWorkload, Rfq
+
+MIN_SAVING_USD = 1.0
+"""A relaxation saving less than this is rounding, not a binding constraint."""
+RELAX_FACTOR = 2.0
+"""The next relaxation of an SLO or a deadline: twice the target."""
+
+_LIMITS = {  # Limits field -> (RFQ path, kind, cluster figure, unit)
+    "max_nodes": ("constraints.max_nodes", "node_limit", "total_nodes", "nodes"),
+    "max_gpus": ("constraints.max_gpus", "gpu_limit", "total_gpus", "GPUs"),
+    "max_power_kw": ("constraints.max_power_kw", "power", "power_kw", "kW"),
+    "max_rack_units": ("constraints.max_rack_units", "rack_units", "rack_units", "U"),
+}
+
+
+def _objective(plan: Plan) -> float | None:
+    if plan.cost is None or not plan.feasible:
+        return None
+    return plan.cost.capex_usd if plan.objective == "capex" else plan.cost.tco_usd
+
+
+def _cluster_words(plan: Plan) -> str:
+    return ", ".join(f"{n.count} x {n.server} with {n.gpus_per_node} x {n.gpu}"
+                     for n in plan.cluster.nodes) or "nothing owned"
+
+
+def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: float,
+           relaxed: Plan) -> dict[str, Any] | None:
+    cost = _objective(relaxed)
+    if cost is None or base - cost < MIN_SAVING_USD:
+        return None
+    return {"constraint": constraint, "kind": kind, "value": value, "relaxed_to": relaxed_to,
+            "relaxed_cost_usd": round(cost, 2), "saving_usd": round(base - cost, 2),
+            "relaxed_cluster": _cluster_words(relaxed)}
+
+
+def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: CandidateTable,
+                        solver: str = DEFAULT_SOLVER) -> list[dict[str, Any]]:
+    """The plan's binding constraints, each with its next relaxation and what it saves
+    (module docstring); [] when nothing binds or the plan is not feasible."""
+    base = _objective(plan)
+    if base is None:
+        return []
+    catalog = rfq.catalog(catalog)
+    found = _limit_entries(rfq, catalog, table, solver, base)
+    for spec in rfq.workloads:
+        found += _workload_entries(rfq, catalog, table, solver, base, spec)
+    found += _rfq_entries(rfq, catalog, solver, base)
+    return sorted((e for e in found if e is not None), key=lambda e: -e["saving_usd"])
+
+
+def _limit_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
+                   base: float) -> list[dict[str, Any] | None]:
+    limits = Limits.from_rfq(rfq)
+    out: list[dict[str, Any] | None] = []
+    for name, (path, kind, figure, unit) in _LIMITS.items():
+        limit = getattr(limits, name)
+        if limit is None:
+            continue
+        lifted = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
+                           for f in fields(Limits)})
+        solution = run_mip(table, rfq, solver=solver, limits=lifted)
+        if solution.status not in ("optimal", "feasible"):
+            continue
+        relaxed = assemble(catalog, rfq, table, solution)
+        needed = float(getattr(relaxed.cluster, figure))
+        stated = getattr(rfq.constraints, name)
+        if name == "max_power_kw":  # the RFQ states the circuit; the plan draws its share
+            needed /= rfq.facility.continuous_load_factor
+        out.append(_entry(path, kind, f"{stated:g} {unit}", f"{needed:,.1f} {unit} "
+                          "(lifted: what the cheapest plan then needs)", base, relaxed))
+    return out
+
+
+def _rebuilt(rfq: Rfq, catalog: Catalog, table: CandidateTable, spec: AnyWorkload,
+             solver: str) -> Plan | None:
+    """The optimum with one workload changed (its candidates rebuilt, the others kept)."""
+    new_rfq = rfq.model_copy(update={"workloads": [spec if w.name == spec.name else w
+                                                   for w in rfq.workloads]})
+    alone = rfq.model_copy(update={"workloads": [spec]})
+    fresh = build_candidates(catalog, alone, params=table.params)
+    storage = {k: v for k, v in table.storage.items() if k != spec.name}
+    storage.update(fresh.storage)
+    new_table = replace(table, candidates={**table.candidates,
+                                           spec.name: fresh.candidates[spec.name]},
+                        rejected={**table.rejected,
+                                  spec.name: fresh.rejected.get(spec.name, [])},
+                        storage=storage)
+    solution = run_mip(new_table, new_rfq, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return None
+    return assemble(catalog, new_rfq, new_table, solution)
+
+
+def _keep_headroom(spec: AnyWorkload, changed: AnyWorkload) -> AnyWorkload:
+    """A job copied with model_copy keeps its RFQ's deadline headroom (a private value)."""
+    headroom = getattr(spec, "_rfq_headroom", None)
+    if headroom is not None:
+        changed._rfq_headroom = headroom  # type: ignore[union-attr]
+    return changed
+
+
+def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
+                      base: float, spec: AnyWorkload) -> list[dict[str, Any] | None]:
+    out: list[dict[str, Any] | None] = []
+    steps: list[tuple[str, str, str, str, dict[str, Any]]] = []
+    if spec.kind == "inference":
+        for slo in ("ttft_ms", "tpot_ms"):
+            target = getattr(spec, slo)
+            if target is not None:
+                steps.append((f"workloads.{spec.name}.{slo}", "slo", f"{target:g} ms",
+                              f"{target * RELAX_FACTOR:g} ms", {slo: target * RELAX_FACTOR}))
+    if spec.kind != "inference":
+        hours = spec.deadline_hours
+        steps.append((f"workloads.{spec.name}.deadline_hours", "deadline", f"{hours:g} h",
+                      f"{hours * RELAX_FACTOR:g} h", {"deadline_hours": hours * RELAX_FACTOR}))
+    if spec.precision is not None or spec.precisions is not None:
+        pinned = spec.precision or ", ".join(spec.precisions or [])
+        steps.append((f"workloads.{spec.name}.precision", "precision", pinned,
+                      "the default policy (a quantised checkpoint's own format, else bf16 "
+                      "or fp8)", {"precision": None, "precisions": None}))
+    for path, kind, value, relaxed_to, update in steps:
+        changed = _keep_headroom(spec, spec.model_copy(update=update))
+        relaxed = _rebuilt(rfq, catalog, table, changed, solver)
+        if relaxed is not None:
+            out.append(_entry(path, kind, value, relaxed_to, base, relaxed))
+    return out
+
+
+def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str,
+                 base: float) -> list[dict[str, Any] | None]:
+    """Vendor profile, GPU list, datacenter-grade rule and cooling: the whole RFQ rebuilt."""
+    c, facility = rfq.constraints, rfq.facility
+    steps: list[tuple[str, str, str, str, Rfq]] = []
+    if c.vendor not in (None, "open"):
+        steps.append(("constraints.vendor", "vendor", str(c.vendor), "open (any integrator)",
+                      rfq.model_copy(update={"constraints": c.model_copy(
+                          update={"vendor": None})})))
+    if c.gpus is not None:
+        steps.append(("constraints.gpus", "vendor", ", ".join(c.gpus), "every GPU the vendor "
+                      "builds", rfq.model_copy(update={"constraints": c.model_copy(
+                          update={"gpus": None})})))
+    if c.datacenter_grade_only:
+        steps.append(("constraints.datacenter_grade_only", "vendor", "true", "false",
+                      rfq.model_copy(update={"constraints": c.model_copy(
+                          update={"datacenter_grade_only": False})})))
+    if facility.cooling != "any":
+        any_cooling = rfq.model_copy(update={"facility": facility.model_copy(
+            update={"cooling": "any"})})
+        params = CostParams.from_catalog(catalog, rfq.horizon_years)
+        if set(node_types(catalog, any_cooling, params)) - set(node_types(catalog, rfq,
+                                                                             params)):
+            steps.append(("facility.cooling", "cooling", facility.cooling,
+                          "any (liquid-cooled systems allowed, the site must take them)",
+                          any_cooling))
+    out: list[dict[str, Any] | None] = []
+    for path, kind, value, relaxed_to, relaxed_rfq in steps:
+        relaxed, _ = solve_table(relaxed_rfq, catalog, solver=solver)
+        out.append(_entry(path, kind, value, relaxed_to, base, relaxed))
+    return out
