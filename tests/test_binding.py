@@ -1,0 +1,105 @@
+"""Issue 28: every binding constraint of a plan with the price of its next relaxation,
+found by re-solving - checked here against independent solves of the relaxed RFQs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from solver.analysis.explain import solve_rfq
+from solver.report.quote import quote_context
+from solver.rfq.schema import validate_rfq
+
+
+def _rag(ttft_ms: float, vendor: str = "kentino") -> dict:
+    """A 72B RAG service with 24k-token prompts (the issue's SLO-dominated case)."""
+    return {"id": "rag", "constraints": {"vendor": vendor},
+            "workloads": [{"name": "rag", "kind": "inference", "model": "qwen2.5-72b",
+                           "concurrency": 32, "input_tokens": 24000, "output_tokens": 300,
+                           "ttft_ms": ttft_ms, "tpot_ms": 80}]}
+
+
+def _tco(catalog, data) -> float:
+    plan = solve_rfq(validate_rfq(data, catalog), catalog, explain=False)
+    assert plan.status == "optimal"
+    return plan.cost.tco_usd
+
+
+@pytest.fixture(scope="module")
+def rag_plan(catalog):
+    return solve_rfq(validate_rfq(_rag(5000), catalog), catalog, binding=True)
+
+
+def test_issue_28_an_slo_dominated_plan_names_the_slo_and_its_saving(catalog, rag_plan):
+    base = rag_plan.cost.tco_usd
+    by_name = {b.constraint: b for b in rag_plan.binding}
+    ttft = by_name["workloads.rag.ttft_ms"]
+    assert ttft.kind == "slo" and ttft.relaxed_to == "10000 ms"
+    assert ttft.saving_usd == pytest.approx(base - _tco(catalog, _rag(10000)), abs=0.02)
+    assert ttft.saving_usd > 0.5 * base  # the SLO dominates the cost
+    vendor = by_name["constraints.vendor"]
+    assert vendor.saving_usd == pytest.approx(base - _tco(catalog, _rag(5000, "open")),
+                                              abs=0.02)
+    savings = [b.saving_usd for b in rag_plan.binding]
+    assert savings == sorted(savings, reverse=True) and min(savings) >= 1.0
+    # TPOT 80 ms: doubling it buys nothing cheaper, so it is not listed
+    tpot_loose = copy.deepcopy(_rag(5000))
+    tpot_loose["workloads"][0]["tpot_ms"] = 160
+    if "workloads.rag.tpot_ms" not in by_name:
+        assert _tco(catalog, tpot_loose) == pytest.approx(base, abs=0.5)
+
+
+def test_issue_28_quote_shows_the_relaxation_and_its_saving(catalog, rag_plan):
+    rfq = validate_rfq(_rag(5000), catalog)
+    context = quote_context(rag_plan, rfq, catalog)
+    line = next(line for line in context["binding"] if "ttft_ms" in line)
+    saving = next(b for b in rag_plan.binding if b.constraint.endswith("ttft_ms")).saving_usd
+    assert "10000 ms" in line and f"${saving:,.0f}" in line
+
+
+def test_issue_28_explain_leads_with_the_dominant_constraint(tmp_path):
+    path = tmp_path / "rag.yaml"
+    path.write_text(yaml.safe_dump(_rag(5000)))
+    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "explain", str(path)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.strip().splitlines()[0]
+    assert first.startswith("Dominant constraint:") and "binds" in first and "saves $" in first
+
+
+def test_issue_28_power_binding_names_the_stated_limit(catalog):
+    data = {"id": "p", "constraints": {"vendor": "open", "max_power_kw": 10},
+            "workloads": [{"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
+                           "precision": "fp8", "concurrency": 1000, "input_tokens": 2000,
+                           "output_tokens": 400, "ttft_ms": 3000, "tpot_ms": 60}]}
+    plan = solve_rfq(validate_rfq(data, catalog), catalog, binding=True)
+    power = next(b for b in plan.binding if b.constraint == "constraints.max_power_kw")
+    lifted = copy.deepcopy(data)
+    del lifted["constraints"]["max_power_kw"]
+    lifted_plan = solve_rfq(validate_rfq(lifted, catalog), catalog, explain=False)
+    assert power.saving_usd == pytest.approx(plan.cost.tco_usd - lifted_plan.cost.tco_usd,
+                                             abs=0.02)
+    needed = lifted_plan.cluster.power_kw / 0.8  # the circuit that carries it at 80 %
+    assert power.relaxed_to.startswith(f"{needed:,.1f} kW")
+
+
+def test_issue_28_every_plan_json_has_binding_empty_when_nothing_binds(tmp_path):
+    """A small chat service with loose SLOs and no limits: nothing binds, the list is
+    empty (not missing)."""
+    data = {"id": "loose", "workloads": [{"name": "chat", "kind": "inference",
+                                           "model": "llama-3.1-8b", "precision": "fp8",
+                                           "concurrency": 4, "input_tokens": 500,
+                                           "output_tokens": 100, "ttft_ms": 60000,
+                                           "tpot_ms": 1000}]}
+    path = tmp_path / "loose.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "solve", str(path),
+                             "--json"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["binding"] == []
