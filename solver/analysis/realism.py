@@ -161,9 +161,11 @@ def _checkpoint_notes(catalog: Catalog, spec: Any, entry: Any) -> list[str]:
                        f"({factor:g}x the weight memory, no quality gained); drop precision "
                        f"to serve the checkpoint's own format")
         else:
+            policy = (f"allowed by the RFQ's precisions {list(spec.precisions)}"
+                      if spec.precisions is not None else "pinned by the RFQ's precision")
             out.append(f"{entry.name}: served at {precision} on {gpu_id}: the checkpoint's "
                        f"{native.checkpoint.upper()} weights quantised further - "
-                       f"{_what(spec.kind, precision)}")
+                       f"{_what(spec.kind, precision)} - {policy}")
     return out
 
 
