@@ -91,8 +91,10 @@ def rfq_of(specs, objective="tco", **limits) -> Rfq:
     """A real RFQ (validated without a catalog: the candidates are built by hand)."""
     constraints = {k: limits[k] for k in ("max_nodes", "max_gpus", "max_power_kw",
                                           "max_rack_units") if limits.get(k) is not None}
+    # batch demand at the deadline itself (headroom 0): round requests/s keep CP-SAT's
+    # integer scaling exact; the headroom has its own tests (tests/test_facility.py)
     return Rfq.model_validate({"id": "t", "workloads": specs, "objective": objective,
-                               "constraints": constraints,
+                               "constraints": constraints, "deadline_headroom": 0.0,
                                "budget_usd": limits.get("budget_usd")})
 
 
@@ -101,7 +103,7 @@ def stated(s) -> Demand:
     if s.kind == "inference":
         return Demand(s.concurrency or 0.0, s.qps or 0.0)
     if s.kind == "batch_inference":  # done within 90 % of the deadline (headroom 0.1, issue 28)
-        return Demand(0.0, s.requests / (0.9 * s.deadline_hours * 3600.0))
+        return Demand(0.0, s.requests / (s.deadline_hours * 3600.0))
     return Demand()
 
 
