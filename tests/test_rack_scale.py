@@ -62,6 +62,7 @@ def test_air_cooled_servers_do_not_take_the_superchips(catalog):
 
 def test_racks_are_bought_whole(catalog):
     rfq = validate_rfq({"id": "r", "constraints": {"gpus": ["gb200", "gb300"]},
+                        "facility": {"cooling": "liquid"},
                         "workloads": [{"name": "chat", "kind": "inference",
                                        "model": "llama-3.1-8b", "concurrency": 4,
                                        "input_tokens": 500, "output_tokens": 100}]}, catalog)
@@ -134,6 +135,7 @@ def test_groups_on_72_gpu_racks_pack_whenever_the_gpu_count_fits():
 
 def _serving_rfq(gpus: list[str], model: str, concurrency: int) -> dict:
     return {"id": "rack-scale", "constraints": {"gpus": gpus},
+            "facility": {"cooling": "liquid"},  # NVL72 racks are liquid-cooled (issue 28)
             "workloads": [{"name": "chat", "kind": "inference", "model": model,
                            "precision": "fp8", "concurrency": concurrency,
                            "input_tokens": 2000, "output_tokens": 1000, "tpot_ms": 50}]}
@@ -154,7 +156,12 @@ def test_a_gb300_only_rfq_buys_gb300_nvl72_racks(catalog):
     rack, gpu = catalog.servers["gb300-nvl72"], catalog.gpus["gb300"]
     count = nodes[0]["count"]
     assert plan["cost"]["gpus_usd"] == pytest.approx(count * 72 * gpu.price_usd, abs=1)
-    assert plan["cost"]["servers_usd"] == pytest.approx(count * rack.price_usd, abs=1)
+    # plus the site's liquid cooling per kW of the rack (issue 28: costs.yaml
+    # liquid_cooling_usd_per_kw, its own bill line)
+    kw = (72 * gpu.tdp_w + rack.base_power_w) / 1000.0
+    cooling = kw * catalog.costs.liquid_cooling_usd_per_kw.value
+    assert plan["cost"]["servers_usd"] == pytest.approx(count * (rack.price_usd + cooling),
+                                                        abs=1)
 
 
 def test_deepseek_fp8_on_gb200_runs_in_the_rack_not_over_the_fabric(catalog):
