@@ -261,3 +261,23 @@ def test_the_full_demand_budget_serves_everything(name):
     assert last["budget_usd"] >= result["full_demand_tco_usd"]
     assert last["served_share"] == 1.0
     assert all(share == 1.0 for share in last["workloads"].values())
+
+
+def test_the_budget_binds_a_max_served_plan_and_says_what_twice_as_much_serves():
+    """Issues 28 and 29: under max_served with demand left unserved the budget binds; its
+    relaxation (twice the budget) is re-solved and states the larger share it serves, which
+    an independent solve at that budget confirms."""
+    from solver.analysis.binding import binding_constraints, served_share
+    from solver.optimize.solve import solve_table
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(SCENARIOS / "best-for-a-budget.yaml", CATALOG)
+    plan, table = solve_table(rfq, CATALOG)
+    assert table is not None
+    share = served_share(plan, rfq)
+    assert share is not None and share < 1.0
+    found = binding_constraints(rfq, CATALOG, plan, table)
+    assert found and found[0]["kind"] == "budget" and found[0]["relaxed_to"] == "$260,000"
+    assert all(b["served_share"] > share for b in found)
+    double, _ = solve_table(rfq.model_copy(update={"budget_usd": 2 * rfq.budget_usd}), CATALOG)
+    assert served_share(double, rfq) == pytest.approx(found[0]["served_share"], abs=1e-4)

@@ -12,15 +12,18 @@ found by re-solving, never estimated:
 - the vendor profile, the GPU list, ``datacenter_grade_only`` and ``facility.cooling: air``
   (or ``liquid``): lifted, the whole RFQ rebuilt.
 
-A budget never binds a feasible plan: it limits the very cost that is minimised, so lifting
-it cannot lower the optimum. Facility racks are not relaxed here. Each saving is in the
+A budget never binds a feasible plan of the cost objectives: it limits the very cost that
+is minimised, so lifting it cannot lower the optimum. Under ``objective: max_served`` with
+demand left unserved (issue 29) a relaxation binds when it serves a larger
+priority-weighted share (``served_share``; ``saving_usd`` is then negative when it costs
+more), the budget first among them (twice the budget). Facility racks are not relaxed here. Each saving is in the
 RFQ's objective (TCO, or capex), USD; the list runs from the largest saving down, so the
 first entry is the dominant constraint.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from solver.catalog.data import Catalog
@@ -58,33 +61,101 @@ def _cluster_words(plan: Plan) -> str:
                      for n in plan.cluster.nodes) or "nothing owned"
 
 
-def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: float,
+MIN_SHARE_GAIN = 0.005
+"""Objective max_served: a relaxation serving less than half a per cent more is no gain."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """The plan a relaxation is judged against: its cost in the RFQ's objective and, under
+    ``objective: max_served`` with demand left unserved, its priority-weighted served share
+    (then a relaxation binds when it serves more, whatever it costs)."""
+
+    cost: float
+    share: float | None = None
+
+
+def served_share(plan: Plan, rfq: Rfq) -> float | None:
+    """The priority-weighted share of demand a max_served plan serves (None otherwise)."""
+    if not plan.served:
+        return None
+    weight = {s.name: s.priority for s in rfq.workloads}
+    total = sum(weight.values())
+    return sum(weight.get(s.workload, 0.0) * s.served_fraction for s in plan.served) / total
+
+
+def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
            relaxed: Plan) -> dict[str, Any] | None:
     cost = _objective(relaxed)
-    if cost is None or base - cost < MIN_SAVING_USD:
+    if cost is None:
+        return None
+    if base.share is not None:  # max_served: the relaxation binds when it serves more
+        share = served_share(relaxed, relaxed_rfq_of(relaxed, base))
+        if share is None or share < base.share + MIN_SHARE_GAIN:
+            return None
+        return {"constraint": constraint, "kind": kind, "value": value,
+                "relaxed_to": relaxed_to, "relaxed_cost_usd": round(cost, 2),
+                "saving_usd": round(base.cost - cost, 2),
+                "relaxed_cluster": _cluster_words(relaxed),
+                "served_share": round(share, 4)}
+    if base.cost - cost < MIN_SAVING_USD:
         return None
     return {"constraint": constraint, "kind": kind, "value": value, "relaxed_to": relaxed_to,
-            "relaxed_cost_usd": round(cost, 2), "saving_usd": round(base - cost, 2),
+            "relaxed_cost_usd": round(cost, 2), "saving_usd": round(base.cost - cost, 2),
             "relaxed_cluster": _cluster_words(relaxed)}
+
+
+_WEIGHTS: dict[int, Rfq] = {}
+
+
+def relaxed_rfq_of(plan: Plan, base: Base) -> Rfq:
+    """The RFQ whose priorities weigh a relaxed plan's served shares (the one being
+    relaxed: priorities never change in a relaxation)."""
+    return _WEIGHTS[id(base)]
 
 
 def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: CandidateTable,
                         solver: str = DEFAULT_SOLVER) -> list[dict[str, Any]]:
     """The plan's binding constraints, each with its next relaxation and what it saves
     (module docstring); [] when nothing binds or the plan is not feasible."""
-    base = _objective(plan)
-    if base is None:
+    cost = _objective(plan)
+    if cost is None:
         return []
     catalog = rfq.catalog(catalog)
-    found = _limit_entries(rfq, catalog, table, solver, base)
-    for spec in rfq.workloads:
-        found += _workload_entries(rfq, catalog, table, solver, base, spec)
-    found += _rfq_entries(rfq, catalog, solver, base)
-    return sorted((e for e in found if e is not None), key=lambda e: -e["saving_usd"])
+    share = served_share(plan, rfq)
+    base = Base(cost, share if share is not None and share < 1.0 - 1e-9 else None)
+    _WEIGHTS[id(base)] = rfq
+    try:
+        found = _limit_entries(rfq, catalog, table, solver, base)
+        if base.share is not None:
+            found.append(_budget_entry(rfq, catalog, table, solver, base))
+        for spec in rfq.workloads:
+            found += _workload_entries(rfq, catalog, table, solver, base, spec)
+        found += _rfq_entries(rfq, catalog, solver, base)
+    finally:
+        del _WEIGHTS[id(base)]
+    entries = [e for e in found if e is not None]
+    if base.share is not None:  # max_served: the largest gain in service first
+        return sorted(entries, key=lambda e: (-e["served_share"], -e["saving_usd"]))
+    return sorted(entries, key=lambda e: -e["saving_usd"])
+
+
+def _budget_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
+                  base: Base) -> dict[str, Any] | None:
+    """Objective max_served with demand left unserved: the budget binds; its next
+    relaxation is twice the budget (what that serves, and what it costs)."""
+    budget = rfq.budget_usd or 0.0
+    more = rfq.model_copy(update={"budget_usd": budget * RELAX_FACTOR})
+    solution = run_mip(table, more, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return None
+    relaxed = assemble(catalog, more, table, solution)
+    return _entry("budget_usd", "budget", f"${budget:,.0f}",
+                  f"${budget * RELAX_FACTOR:,.0f}", base, relaxed)
 
 
 def _limit_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                   base: float) -> list[dict[str, Any] | None]:
+                   base: Base) -> list[dict[str, Any] | None]:
     limits = Limits.from_rfq(rfq)
     out: list[dict[str, Any] | None] = []
     for name, (path, kind, figure, unit) in _LIMITS.items():
@@ -135,7 +206,7 @@ def _keep_headroom(spec: AnyWorkload, changed: AnyWorkload) -> AnyWorkload:
 
 
 def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                      base: float, spec: AnyWorkload) -> list[dict[str, Any] | None]:
+                      base: Base, spec: AnyWorkload) -> list[dict[str, Any] | None]:
     out: list[dict[str, Any] | None] = []
     steps: list[tuple[str, str, str, str, dict[str, Any]]] = []
     if spec.kind == "inference":
@@ -162,7 +233,7 @@ def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver:
 
 
 def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str,
-                 base: float) -> list[dict[str, Any] | None]:
+                 base: Base) -> list[dict[str, Any] | None]:
     """Vendor profile, GPU list, datacenter-grade rule and cooling: the whole RFQ rebuilt."""
     c, facility = rfq.constraints, rfq.facility
     steps: list[tuple[str, str, str, str, Rfq]] = []

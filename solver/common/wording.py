@@ -84,9 +84,17 @@ def binding_lines(binding: list[dict[str, Any]] | None, objective: str = "tco") 
     first: ``workloads.rag.ttft_ms = 5000 ms binds: at 10000 ms the plan saves $2,855,719
     (TCO $961,906: 5 x pcie-8gpu with 8 x rtx-pro-6000)``."""
     label = "capex" if objective == "capex" else "TCO"
-    return [f"{b['constraint']} = {b['value']} binds: at {b['relaxed_to']} the plan saves "
-            f"${b['saving_usd']:,.0f} ({label} ${b['relaxed_cost_usd']:,.0f}: "
-            f"{b['relaxed_cluster']})" for b in binding or []]
+    lines = []
+    for b in binding or []:
+        if b.get("served_share") is not None:  # objective max_served: it would serve more
+            lines.append(f"{b['constraint']} = {b['value']} binds: at {b['relaxed_to']} the "
+                         f"plan serves {b['served_share']:.0%} of the weighted demand "
+                         f"({label} ${b['relaxed_cost_usd']:,.0f}: {b['relaxed_cluster']})")
+            continue
+        lines.append(f"{b['constraint']} = {b['value']} binds: at {b['relaxed_to']} the plan "
+                     f"saves ${b['saving_usd']:,.0f} ({label} ${b['relaxed_cost_usd']:,.0f}: "
+                     f"{b['relaxed_cluster']})")
+    return lines
 
 
 def years(value: float) -> str:

@@ -257,13 +257,17 @@ class Binding(Record):
     constraint: str = Field(description="the RFQ field, e.g. workloads.chat.ttft_ms, "
                             "constraints.max_power_kw, facility.cooling")
     kind: Literal["slo", "deadline", "power", "cooling", "vendor", "precision", "node_limit",
-                  "gpu_limit", "rack_units"] = Field(description="what sort of constraint")
+                  "gpu_limit", "rack_units", "budget"] = Field(
+        description="what sort of constraint (budget: objective max_served only)")
     value: str = Field(description="its value in the RFQ, in words")
     relaxed_to: str = Field(description="the next relaxation that was re-solved, in words")
     relaxed_cost_usd: float = Field(description="the optimum with it relaxed (the RFQ's "
                                     "objective: TCO or capex), USD")
     saving_usd: float = Field(description="what the relaxation saves against this plan, USD")
     relaxed_cluster: str = Field(description="what the relaxed optimum buys, in words")
+    served_share: float | None = omitted("objective max_served with demand left unserved: "
+                                         "the priority-weighted share served with it "
+                                         "relaxed, 0..1 (the plan's own is in served)")
 
 
 class WorkloadPlan(Record):
