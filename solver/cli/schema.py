@@ -12,24 +12,25 @@ import typer
 from solver.common.console import EXIT_INFEASIBLE, out
 
 
-def rfq_schema() -> dict:
-    """The JSON Schema of an RFQ file, from the pydantic model in :mod:`solver.rfq.schema`."""
+def rfq_schema(catalog_dir: str | None = None) -> dict:
+    """The JSON Schema of an RFQ file, from the pydantic model in :mod:`solver.rfq.schema`;
+    its serving engines are those of the catalog (the built-in one, or ``catalog_dir``)."""
     from solver.rfq.schema import Rfq
 
     schema = Rfq.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "procure RFQ"
-    _engines_from_the_catalog(schema)
+    _engines_from_the_catalog(schema, catalog_dir)
     return schema
 
 
-def _engines_from_the_catalog(schema: dict) -> None:
-    """``engine``: the built-in catalog's serving engines (``efficiency.yaml``
-    ``serving.engines``, the one list of them), and its default engine."""
+def _engines_from_the_catalog(schema: dict, catalog_dir: str | None) -> None:
+    """``engine``: the catalog's serving engines (``efficiency.yaml`` ``serving.engines``,
+    the one list of them), and its default engine."""
     from solver.catalog.load import load_catalog
     from solver.rfq.schema import serving_engines
 
-    default, engines = serving_engines(load_catalog())
+    default, engines = serving_engines(load_catalog(catalog_dir))
     for definition in schema.get("$defs", {}).values():
         field = definition.get("properties", {}).get("engine")
         if field is not None:
@@ -54,10 +55,13 @@ def register(app: typer.Typer) -> None:
         plan: Annotated[bool, typer.Option(
             "--plan", help="The JSON Schema of the plan (procure solve --json) instead.")]
         = False,
+        catalog: Annotated[str | None, typer.Option(
+            "--catalog", help="A catalog directory or overlay: its serving engines are the "
+            "ones the RFQ schema offers.")] = None,
     ) -> None:
         """Print the JSON Schema of the RFQ format (docs/rfq.md), or with --plan of the plan
         JSON (docs/plan.md)."""
-        print(json.dumps(plan_json_schema() if plan else rfq_schema(), indent=2))
+        print(json.dumps(plan_json_schema() if plan else rfq_schema(catalog), indent=2))
 
     @app.command()
     def quote(

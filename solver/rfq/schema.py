@@ -111,7 +111,8 @@ def _check_ids(values: list[str] | None, known: list[str], what: str) -> list[st
 class Constraints(_Strict):
     """Optional limits on what may be bought."""
 
-    vendor: str | None = None
+    vendor: str | None = Field(
+        default=None, description="vendor profile id (procure catalog list); default 'open'")
     gpus: list[str] | None = Field(default=None, min_length=1)
     fabrics: list[str] | None = Field(default=None, min_length=1)
     max_nodes: int | None = Field(default=None, ge=1, le=10_000)
