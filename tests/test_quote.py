@@ -105,8 +105,13 @@ def test_html_totals_equal_the_plan_with_a_contract_bom(catalog, coupled):
     assert usd(plan["cost"]["tco_usd"]) in html
     # the coupled fine-tune's fabric (RDMA by the vendor's policy since issue 15)
     assert "valid until" in html and plan["cluster"]["fabric"] in html and "<svg" in html
+    from solver.report.customer import customer_text, is_renting_hint
+
+    assert rfq.rental == "forbid"  # a buy quote: no "renting would be cheaper" (issue 32)
+    shown = [alt for alt in alternatives if not is_renting_hint(alt["alternative"])]
+    assert len(shown) < len(alternatives)
     for alt in alternatives:
-        assert alt["alternative"] in html
+        assert (customer_text(alt["alternative"]) in html) == (alt in shown)
 
 
 def test_html_bom_is_the_plans_own_and_totals_match(catalog, coupled):

@@ -10,6 +10,7 @@ and the XLSX say the same thing. The bill of materials is the plan's
 from __future__ import annotations
 
 import datetime as dt
+import re
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,21 @@ from solver.common.wording import (
     qty,
     relaxations,
     serving_lines,
-    short_source,
     target_rows,
     usd,
     years,
 )
 from solver.optimize.plan_model import BuyVsRent, Period, Phasing, Plan, ScheduleRun
 from solver.optimize.rental import breakeven_horizon_text, resale_text
+from solver.report.customer import (
+    customer_source,
+    customer_text,
+    is_renting_hint,
+    model_words,
+    orderable_line,
+    price_words,
+    source_title,
+)
 from solver.rfq.schema import AnyWorkload, Rfq
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -43,6 +52,39 @@ SLOT = 14  # px, one GPU slot in the cluster picture
 COLOURS = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
            "#9D755D", "#EECA3B")
 MONEY, RATE = '"$"#,##0', '"$"#,##0.00'
+_FIGURE = re.compile(r"^([≤≥<>]=?)?\s*\$?(-?[\d,]*\.?\d+)\s*(%|ms|h|s|×)?$")
+
+
+def figure_cell(text: Any) -> tuple[Any, str | None]:
+    """A formatted figure of the quote as a spreadsheet cell: (number, number format) -
+    ``1,478.5 ms`` -> (1478.5, ``#,##0.0" ms"``), ``≤ 2,000 ms`` -> (2000, ``"≤ "#,##0" ms"``),
+    ``80%`` -> (0.8, ``0%``), ``$1,200`` -> (1200, money); anything else stays text."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return text, None
+    match = _FIGURE.match(str(text).strip())
+    if not match:
+        return text, None
+    sign, digits, unit = match.group(1) or "", match.group(2), match.group(3) or ""
+    value = float(digits.replace(",", ""))
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    fraction = "." + "0" * decimals if decimals else ""
+    prefix = f'"{sign} "' if sign else ""
+    if unit == "%":
+        return value / 100, f"{prefix}0{fraction}%"
+    body = "#,##0" + fraction
+    if str(text).strip().lstrip("≤≥<>= ").startswith("$"):
+        body = '"$"' + body
+    suffix = f'" {unit}"' if unit else ""
+    return value, prefix + body + suffix
+
+
+def _append_figures(sheet: Any, values: list[Any]) -> None:
+    """Append a row whose formatted figures become numbers with their number formats."""
+    cells = [figure_cell(value) for value in values]
+    sheet.append([value for value, _ in cells])
+    for cell, (_, fmt) in zip(sheet[sheet.max_row], cells, strict=False):
+        if fmt:
+            cell.number_format = fmt
 
 
 def bom_lines(plan: Plan) -> tuple[list[dict[str, Any]], float, dict[str, Any] | None]:
@@ -115,7 +157,9 @@ def quote_context(plan: Plan, rfq: Rfq, catalog: Catalog,
     specs = {w.name: w for w in rfq.workloads}
     lines, capex, opex = bom_lines(plan) if feasible else ([], 0.0, None)
     workloads = _workload_rows(plan, specs)
-    alts = _alternative_rows(alternatives or [])
+    buy_only = rfq.rental == "forbid"  # a buy quote: renting hints would undercut it
+    alts = _alternative_rows([alt for alt in alternatives or []
+                              if not (buy_only and is_renting_hint(alt["alternative"]))])
     summary = _summary(plan, rfq, capex) if feasible else _infeasible_summary(plan, rfq)
     opex_list = opex_rows(opex) if opex else []
     cost = plan.cost.model_dump() if plan.cost is not None else {}
@@ -125,26 +169,40 @@ def quote_context(plan: Plan, rfq: Rfq, catalog: Catalog,
         "customer": rfq.customer or "", "date": today.isoformat(),
         "valid_until": (today + dt.timedelta(days=valid_days)).isoformat(),
         "svg": cluster_svg(plan) if feasible else "",
-        "bom": [{**line, "unit": usd(line["unit_price_usd"]), "qty": qty(line["quantity"]),
-                 "total": usd(line["line_total_usd"]),
-                 "source_short": short_source(line["source"])} for line in lines],
+        "bom": [_bom_row(line) for line in lines],
         "capex": usd(capex), "capex_value": capex,
-        "opex_rows": opex_list,
+        "opex_rows": [(customer_text(label), usd(value)) for label, value in opex_list],
         "costs": [(COST_LABELS[key].label, usd(cost[key])) for key in QUOTE_COSTS
                   if key in cost],
         "tco": usd(cost.get("tco_usd")), "horizon": years(rfq.horizon_years),
-        "workloads": workloads, "assumptions": assumption_lines(a), "prices": a["prices"],
-        "alternatives": alts, "warnings": list(plan.warnings),
-        "binding": binding_lines([b.model_dump() for b in plan.binding or []],
-                                 plan.objective),
-        "infeasible": relaxations(info.model_dump(mode="json"), plan.objective,
-                                  rfq.horizon_years) if info and not feasible else [],
-        "reasons": list(info.reasons) if info else [],
+        "workloads": workloads,
+        "assumptions": [customer_text(line) for line in assumption_lines(a)],
+        "prices": a["prices"], "alternatives": alts,
+        "binding": [customer_text(line) for line in binding_lines(
+            [b.model_dump() for b in plan.binding or []], plan.objective)],
+        "warnings": [customer_text(w) for w in plan.warnings
+                     if not (buy_only and is_renting_hint(w))],
+        "infeasible": [customer_text(r) for r in relaxations(
+            info.model_dump(mode="json"), plan.objective, rfq.horizon_years)]
+        if info and not feasible else [],
+        "reasons": [customer_text(r) for r in info.reasons] if info else [],
         "uncalibrated": any(c is not None and not c.calibrated for w in plan.workloads
                             for c in [w.calibration] + [u.calibration
                                                          for u in w.layouts or []]),
         **rental_context(plan, rfq.horizon_years, feasible),
     }
+
+
+def _bom_row(line: dict[str, Any]) -> dict[str, Any]:
+    """One bill-of-materials line as the customer reads it: an orderable quantity, the
+    price's type and date in words, the sites it was read from (never the catalog's notes)."""
+    order = orderable_line(line)
+    return {**order, "unit": usd(order["order_unit_usd"]), "qty": qty(order["order_quantity"]),
+            "total": usd(line["line_total_usd"]),
+            "price_words": price_words(line.get("price_type")),
+            "source_short": source_title(line.get("source")),
+            "basis": customer_source(line.get("price_type"), line.get("as_of"),
+                                     line.get("source"))}
 
 
 QUOTE_COSTS = ("capex_usd", "power_usd", "operations_usd", "multinode_overhead_usd",
@@ -160,11 +218,11 @@ def _workload_rows(plan: Plan, specs: dict[str, AnyWorkload]) -> list[dict[str, 
         entry = work.model_dump(mode="json")  # the wording helpers read the plan JSON
         workloads.append({
             "name": work.name, "kind": work.kind.replace("_", " "),
-            "model": work.model, "precision": work.precision.upper(),
+            "model": model_words(work.model), "precision": work.precision.upper(),
             "layouts": layout_rows(entry),
             "targets": target_rows(entry, specs.get(work.name)),
             "utilization": work.utilization,
-            "notes": serving_lines(entry),
+            "notes": [customer_text(note) for note in serving_lines(entry)],
         })
     return workloads
 
@@ -173,10 +231,12 @@ def _alternative_rows(alternatives: list[dict[str, Any]]) -> list[dict[str, Any]
     """The counterfactuals: name, cost (or 'not possible'), difference, why."""
     alts = []
     for alt in alternatives:
-        alts.append({"name": alt["alternative"],
+        alts.append({"name": customer_text(alt["alternative"]),
                      "tco": usd(alt["tco_usd"]) if alt.get("feasible") else "not possible",
                      "difference": money_delta(alt["delta_usd"]) if alt.get("delta_usd")
-                     is not None else "-", "why": alt["why"]})
+                     is not None else "-", "why": customer_text(alt["why"]),
+                     "tco_usd": alt["tco_usd"] if alt.get("feasible") else None,
+                     "delta_usd": alt.get("delta_usd")})
     return alts
 
 
@@ -189,8 +249,8 @@ def _summary(plan: Plan, rfq: Rfq, capex: float) -> str:
                f"{years(rfq.horizon_years)} is {usd(tco)}, including "
                + ("power, operations and the engineering overhead of coupled nodes."
                   if plan.cluster.coupled else "power and operations."))
-    return summary + served_sentence(plan, rfq) + timetable_sentence(plan) \
-        + rental_summary(plan)
+    return customer_text(summary + served_sentence(plan, rfq) + timetable_sentence(plan)
+                         + rental_summary(plan))
 
 
 def timetable_sentence(plan: Plan) -> str:
@@ -271,13 +331,14 @@ def _rental_rows(plan: Plan) -> list[dict[str, Any]]:
                 "workload": entry.name, "offer": rent.offer, "gpu": rent.gpu,
                 "instances": f"{rent.instances} × {rent.gpus_per_instance} GPUs",
                 "price_type": rent.price_type.replace("_", " "),
+                "price_words": price_words(rent.price_type),
                 "provider": rent.provider_class,
                 "hours": qty(rent.gpu_hours), "gpu_hours": rent.gpu_hours,
                 "rate": f"${rent.usd_per_gpu_hour:,.2f}",
                 "usd_per_gpu_hour": rent.usd_per_gpu_hour, "total": usd(rent.usd),
                 "usd": rent.usd, "as_of": rent.as_of,
                 "source": rent.source,
-                "source_short": short_source(rent.source)})
+                "source_short": source_title(rent.source)})
     return rentals
 
 
@@ -324,8 +385,9 @@ def _buy_rent_row(row: BuyVsRent) -> dict[str, Any]:
                              "never" if row.owned_capex_usd is not None
                              else "-"),
         "resold": usd(row.owned_resold_usd) if row.owned_resold_usd is not None else "-",
-        "why": row.why,
-        "notes": [t for t in (breakeven_horizon_text(row), resale_text(row)) if t],
+        "why": customer_text(row.why),
+        "notes": [customer_text(t) for t in (breakeven_horizon_text(row), resale_text(row))
+                  if t],
         "raw": row.model_dump(mode="json")}
 
 
@@ -381,14 +443,14 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
     sheet.append(["Valid until", context["valid_until"]])
     sheet.append(["Summary", context["summary"]])
     for label, value in context["costs"]:
-        sheet.append([label, value])
+        _append_figures(sheet, [label, value])
     bom = book.create_sheet("Bill of materials")
     bom.append(["SKU", "Description", "Quantity", "Unit price (USD)", "Price type", "As of",
                 "Source", "Line total (USD)"])
     for line in context["bom"]:
-        bom.append([line.get("sku"), line.get("description"), line.get("quantity"),
-                    line.get("unit_price_usd"), line.get("price_type"), line.get("as_of"),
-                    line.get("source"), line.get("line_total_usd")])
+        bom.append([line.get("sku"), line.get("description"), line.get("order_quantity"),
+                    line.get("order_unit_usd"), line.get("price_words"), line.get("as_of"),
+                    line.get("source_short"), line.get("line_total_usd")])
     bom.append(["Capex", "", "", "", "", "", "", context["capex_value"]])
     for cell in bom[1]:
         cell.font = Font(bold=True)
@@ -404,14 +466,18 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
             work.append([w["name"], lay["gpu"], lay["precision"], lay["tp"], lay["pp"],
                          lay["dp"], lay["gpus"]])
         for t in w["targets"]:
-            work.append([w["name"], "", "", "", "", "", "", t["metric"], t["predicted"],
-                         t["target"], t["verdict"]])
+            _append_figures(work, [w["name"], "", "", "", "", "", "", t["metric"],
+                                   t["predicted"], t["target"], t["verdict"]])
     assume = book.create_sheet("Assumptions")
     for line in context["assumptions"]:
         assume.append([line])
     for alt in context["alternatives"]:
-        assume.append([f"Alternative: {alt['name']}", alt["tco"], alt["difference"],
-                       alt["why"]])
+        assume.append([f"Alternative: {alt['name']}", alt["tco_usd"]
+                       if alt["tco_usd"] is not None else alt["tco"], alt["delta_usd"]
+                       if alt["delta_usd"] is not None else alt["difference"], alt["why"]])
+        for cell in assume[assume.max_row][1:3]:
+            if isinstance(cell.value, int | float):
+                cell.number_format = '"$"#,##0;"-$"#,##0'  # + costs more, - saves
     for line in context["binding"]:
         assume.append([f"Binding constraint: {line}"])
     for warning in context["warnings"]:
@@ -446,7 +512,7 @@ def _xlsx_rental(book: Any, context: dict[str, Any]) -> None:
         for r in context["rentals"]:
             sheet.append([r["workload"], r["offer"], r["gpu"], r["instances"],
                           r["price_type"], r["gpu_hours"], r["usd_per_gpu_hour"], r["usd"],
-                          r["as_of"], r["source"]])
+                          r["as_of"], r["source_short"]])
         sheet.append(["Rental total", "", "", "", "", "", "",
                       sum(r["usd"] for r in context["rentals"])])
         sheets.append((sheet, {"G": RATE, "H": MONEY}))
