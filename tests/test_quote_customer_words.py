@@ -25,6 +25,8 @@ from solver.report.quote import figure_cell, quote_context, render_html, write_x
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+FEW = ["hybrid-service-and-job.yaml", "batch-corpus-one-box.yaml",
+       "own-model-from-config.yaml", "finetune-70b-full-cluster.yaml"]
 ALL = sorted(p.name for p in SCENARIOS.iterdir() if p.suffix in (".yaml", ".json"))
 
 
@@ -59,6 +61,9 @@ def _texts_of_xlsx(path: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
 
 def _check_quote(name: str, tmp_path: Path) -> None:
     cat, rfq, plan, alternatives = plan_with_alternatives(SCENARIOS / name, None, "highs")
+    for work in plan.workloads:  # issue 32: the unit price of every serving workload
+        serving = work.kind in ("inference", "batch_inference")
+        assert (work.cost_per_million_tokens_usd is not None) == (serving and plan.feasible)
     context = quote_context(plan, rfq, cat, alternatives)
     page = htmllib.unescape(render_html(context))
     internal = _internal()
@@ -84,8 +89,15 @@ def _check_quote(name: str, tmp_path: Path) -> None:
             line["line_total_usd"], abs=0.01)
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_every_scenarios_quote_has_no_internals_and_numeric_xlsx(name, tmp_path):
+@pytest.mark.parametrize("name", FEW)
+def test_quote_has_no_internals_and_numeric_xlsx(name, tmp_path):
+    _check_quote(name, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in ALL if n not in FEW])
+def test_every_scenarios_quote_has_no_internals(name, tmp_path):
+    """The rest of the shipped scenarios (slow: every one re-solves its alternatives)."""
     _check_quote(name, tmp_path)
 
 

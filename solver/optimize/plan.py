@@ -28,6 +28,7 @@ from solver.optimize.plan_model import Plan
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.rental import add_sourcing
 from solver.optimize.schedule import schedule_for
+from solver.optimize.unit_cost import add_unit_costs
 from solver.physics.coverage import serving_calibration
 from solver.physics.goodput import goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate
@@ -475,6 +476,7 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
             entry["recurrence"] = recurring
     redundancy_check(plan, picks, specs)
     add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/optimize/rental.py)
+    add_unit_costs(plan, rfq)  # cost per million tokens (solver/optimize/unit_cost.py)
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
     plan["schedule"] = schedule_for(catalog, rfq, table, plan,  # solver/optimize/schedule.py
                                     time_limit)

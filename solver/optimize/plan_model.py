@@ -270,6 +270,25 @@ class Binding(Record):
                                          "relaxed, 0..1 (the plan's own is in served)")
 
 
+class UnitCost(Record):
+    """What a serving workload's tokens cost at the planned load over the horizon: the unit
+    price buyers compare with cloud APIs (solver/optimize/unit_cost.py)."""
+
+    output_usd: float | None = Field(description="USD per million output tokens (null: no "
+                                     "tokens)")
+    all_tokens_usd: float | None = Field(description="USD per million tokens, prompt and "
+                                         "output together")
+    output_tokens_per_s_per_usd_per_hour: float | None = Field(
+        description="output tokens per second at the planned load per USD per hour the "
+        "workload costs")
+    workload_cost_usd: float = Field(description="the workload's share of the TCO: the owned "
+                                     "part by the owned GPUs it runs on, plus its rental, USD")
+    requests: float = Field(description="requests served over the horizon at the stated "
+                            "demand (batch inference: its requests)")
+    output_tokens: int = Field(description="output tokens over the horizon")
+    basis: str = Field(description="in words: which demand and which cost share")
+
+
 class WorkloadPlan(Record):
     """How one workload of the RFQ runs: its main layout, memory, predictions, sourcing."""
 
@@ -313,6 +332,8 @@ class WorkloadPlan(Record):
                                             "demand served, 0..1 (a job: 0 or 1)")
     recurrence: Recurring | None = omitted("a recurring job: how often it runs and what "
                                            "each run costs")
+    cost_per_million_tokens_usd: UnitCost | None = omitted(
+        "serving and batch inference: cost per million tokens at the planned load")
 
 
 # ----------------------------------------------------------------------------- cost
