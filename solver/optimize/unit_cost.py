@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from solver.optimize.costs import HOURS_PER_YEAR
-from solver.rfq.schema import AnyWorkload, InferenceWorkload, Rfq
+from solver.rfq.schema import AnyWorkload, BatchInferenceWorkload, InferenceWorkload, Rfq
 
 SERVING_KINDS = frozenset({"inference", "batch_inference"})
 MONTHS_PER_YEAR = 12.0
@@ -80,7 +80,7 @@ def add_unit_costs(plan: dict[str, Any], rfq: Rfq) -> None:
     hours = rfq.horizon_years * HOURS_PER_YEAR
     for work in plan["workloads"]:
         spec = specs.get(work["name"])
-        if spec is None or spec.kind not in SERVING_KINDS:
+        if not isinstance(spec, InferenceWorkload | BatchInferenceWorkload):
             continue
         requests = requests_over_horizon(spec, work["predicted"], rfq.horizon_years)
         output = requests * spec.output_tokens
