@@ -16,6 +16,7 @@ from solver.common.wording import (
     opex_rows,
     qty,
     relaxations,
+    unit_cost_text,
     usd,
 )
 from solver.optimize.plan_model import Cluster, Plan, WorkloadPlan
@@ -277,6 +278,10 @@ def serving_note(entry: WorkloadPlan) -> str:
     if redundancy:
         parts.append("redundancy n+1 (demand met with any one node down)" if redundancy == "n+1"
                      else "no redundancy")
+    unit = entry.cost_per_million_tokens_usd
+    unit_text = unit_cost_text(unit.model_dump() if unit is not None else None)
+    if unit_text:
+        parts.append(unit_text)
     cal = entry.calibration
     if cal is not None and cal.calibrated:
         parts.append(f"model calibrated for {cal.family} on {cal.engine} "

@@ -14,7 +14,13 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from solver.common.wording import CAPEX_TERMS, COST_LABELS, COST_TERMS, axis_words
+from solver.common.wording import (
+    CAPEX_TERMS,
+    COST_LABELS,
+    COST_TERMS,
+    axis_words,
+    unit_cost_text,
+)
 from solver.optimize.plan_model import Cluster, Cost, LayoutUse, Plan, WorkloadPlan
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
@@ -351,10 +357,15 @@ def _hover(index: int, point: dict[str, Any], result: dict[str, Any]) -> str:
     work = next((w for w in plan.workloads if w.name == result["workload"]), None)
     layout = (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp} on "
               f"{work.gpus}× {work.gpu}" if work else "")
+    sourcing = {"rented": "rented", "hybrid": "bought + rented"}.get(
+        (work.sourcing if work else None) or "owned", "bought")
+    unit = unit_cost_text(work.cost_per_million_tokens_usd.model_dump()
+                          if work and work.cost_per_million_tokens_usd else None)
     return (f"<b>#{index + 1}</b> {axis_words(cost_key)} ${point[cost_key]:,.0f}<br>"
             f"{axis_words(metric)} "
-f"{point[metric]:,.2f}<br>{cluster_label(plan.cluster, plan.cost)}<br>"
-            f"{result['workload']}: {layout}")
+            f"{point[metric]:,.2f}<br>{cluster_label(plan.cluster, plan.cost)}<br>"
+            f"{result['workload']}: {layout} ({sourcing})"
+            + (f"<br>{unit}" if unit else ""))
 
 
 # --- sensitivity ------------------------------------------------------------------------

@@ -3,6 +3,7 @@ compare with cloud APIs - checked against hand-computed answers and the plan's o
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,31 @@ def test_unit_costs_add_up_to_the_plan(catalog, name):
     shares = workload_costs(plan.to_json())
     assert sum(shares.values()) == pytest.approx(plan.cost.tco_usd, rel=1e-6)
     assert total <= plan.cost.tco_usd + 1
+
+
+def test_terminal_quote_and_pareto_hover_show_the_unit_price(catalog, tmp_path):
+    """The unit price is shown wherever the plan is: the terminal's workload lines, the
+    quote's workload notes and the Pareto chart's hover (with bought or rented), and the
+    chart's HTML carries plotly itself (no CDN: it works offline)."""
+    from solver.common.wording import serving_lines, unit_cost_text
+    from solver.report.charts import frontier_plot
+    from solver.report.quote import quote_context, render_html
+
+    rfq = load_rfq(SCENARIOS / "hybrid-service-and-job.yaml", catalog)
+    plan = solve_rfq(rfq, catalog)
+    chat = next(w for w in plan.workloads if w.name == "chat")
+    assert chat.cost_per_million_tokens_usd is not None
+    text = unit_cost_text(chat.cost_per_million_tokens_usd.model_dump())
+    assert text and text.startswith("$") and "per million output tokens" in text
+    lines = serving_lines(chat.model_dump(mode="json"))
+    assert f"cost: {text}" in lines and all(len(line) <= 78 for line in lines)
+    assert text in render_html(quote_context(plan, rfq, catalog))
+    result = {"rfq": rfq.id, "workload": "chat", "axes": ["tco_usd", "tpot_ms"],
+              "points": [{"tco_usd": plan.cost.tco_usd, "tpot_ms": 20.0,
+                          "plan": plan.to_json()}]}
+    page = tmp_path / "frontier.html"
+    frontier_plot(result, page)
+    html = page.read_text()
+    assert not re.search(r"<script[^>]+src=", html)  # no script fetched from anywhere
+    assert "Plotly.newPlot" in html and len(html) > 1_000_000
+    assert "chat: bought" in html and "per million output tokens" in html

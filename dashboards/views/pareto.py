@@ -40,6 +40,12 @@ def _chart_pick() -> int | None:
     return None
 
 
+def _per_million(work: Any) -> str:
+    """The workload's cost per million output tokens at this point, or '-'."""
+    unit = work.cost_per_million_tokens_usd if work is not None else None
+    return f"${unit.output_usd:,.3g}" if unit is not None and unit.output_usd else "-"
+
+
 def _table(result: dict[str, Any]) -> pd.DataFrame:
     cost_key, metric = result["axes"]
     rows = []
@@ -51,7 +57,10 @@ def _table(result: dict[str, Any]) -> pd.DataFrame:
                      axis_words(metric): round(point[metric], 3),
                      "cluster": cluster_label(plan.cluster, plan.cost),
                      "layout": (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp}"
-                                if work else "")})
+                                if work else ""),
+                     "bought or rented": {"rented": "rented", "hybrid": "bought + rented"}
+                     .get((work.sourcing if work else None) or "owned", "bought"),
+                     "$ per M output tokens": _per_million(work)})
     return pd.DataFrame(rows)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from solver.cli.solve import CatalogOpt, SolverOpt, check_outputs, check_solver, load
-from solver.common.console import EXIT_INFEASIBLE, out
+from solver.common.console import EXIT_INFEASIBLE, err, out
 from solver.common.errors import SolverError
 from solver.common.limits import MAX_PARETO_POINTS, check_range, check_workers
 from solver.optimize.backends import DEFAULT_SOLVER
@@ -249,6 +249,7 @@ def _frontier(cat: Any, parsed: Any, metric: str | None, points: int | None, sol
         frontier_csv(result, csv_out)
     if plot is not None and result["points"]:
         frontier_plot(result, plot)
+        err.print(f"wrote {plot}")  # stderr: --json output stays JSON
     if json_out:
         print(json.dumps(result, indent=2))
     elif result["points"]:
@@ -300,6 +301,7 @@ def sensitivity(
         raise SolverError(report["base"].get("error") or f"{solver} failed on the base RFQ")
     if plot is not None:
         tornado_plot(report, plot)
+        err.print(f"wrote {plot}")
     if json_out:
         print(json.dumps(report, indent=2))
     else:

@@ -305,6 +305,36 @@ def target_rows(entry: dict[str, Any], spec: Any | None) -> list[dict[str, str]]
     return rows
 
 
+def unit_cost_text(unit: dict[str, Any] | None) -> str | None:
+    """A serving workload's unit price in a few words: ``$0.17 per million output tokens
+    ($0.028 per million prompt and output tokens)`` (None without one)."""
+    if not unit or unit.get("output_usd") is None:
+        return None
+    text = f"{_per_million(unit['output_usd'])} per million output tokens"
+    if unit.get("all_tokens_usd") is not None:
+        text += f" ({_per_million(unit['all_tokens_usd'])} with the prompt tokens)"
+    return text
+
+
+def _per_million(value: float) -> str:
+    """Dollars to two significant decimals below $10 (``$0.028``), cents above."""
+    return f"${value:,.2f}" if value >= 10 else f"${value:,.2g}" if value < 0.1 \
+        else f"${value:,.3g}"
+
+
+def unit_cost_lines(entry: dict[str, Any]) -> list[str]:
+    """The unit price lines of a serving workload (each under 80 columns)."""
+    unit = entry.get("cost_per_million_tokens_usd")
+    text = unit_cost_text(unit)
+    if not text or not unit:
+        return []
+    lines = [f"cost: {text}"]
+    rate = unit.get("output_tokens_per_s_per_usd_per_hour")
+    if rate is not None:
+        lines.append(f"at the planned load: {rate:,.0f} output tokens/s per $ per hour")
+    return lines
+
+
 def calibration_lines(entry: dict[str, Any]) -> list[str]:
     """How well the serving model is measured for the workload's GPU family and engine, in
     words (each line under 80 columns): calibrated with its held-out error, or the margin the
@@ -330,7 +360,8 @@ def serving_lines(entry: dict[str, Any]) -> list[str]:
     SLO percentile, utilisation headroom, what n+1 leaves with one node down, and the
     calibration of the physics behind it."""
     if entry.get("kind") == "batch_inference":
-        return served_share_lines(entry) + recurrence_lines(entry) + calibration_lines(entry)
+        return (served_share_lines(entry) + recurrence_lines(entry) + unit_cost_lines(entry)
+                + calibration_lines(entry))
     if entry.get("kind") != "inference":
         return served_share_lines(entry) + recurrence_lines(entry)
     lines = served_share_lines(entry) + [f"engine {entry.get('engine', 'vllm')} · SLOs at p{entry.get('slo_percentile', 90)}"
@@ -344,7 +375,7 @@ def serving_lines(entry: dict[str, Any]) -> list[str]:
             if spare.get(k) is not None and demand.get(d)]
         lines.append("n+1: any one node down still leaves "
                      + (", ".join(left) if left else "the demand"))
-    return lines + calibration_lines(entry)
+    return lines + unit_cost_lines(entry) + calibration_lines(entry)
 
 
 def recurrence_lines(entry: dict[str, Any]) -> list[str]:

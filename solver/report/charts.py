@@ -9,7 +9,7 @@ from typing import Any
 
 from solver.common.errors import InputError, Problem
 from solver.common.spreadsheet import safe_row
-from solver.common.wording import axis_words
+from solver.common.wording import axis_words, unit_cost_text
 
 
 def check_plot_path(path: Path, option: str) -> str:
@@ -39,6 +39,18 @@ def cluster_text(cluster: dict[str, Any]) -> str:
                      for n in cluster["nodes"]) + f" ({cluster['fabric']})"
 
 
+def point_text(point: dict[str, Any], workload: str) -> str:
+    """A frontier point's hover: the cluster bought, whether the workload is bought or
+    rented, and its cost per million output tokens."""
+    plan = point["plan"]
+    work: dict[str, Any] = next((w for w in plan["workloads"] if w["name"] == workload), {})
+    sourcing = {"owned": "bought", "rented": "rented", "hybrid": "bought + rented"}.get(
+        work.get("sourcing") or "owned", "bought")
+    unit = unit_cost_text(work.get("cost_per_million_tokens_usd"))
+    return (cluster_text(plan["cluster"]) + f"<br>{workload}: {sourcing}"
+            + (f"<br>{unit}" if unit else ""))
+
+
 def _dollars() -> Any:
     """A matplotlib tick formatter: ``$1,522,250``."""
     from matplotlib.ticker import FuncFormatter
@@ -52,7 +64,7 @@ def frontier_plot(result: dict[str, Any], path: Path) -> None:
     cost_key, metric = result["axes"]
     xs = [p[cost_key] for p in result["points"]]
     ys = [p[metric] for p in result["points"]]
-    labels = [cluster_text(p["plan"]["cluster"]) for p in result["points"]]
+    labels = [point_text(p, result["workload"]) for p in result["points"]]
     title = (f"{result['rfq']}: {axis_words(cost_key).removesuffix(' (USD)').lower()} "
              f"against {result['workload']}'s {axis_words(metric).lower()}")
     if suffix == ".html":
@@ -64,7 +76,7 @@ def frontier_plot(result: dict[str, Any], path: Path) -> None:
         fig.update_layout(title=title, xaxis_title=axis_words(cost_key),
                           yaxis_title=axis_words(metric))
         fig.update_xaxes(tickprefix="$", tickformat=",.0f")
-        fig.write_html(str(path), include_plotlyjs="cdn")
+        fig.write_html(str(path), include_plotlyjs=True)  # self-contained: works offline
         return
     import matplotlib
 
@@ -102,7 +114,7 @@ def tornado_plot(report: dict[str, Any], path: Path) -> None:
         fig.update_layout(title=title, barmode="overlay",
                           xaxis_title=axis_words("tco_usd"))
         fig.update_xaxes(tickprefix="$", tickformat=",.0f")
-        fig.write_html(str(path), include_plotlyjs="cdn")
+        fig.write_html(str(path), include_plotlyjs=True)  # self-contained: works offline
         return
     import matplotlib
 
