@@ -79,47 +79,37 @@ def validate(
 @catalog_app.command("list")
 def catalog_list(catalog: CatalogOpt = None) -> None:
     """List GPUs, servers, fabrics, models and vendor profiles."""
-    from rich.table import Table
 
     from solver.catalog.load import load_catalog
 
     cat = load_catalog(catalog)
-    gpus = Table(title=f"GPUs (catalog {cat.version})")
-    for column in ("id", "memory GB", "BW GB/s", "bf16 TFLOPS", "fp8", "fp4", "TDP W",
-                   "form", "link GB/s", "price USD", "price (type, as of)", "datacenter",
-                   "P2P"):
-        gpus.add_column(column)
+    gpu_rows = []
     for gpu in cat.gpus.values():
         tf = gpu.dense_tflops
-        gpus.add_row(gpu.id, f"{gpu.memory_gb:g}", f"{gpu.mem_bw_gbs:g}", f"{tf['bf16']:g}",
-                     f"{tf.get('fp8', '-')}", f"{tf.get('fp4', '-')}", f"{gpu.tdp_w:g}",
-                     gpu.form_factor, f"{gpu.intra_node_gbs:g} {gpu.intra_node_link}",
-                     f"{gpu.price_usd:,.0f}", f"{gpu.price_type}, {gpu.price_as_of}",
-                     "yes" if gpu.datacenter_use else "NO (licence)",
-                     "yes" if gpu.p2p else "no (host-staged)")
-    out.print(gpus)
-    servers = Table(title="Servers")
-    for column in ("id", "slots", "form factors", "price USD (no GPUs)", "price (type, as of)",
-                   "base W", "max W", "max card slots", "U", "cooling", "source"):
-        servers.add_column(column)
-    for s in cat.servers.values():
-        servers.add_row(s.id, str(s.gpu_slots), ",".join(s.form_factors), f"{s.price_usd:,.0f}",
-                        f"{s.price_type}, {s.price_as_of or s.as_of}",
-                        f"{s.base_power_w:g}", f"{s.max_power_w:g}" if s.max_power_w else "-",
-                        f"{s.max_width_slots:g}" if s.max_width_slots else "-",
-                        str(s.rack_units), "liquid" if s.liquid_cooled else "air", s.source)
-    out.print(servers)
-    fabrics = Table(title="Fabrics")
-    for column in ("id", "GB/s per NIC", "latency us", "NIC USD", "port USD"):
-        fabrics.add_column(column)
-    for f in cat.fabrics.values():
-        fabrics.add_row(f.id, f"{f.effective_gbs:g}", f"{f.latency_us:g}",
-                        f"{f.nic_price_usd:,.0f}", f"{f.switch_port_price_usd:,.0f}")
-    out.print(fabrics)
-    models = Table(title="Models")
-    for column in ("id", "params B", "active B", "layers", "attention", "checkpoint", "aliases",
-                   "source"):
-        models.add_column(column)
+        gpu_rows.append([gpu.id, f"{gpu.memory_gb:g}", f"{gpu.mem_bw_gbs:g}", f"{tf['bf16']:g}",
+                         f"{tf.get('fp8', '-')}", f"{tf.get('fp4', '-')}", f"{gpu.tdp_w:g}",
+                         gpu.form_factor, f"{gpu.intra_node_gbs:g} {gpu.intra_node_link}",
+                         f"{gpu.price_usd:,.0f}", f"{gpu.price_type}, {gpu.price_as_of}",
+                         "yes" if gpu.datacenter_use else "NO (licence)",
+                         "yes" if gpu.p2p else "no (host-staged)"])
+    _catalog_table(f"GPUs (catalog {cat.version})",
+                   ["id", "memory GB", "BW GB/s", "bf16 TFLOPS", "fp8", "fp4", "TDP W", "form",
+                    "link GB/s", "price USD", "price (type, as of)", "datacenter", "P2P"],
+                   gpu_rows)
+    _catalog_table("Servers", ["id", "slots", "form factors", "price USD (no GPUs)",
+                               "price (type, as of)", "base W", "max W", "max card slots", "U",
+                               "cooling", "source"],
+                   [[s.id, str(s.gpu_slots), ",".join(s.form_factors), f"{s.price_usd:,.0f}",
+                     f"{s.price_type}, {s.price_as_of or s.as_of}",
+                     f"{s.base_power_w:g}", f"{s.max_power_w:g}" if s.max_power_w else "-",
+                     f"{s.max_width_slots:g}" if s.max_width_slots else "-",
+                     str(s.rack_units), "liquid" if s.liquid_cooled else "air", s.source]
+                    for s in cat.servers.values()])
+    _catalog_table("Fabrics", ["id", "GB/s per NIC", "latency us", "NIC USD", "port USD"],
+                   [[f.id, f"{f.effective_gbs:g}", f"{f.latency_us:g}",
+                     f"{f.nic_price_usd:,.0f}", f"{f.switch_port_price_usd:,.0f}"]
+                    for f in cat.fabrics.values()])
+    model_rows = []
     for m in cat.models.values():
         attention: str = m.attention
         arch = m.architecture
@@ -127,11 +117,52 @@ def catalog_list(catalog: CatalogOpt = None) -> None:
             attention += f" + {arch.sliding_layers} sliding {arch.sliding_window}"
         if arch is not None and arch.linear_layers:
             attention += f" + {arch.linear_layers} linear"
-        models.add_row(m.id, f"{m.params_b:.4g}", f"{m.active_params_b:.4g}", str(m.layers),
-                       attention, m.default_precision or "bf16", ", ".join(m.aliases),
-                       m.source.split(";")[0])
-    out.print(models)
+        model_rows.append([m.id, f"{m.params_b:.4g}", f"{m.active_params_b:.4g}",
+                           str(m.layers), attention, m.default_precision or "bf16",
+                           ", ".join(m.aliases), m.source.split(";")[0]])
+    _catalog_table("Models", ["id", "params B", "active B", "layers", "attention",
+                              "checkpoint", "aliases", "source"], model_rows)
     out.print("Vendor profiles: " + ", ".join(cat.vendors))
+
+
+WIDE_COLUMNS = 150
+"""Below this terminal width `catalog list` prints one block per entry (issue 32: ids were
+cut to ``rt…`` at 80 columns)."""
+
+
+def _catalog_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A catalog table: columns side by side on a wide terminal; on a narrow one each entry's
+    id whole on its own line, its other fields wrapped and indented under it."""
+    from rich.table import Table
+
+    from solver.common.console import print_wrapped
+
+    if out.width >= WIDE_COLUMNS:
+        table = Table(title=title)
+        for index, column in enumerate(columns):
+            table.add_column(column, no_wrap=index == 0, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+        return
+    out.print(f"[bold]{title}[/]")
+    width = max(40, out.width)
+    for row in rows:
+        out.print(row[0], markup=False, soft_wrap=True)  # the id, whole
+        line = "   "
+        for column, value in zip(columns[1:], row[1:], strict=True):
+            if value in ("", "-"):
+                continue
+            fact = f"{column}: {value};"
+            if len(line) + 1 + len(fact) > width and line.strip():
+                out.print(line, markup=False, soft_wrap=True)
+                line = "   "
+            if len(line) + 1 + len(fact) > width:  # one long fact (a source): wrapped
+                print_wrapped(out, fact, first="    ", indent="      ")
+                continue
+            line += " " + fact
+        if line.strip():
+            out.print(line.rstrip(";"), markup=False, soft_wrap=True)
 
 
 @catalog_app.command("show")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from solver.common.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out
+from solver.common.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out, print_wrapped
 from solver.common.errors import InputError, Problem, SolverError
 from solver.common.limits import MAX_TIME_LIMIT_S, check_range
 from solver.optimize.backends import DEFAULT_SOLVER
@@ -108,7 +108,7 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
     if assumptions:
         con.print("[bold]Assumptions[/]")
         for line in assumption_lines(assumptions):
-            con.print(f"  {line}", markup=False)
+            print_wrapped(con, line, first="  ", indent="    ")
     specs = {w.name: w for w in rfq.workloads} if rfq is not None else {}
     horizon = assumptions["horizon_years"] if assumptions else None
     if plan.feasible and plan.cost is not None:
@@ -147,8 +147,7 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
     elif plan.binding is not None and plan.feasible:
         con.print("[bold]Binding constraints[/]: none (relaxing any one saves nothing)")
     for warning in plan.warnings:
-        con.print("[yellow]warning:[/] ", end="")
-        con.print(warning, markup=False)
+        print_wrapped(con, warning, first="warning: ", style="yellow")
     _print_infeasibility(plan, horizon, con)
 
 
@@ -238,14 +237,14 @@ def _print_infeasibility(plan: Plan, horizon: float | None, con: Any) -> None:
         con.print("[red]No plan found within the time limit.[/]" if plan.status == "timeout"
                   else "[red]No plan meets this RFQ.[/]")
         for reason in info.reasons:
-            con.print(f"  - {reason}", markup=False)
+            print_wrapped(con, reason, first="  - ", indent="    ")
         words = relaxations(info.model_dump(mode="json"), plan.objective, horizon)
         if words:
             con.print("Nearest feasible changes:")
             for line in words:
-                con.print(f"  - {line}", markup=False)
+                print_wrapped(con, line, first="  - ", indent="    ")
         else:
-            con.print(f"  to fix: {info.to_fix}", markup=False)
+            print_wrapped(con, str(info.to_fix), first="  to fix: ", indent="    ")
 
 
 def _print_rental(plan: Plan, con: Any) -> None:
@@ -319,25 +318,26 @@ def print_explanation(plan: Plan, alternatives: list[dict[str, Any]],
         out.print(first, markup=False)
     out.print("[bold]Decision path (the buying guide's steps; the first yes ends it)[/]")
     for step in plan.decision_path:
-        mark = "[green]yes[/]" if step.answer else "[dim]no[/]"
-        out.print(f"  {step.workload} · step {step.step}: ", end="", markup=True)
-        out.print(step.question, end=" ", markup=False)
-        out.print(mark)
-        out.print(f"      {step.note}", markup=False)
+        print_wrapped(out, f"{step.question} {'yes' if step.answer else 'no'}",
+                      first=f"  {step.workload} · step {step.step}: ", indent="      ")
+        print_wrapped(out, step.note, first="      ", indent="      ")
         if step.reference:
-            out.print(f"      (for comparison, {step.reference})", markup=False)
+            print_wrapped(out, f"(for comparison, {step.reference})", first="      ",
+                          indent="      ")
     print_plan(plan, assumptions, rfq)
     if alternatives:
         out.print("[bold]Counterfactuals (each re-solved)[/]")
         for alt in alternatives:
             if not alt["feasible"]:
-                out.print(f"  - {alt['alternative']}: infeasible — {alt['why']}", markup=False)
+                print_wrapped(out, f"{alt['alternative']}: infeasible — {alt['why']}",
+                              first="  - ", indent="    ")
             else:
-                out.print(f"  - {alt['alternative']}: TCO ${alt['tco_usd']:,.0f}, "
-                          f"{money_delta(alt['delta_usd'])} — {alt['why']}", markup=False)
+                print_wrapped(out, f"{alt['alternative']}: TCO ${alt['tco_usd']:,.0f}, "
+                              f"{money_delta(alt['delta_usd'])} — {alt['why']}",
+                              first="  - ", indent="    ")
     out.print("[bold]Glossary[/]")
     for term, meaning in GLOSSARY.items():
-        out.print(f"  {term}: {meaning}", markup=False)
+        print_wrapped(out, f"{term}: {meaning}", first="  ", indent="    ")
 
 
 def exit_code(plan: Plan) -> int:

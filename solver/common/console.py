@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import os
 import sys
-from typing import NoReturn
+from typing import IO, NoReturn, cast
 
 from rich.console import Console
 
@@ -18,10 +20,89 @@ PROBLEMS_SHOWN = 50
 EXIT_TIMEOUT = 4
 """The time limit ran out before any plan was found (not an answer about the RFQ)."""
 
+PIPED_WIDTH = 100
+"""Columns of piped or captured output when ``COLUMNS`` does not say (issue 32)."""
+MIN_WIDTH, MAX_WIDTH = 40, 1000
+
+
+def terminal_width(default: int = PIPED_WIDTH) -> int:
+    """The width to print at when not on a terminal: ``COLUMNS`` when it is a sane number,
+    else ``default``."""
+    text = os.environ.get("COLUMNS", "").strip()
+    if text.isdigit() and MIN_WIDTH <= int(text) <= MAX_WIDTH:
+        return int(text)
+    return default
+
+
+def _size(text: str) -> int:
+    """Width of a line as byte-counting tools see it (UTF-8 bytes >= characters)."""
+    return len(text.encode("utf-8"))
+
+
+def wrap_columns(text: str, width: int, first: str = "", indent: str = "") -> list[str]:
+    """``text`` wrapped at word boundaries so that no line exceeds ``width`` in characters
+    nor in UTF-8 bytes (``×``, ``·``, ``—`` count as 2-3); a word longer than a line (a
+    URL) is split."""
+    lines: list[str] = []
+    line = first
+    fresh = True  # nothing but the indent on this line yet
+    for word in text.split():
+        candidate = line + ("" if fresh else " ") + word
+        if _size(candidate) <= width:
+            line, fresh = candidate, False
+            continue
+        if not fresh:
+            lines.append(line)
+            line, fresh = indent, True
+        while _size(line + word) > width:  # a word longer than a line: split it
+            room = width - _size(line)
+            cut = max(1, len(word.encode("utf-8")[:room].decode("utf-8", "ignore")))
+            lines.append(line + word[:cut])
+            word = word[cut:]
+        line, fresh = line + word, False
+    lines.append(line)
+    return [ln.rstrip() for ln in lines]
+
+
+def print_wrapped(con: Console, text: str, first: str = "", indent: str = "  ",
+                  style: str | None = None) -> None:
+    """Print ``first`` + ``text`` wrapped at the console's width, continuation lines
+    indented (a warning's second line starts under its text, not at column 0)."""
+    lines = wrap_columns(text, max(MIN_WIDTH, con.width), first, indent)
+    for index, line in enumerate(lines):
+        if index == 0 and first and style:
+            con.print(f"[{style}]{first.rstrip()}[/] ", end="")
+            con.print(line[len(first):], markup=False, soft_wrap=True)
+        else:
+            con.print(line, markup=False, soft_wrap=True)
+
+
+class _PipedStdout(io.TextIOBase):
+    """Standard output as Rich sees it when piped: it reports an ASCII encoding, so tables
+    get ASCII borders (``+--+``) whose width in bytes is their width in columns (``awk
+    'length > 80'`` counts bytes); the text itself is written as it is, to whatever
+    ``sys.stdout`` is at the time (pytest swaps it)."""
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "ascii"
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
 out = Console(highlight=False)  # a terminal: Rich wraps long lines at word boundaries
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-if not out.is_terminal:  # piped or captured: wide enough that tables never truncate ids
-    out = Console(highlight=False, soft_wrap=True, width=200)
+err = Console(stderr=True, highlight=False)
+if not out.is_terminal:  # piped or captured: COLUMNS, else 100 columns
+    out = Console(file=cast(IO[str], _PipedStdout()), highlight=False, width=terminal_width())
+if not err.is_terminal:
+    err = Console(stderr=True, highlight=False, width=terminal_width())
 
 
 def fail_input(exc: InputError) -> NoReturn:

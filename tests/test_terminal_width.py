@@ -1,0 +1,82 @@
+"""Issue 32: terminal output fits the terminal - piped output at `COLUMNS` (else 100),
+warnings and explain's lines wrapped and indented, `catalog list` readable at 80 columns
+with every id whole."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from solver.common.console import PIPED_WIDTH, terminal_width, wrap_columns
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+
+def _procure(*args: str, columns: str | None = "80") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    return subprocess.run([sys.executable, "-m", "solver.cli.main", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def _too_wide(text: str, width: int) -> list[str]:
+    """Lines wider than ``width`` in characters or in UTF-8 bytes (what `awk` counts)."""
+    return [line for line in text.splitlines() if len(line.encode("utf-8")) > width]
+
+
+def test_the_width_is_columns_else_100(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert terminal_width() == 80
+    for bad in ("", "abc", "5", "99999"):
+        monkeypatch.setenv("COLUMNS", bad)
+        assert terminal_width() == PIPED_WIDTH == 100
+    monkeypatch.delenv("COLUMNS")
+    assert terminal_width() == 100
+
+
+@given(st.lists(st.text(alphabet="ab×·—$1 ,.", min_size=1, max_size=30), min_size=1,
+                max_size=40), st.integers(min_value=40, max_value=120))
+def test_wrapping_keeps_every_word_and_the_width(words, width):
+    text = " ".join(words)
+    lines = wrap_columns(text, width, first="warning: ", indent="  ")
+    assert all(len(line.encode("utf-8")) <= width for line in lines)
+    assert lines[0].startswith("warning:")
+    assert all(line.startswith("  ") for line in lines[1:])
+    rejoined = "".join("".join(lines).removeprefix("warning: ").split())
+    assert rejoined == "".join(text.split())  # nothing lost, nothing added
+
+
+@pytest.mark.parametrize("name", ["pretrain-70b-open.yaml", "own-model-from-config.yaml",
+                                  "hybrid-service-and-job.yaml", "infeasible-budget.yaml"])
+def test_solve_fits_80_columns(name):
+    result = _procure("solve", str(SCENARIOS / name))
+    assert result.returncode in (0, 3), result.stderr
+    assert not _too_wide(result.stdout + result.stderr, 80)
+    assert "…" not in result.stdout  # nothing cut
+
+
+def test_explain_fits_80_columns_and_piped_output_defaults_to_100():
+    result = _procure("explain", str(SCENARIOS / "own-model-from-config.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert not _too_wide(result.stdout + result.stderr, 80)
+    wide = _procure("solve", str(SCENARIOS / "pretrain-70b-open.yaml"), columns=None)
+    assert not _too_wide(wide.stdout, 100)
+    assert max(len(line) for line in wide.stdout.splitlines()) > 80  # uses the 100
+
+
+def test_catalog_list_at_80_columns_shows_every_id_whole(catalog):
+    result = _procure("catalog", "list")
+    assert result.returncode == 0, result.stderr
+    assert not _too_wide(result.stdout, 80)
+    lines = set(result.stdout.splitlines())
+    ids = [*catalog.gpus, *catalog.servers, *catalog.fabrics, *catalog.models]
+    missing = [entry for entry in ids if entry not in lines]
+    assert not missing, missing
