@@ -50,7 +50,7 @@ def test_wrapping_keeps_every_word_and_the_width(words, width):
     assert all(len(line.encode("utf-8")) <= width for line in lines)
     assert lines[0].startswith("warning:")
     assert all(line.startswith("  ") for line in lines[1:])
-    rejoined = "".join("".join(lines).removeprefix("warning: ").split())
+    rejoined = "".join("".join(lines).split()).removeprefix("warning:")
     assert rejoined == "".join(text.split())  # nothing lost, nothing added
 
 
