@@ -98,11 +98,9 @@ class _PipedStdout(io.TextIOBase):
 
 
 out = Console(highlight=False)  # a terminal: Rich wraps long lines at word boundaries
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per problem
 if not out.is_terminal:  # piped or captured: COLUMNS, else 100 columns
     out = Console(file=cast(IO[str], _PipedStdout()), highlight=False, width=terminal_width())
-if not err.is_terminal:
-    err = Console(stderr=True, highlight=False, width=terminal_width())
 
 
 def fail_input(exc: InputError) -> NoReturn:

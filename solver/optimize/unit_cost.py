@@ -7,7 +7,8 @@ are spread the same way), plus the rental of its own rented instances. Its token
 those of the stated demand (not the capacity bought): requests per second - the RFQ's
 ``qps``, or its ``concurrency`` over the predicted median time of one request (Little's
 law) - over each demand period until the horizon ends; a batch-inference job processes its
-``requests`` once.
+``requests`` once per run (a recurring job runs ``recurrence.runs`` times). Under
+``objective: max_served`` only the share served counts.
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ def add_unit_costs(plan: dict[str, Any], rfq: Rfq) -> None:
         if not isinstance(spec, InferenceWorkload | BatchInferenceWorkload):
             continue
         requests = requests_over_horizon(spec, work["predicted"], rfq.horizon_years)
+        requests *= float((work.get("recurrence") or {}).get("runs") or 1)  # a recurring job
+        served = work.get("served_fraction")  # objective max_served: only what is served
+        if served is not None:
+            requests *= float(served)
         output = requests * spec.output_tokens
         tokens = requests * (spec.input_tokens + spec.output_tokens)
         usd = costs.get(work["name"], 0.0)
@@ -95,7 +100,7 @@ def add_unit_costs(plan: dict[str, Any], rfq: Rfq) -> None:
             "workload_cost_usd": round(usd, 2),
             "requests": round(requests, 1),
             "output_tokens": round(output),
-            "basis": ("the batch's requests once" if spec.kind == "batch_inference" else
+            "basis": ("the batch's requests, every run" if spec.kind == "batch_inference" else
                       "the stated demand over the horizon") + "; its share of the TCO by "
                       "the owned GPUs it runs on, plus its own rental",
         }
