@@ -19,6 +19,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 SECTIONS = {
     "## Top level": None,
     "## `constraints`": "Constraints",
+    "## `facility`": "Facility",
     "### `kind: inference`": "InferenceWorkload",
     "### `kind: batch_inference`": "BatchInferenceWorkload",
     "### `kind: lora`": "TrainingWorkload",

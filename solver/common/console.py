@@ -58,7 +58,7 @@ def wrap_columns(text: str, width: int, first: str = "", indent: str = "") -> li
             room = width - _size(line)
             cut = max(1, len(word.encode("utf-8")[:room].decode("utf-8", "ignore")))
             lines.append(line + word[:cut])
-            word = word[cut:]
+            word, line = word[cut:], indent
         line, fresh = line + word, False
     lines.append(line)
     return [ln.rstrip() for ln in lines]
