@@ -272,9 +272,9 @@ def target_rows(entry: dict[str, Any], spec: Any | None) -> list[dict[str, str]]
     else:
         deadline = entry.get("deadline") or {}  # planned within (1 - headroom) x deadline
         planned = deadline.get("planned_within_hours", target("deadline_hours"))
-        label = (f"hours to finish ({deadline['headroom']:.0%} of the "
-                 f"{_num(deadline['deadline_hours'])} h deadline kept free)"
-                 if deadline.get("headroom") else "hours to finish")
+        label = (f"hours to finish (deadline {_num(deadline['deadline_hours'])} h less "
+                 f"{deadline['headroom']:.0%})" if deadline.get("headroom")
+                 else "hours to finish")
         checks = [(label, deadline.get("hours_to_complete", pred.get("hours_to_complete")),
                    planned, True, " h")]
         if entry["kind"] == "batch_inference":
