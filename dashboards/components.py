@@ -365,7 +365,9 @@ def binding(plan: Plan) -> None:
     relaxation (re-solved)."""
     if not plan.binding:
         return
-    st.markdown("**What drives the price** (each constraint relaxed one step and re-solved)")
+    served = any(b.served_share is not None for b in plan.binding)
+    title = "What limits the service" if served else "What drives the price"
+    st.markdown(f"**{title}** (each constraint relaxed one step and re-solved)")
     for line in binding_lines([b.model_dump() for b in plan.binding], plan.objective):
         st.markdown(f"- {line}")
 

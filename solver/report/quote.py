@@ -178,6 +178,7 @@ def quote_context(plan: Plan, rfq: Rfq, catalog: Catalog,
         "workloads": workloads,
         "assumptions": [customer_text(line) for line in assumption_lines(a)],
         "prices": a["prices"], "alternatives": alts,
+        "binding_served": any(b.served_share is not None for b in plan.binding or []),
         "binding": [customer_text(line) for line in binding_lines(
             [b.model_dump() for b in plan.binding or []], plan.objective)],
         "warnings": [customer_text(w) for w in plan.warnings
