@@ -751,17 +751,26 @@ def stack_var(stack: str) -> str:
     return f"v[{stack}]"
 
 
+def stack_choice(model: LinearModel, table: CandidateTable, rfq: Rfq) -> list[str]:
+    """The one-stack choice of the owned node types, unless ``constraints.mixed_vendors``
+    or they share one stack: a binary ``v[s]`` per stack and ``Σ_s v[s] ≤ 1`` (the stacks;
+    [] when no choice is needed). Shared with the phased model (solver/optimize/schedule.py)."""
+    stacks = sorted({node.stack for node in table.node_types.values()})
+    if len(stacks) < 2 or rfq.constraints.mixed_vendors:
+        return []
+    for stack in stacks:
+        model.var(stack_var(stack), 0, 1)
+    model.add("one_vendor_stack", {stack_var(s): 1.0 for s in stacks}, "<=", 1.0)
+    return stacks
+
+
 def _one_vendor_stack(model: LinearModel, table: CandidateTable, rfq: Rfq) -> None:
     """One accelerator software stack per cluster (CUDA or ROCm), unless the RFQ sets
     ``constraints.mixed_vendors``: a binary ``v[s]`` per stack, ``Σ_s v[s] ≤ 1``, and every
     node type's count bounded by ``M_t v[s(t)]``. ``M_t`` = the nodes that every candidate on
     type t at its replica bound would fill, so the bound never cuts a useful plan."""
-    stacks = sorted({node.stack for node in table.node_types.values()})
-    if len(stacks) < 2 or rfq.constraints.mixed_vendors:
+    if not stack_choice(model, table, rfq):
         return
-    for stack in stacks:
-        model.var(stack_var(stack), 0, 1)
-    model.add("one_vendor_stack", {stack_var(s): 1.0 for s in stacks}, "<=", 1.0)
     for key, node in table.node_types.items():
         gpus = sum(float(c.gpus) * (model.variables[cand_var(c)].high or 1)
                    for cands in table.candidates.values() for c in cands if c.node_type == key)

@@ -22,6 +22,7 @@ from solver.optimize.mip import (
     node_loss,
     planned_demand,
     replica_bound,
+    stack_choice,
     stack_var,
     target_utilization,
     units_lost,
@@ -231,12 +232,8 @@ def _one_stack_rows(model: LinearModel, table: CandidateTable, rfq: Rfq,
                     periods: list[Period]) -> None:
     """One accelerator stack for every owned node bought in any period (CUDA or ROCm),
     unless ``constraints.mixed_vendors``: the one-period MIP's rule."""
-    stacks = sorted({node.stack for node in table.node_types.values()})
-    if len(stacks) < 2 or rfq.constraints.mixed_vendors:
+    if not stack_choice(model, table, rfq):
         return
-    for stack in stacks:
-        model.var(stack_var(stack), 0, 1)
-    model.add("one_vendor_stack", {stack_var(s): 1.0 for s in stacks}, "<=", 1.0)
     for key, node in table.node_types.items():
         gpus = sum(c.gpus * (model.variables[f"x[{c.name},{p}]"].high or 1)
                    for c in _owned_on(table, key)
