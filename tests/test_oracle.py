@@ -97,6 +97,11 @@ def node_kinds(cat, rfq) -> list[NodeKind]:
         for server in cat.servers.values():
             if not vendor.allows("servers", server.id) or not server.takes(gpu):
                 continue
+            # the site's cooling (issue 28): air takes no liquid-cooled chassis, liquid only
+            # those, any both
+            cooling = rfq.facility.cooling
+            if cooling != "any" and (cooling == "liquid") != server.liquid_cooled:
+                continue
             counts = [2 ** i for i in range(10) if 2 ** i <= server.gpu_slots]
             if gpu.form_factor in ("sxm", "oam"):
                 counts = [server.gpu_slots]
@@ -107,11 +112,14 @@ def node_kinds(cat, rfq) -> list[NodeKind]:
                 energy = (power_kw * _value(costs, "load_factor") * _value(costs, "pue")
                           * HOURS_PER_YEAR * years * _value(costs, "electricity_usd_per_kwh"))
                 capex = n * gpu.price_usd + server.price_usd
+                if server.liquid_cooled:  # its cooling: full-load kW x the catalog's $/kW
+                    capex += power_kw * _value(costs, "liquid_cooling_usd_per_kw")
                 licence = (n * _value(costs, "software_licence_usd_per_gpu_year") * years
                            if gpu.vendor == "nvidia" and gpu.datacenter_use else 0.0)
                 support = capex * _value(costs, "support_contract_fraction_per_year") * years
-                operations = years * (_value(costs, "operations_usd_per_node_year")
-                                      + _value(costs, "node_engineering_usd_per_year")
+                operations = years * (server.hosts  # each host runs its own OS (issue 27)
+                                      * (_value(costs, "operations_usd_per_node_year")
+                                         + _value(costs, "node_engineering_usd_per_year"))
                                       + server.rack_units * _value(costs,
                                                                    "rack_unit_usd_per_year"))
                 kinds.append(NodeKind(server.id, gpu.id, n, capex,
@@ -190,7 +198,7 @@ def serving_units(cat, spec, kinds, fabrics, front: bool = True, spans=SPANS) ->
                     if kind == "batch_inference":
                         # each request decodes its own tokens: one request within the deadline
                         seconds = ((p.ttft_ms or 0) + spec.output_tokens * (p.tpot_ms or 0)) / 1e3
-                        if seconds > spec.deadline_hours * 3600.0:
+                        if seconds > spec.planned_hours * 3600.0:  # headroom kept (issue 28)
                             continue
                     unit = Unit(spec.name, node, gpus, nodes, fabric,
                                 float(p.max_concurrency), float(p.qps_capacity),
@@ -233,7 +241,8 @@ def training_units(cat, rfq, spec, kinds, fabrics, spans=SPANS) -> list[Unit]:
                                                                  zero=zero))
                             if not est.fits or est.predicted.tokens_per_s <= 0:
                                 continue
-                            if hours_at_goodput(cat, est, tokens) <= spec.deadline_hours:
+                            # within (1 - headroom) x the deadline (issue 28)
+                            if hours_at_goodput(cat, est, tokens) <= spec.planned_hours:
                                 found = f"{precision} tp{tp}pp{pp}dp{dp} zero={zero}"
                                 break
                         if found:
@@ -387,8 +396,8 @@ class Pricer:
 
 def planned(spec) -> tuple[float, float]:
     """Capacity to buy: stated demand / target utilisation (batch: requests / deadline)."""
-    if spec.kind == "batch_inference":
-        return 0.0, spec.requests / (spec.deadline_hours * 3600.0)
+    if spec.kind == "batch_inference":  # over the deadline less its headroom (issue 28)
+        return 0.0, spec.requests / (spec.planned_hours * 3600.0)
     util = float(spec.target_utilization or 1.0)
     return float(spec.concurrency or 0) / util, float(spec.qps or 0.0) / util
 
@@ -402,7 +411,8 @@ def within(p: Priced, rfq) -> bool:
     c = rfq.constraints
     return (p.ok and (c.max_nodes is None or p.nodes <= c.max_nodes)
             and (c.max_gpus is None or p.gpus <= c.max_gpus)
-            and (c.max_power_kw is None or p.power_kw <= c.max_power_kw + 1e-9)
+            and (c.max_power_kw is None  # the circuit's continuous share (issue 28)
+                 or p.power_kw <= c.max_power_kw * rfq.facility.continuous_load_factor + 1e-9)
             and (c.max_rack_units is None or p.rack_units <= c.max_rack_units)
             and (rfq.budget_usd is None or p.cost <= rfq.budget_usd * (1 + 1e-9)))
 
@@ -453,7 +463,8 @@ def oracle(cat, rfq, node_budget: int = 3_000_000, spans=SPANS) -> Oracle:
     c = rfq.constraints
     caps = [rfq.budget_usd if rfq.budget_usd is not None else math.inf,
             c.max_gpus if c.max_gpus is not None else math.inf,
-            c.max_power_kw if c.max_power_kw is not None else math.inf,
+            (c.max_power_kw * rfq.facility.continuous_load_factor if c.max_power_kw is not None
+             else math.inf),
             c.max_rack_units if c.max_rack_units is not None else math.inf,
             c.max_nodes if c.max_nodes is not None else math.inf]
 
@@ -735,8 +746,11 @@ def _bind_limits(cat, rng, data):
     if free.cost is None or not 2 <= free.priced.nodes <= 6:  # room to trade nodes
         return None
     binding = []
+    load = validate_rfq(data, cat).facility.continuous_load_factor  # power limits are circuits
     for limit in rng.sample(sorted(LIMITS), rng.choice((1, 1, 2))):
         used = getattr(free.priced, LIMITS[limit])
+        if limit == "max_power_kw":
+            used /= load  # the circuit whose continuous share the optimum draws
         if rng.random() < 0.2:  # a limit that does not bind
             data["constraints"][limit] = (round(used * 1.3, 2) if limit == "max_power_kw"
                                           else int(used * 1.3) + 1)
