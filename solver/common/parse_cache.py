@@ -56,19 +56,32 @@ def cached_parse(text: str, kind: str, parse: Callable[[], Any]) -> Any:
     if folder is None:
         return parse()
     path = folder / f"{_key(text, kind)}.pickle"
+    found = load_entry(path, MISSING)
+    if found is not MISSING:
+        return found
+    value = parse()  # no entry yet, or an unreadable one
+    store_entry(path, value)
+    return value
+
+
+MISSING = object()
+"""What :func:`load_entry` returns by default for no entry (a cached value may be None)."""
+
+
+def load_entry(path: Path, default: Any = None) -> Any:
+    """The value pickled at ``path`` by :func:`store_entry`, or ``default`` when there is
+    none or it cannot be read (this cache's own files, keyed by content)."""
     try:
         with path.open("rb") as handle:
             return pickle.load(handle)  # noqa: S301 - our own cache, keyed by content
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError,
             ImportError, IndexError, TypeError):
-        pass  # no entry yet, or an unreadable one: parse
-    value = parse()
-    _store(path, value)
-    return value
+        return default
 
 
-def _store(path: Path, value: Any) -> None:
-    """Write an entry atomically (a temporary file renamed into place), or not at all."""
+def store_entry(path: Path, value: Any) -> None:
+    """Write an entry atomically (a temporary file renamed into place), or not at all
+    (also the candidate cache's, solver/optimize/candidate_cache.py)."""
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,17 +17,15 @@ Each entry is a few kB to a few MB; delete the folder to reclaim the space.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import pickle
 import sys
 from pathlib import Path
 from typing import Any
 
 from solver import __version__
 from solver.catalog.data import Catalog, content_key
-from solver.common.parse_cache import cache_dir
+from solver.common.parse_cache import cache_dir, load_entry, store_entry
 from solver.rfq.schema import AnyWorkload, Rfq
 
 CACHE_ENV = "PROCURE_CANDIDATE_CACHE"
@@ -75,12 +73,7 @@ def load(key: str) -> Any | None:
     folder = candidate_cache_dir()
     if folder is None:
         return None
-    try:
-        with (folder / f"{key}.pickle").open("rb") as handle:
-            return pickle.load(handle)  # noqa: S301 - our own cache, keyed by content
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError,
-            ImportError, IndexError, TypeError):
-        return None
+    return load_entry(folder / f"{key}.pickle")
 
 
 def store(key: str, value: Any) -> None:
@@ -88,13 +81,4 @@ def store(key: str, value: Any) -> None:
     folder = candidate_cache_dir()
     if folder is None:
         return
-    path = folder / f"{key}.pickle"
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with temporary.open("wb") as handle:
-            pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)
-    except (OSError, pickle.PicklingError, TypeError, RecursionError):
-        with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
+    store_entry(folder / f"{key}.pickle", value)
