@@ -11,7 +11,15 @@ import random
 from pathlib import Path
 
 import pytest
-from test_mip import PARAMS, SWEEP_BACKENDS, plan_cost, random_instance, rfq_of, stated
+from test_mip import (
+    PARAMS,
+    SWEEP_BACKENDS,
+    plan_cost,
+    random_instance,
+    rfq_of,
+    search_size,
+    stated,
+)
 
 from solver.catalog.load import load_catalog
 from solver.optimize.mip import replica_bound, served_share
@@ -75,12 +83,8 @@ def _served_instances(count: int, seed: int):
         rfq = rfq_of(specs, objective="max_served",
                      budget_usd=rng.choice([120_000, 250_000, 400_000, 900_000]),
                      max_nodes=base.constraints.max_nodes)
-        size = 1
-        for name, cands in table.candidates.items():
-            spec = next(x for x in rfq.workloads if x.name == name)
-            for c in cands:
-                size *= 2 if c.is_job else replica_bound(c, stated(spec)) + 1
-        if size <= 3000 and all(table.candidates.get(s.name) for s in rfq.workloads):
+        size = search_size(table, rfq)
+        if size is not None and size <= 3000:
             out.append((table, rfq))
     return out
 

@@ -347,17 +347,26 @@ def random_instance(rng: random.Random):
     return table_of(types, cands, fabrics=("ib-hdr-200", "100gbe")), rfq
 
 
+def search_size(table: CandidateTable, rfq) -> int | None:
+    """Points the brute force enumerates (every replica count up to what meets the stated
+    demand, a job's candidate on or off); None when a workload has no candidate."""
+    if not all(table.candidates.get(s.name) for s in rfq.workloads):
+        return None
+    size = 1
+    for name, cs in table.candidates.items():
+        s = next(x for x in rfq.workloads if x.name == name)
+        for c in cs:
+            size *= 2 if c.is_job else replica_bound(c, stated(s)) + 1
+    return size
+
+
 def _instances(count: int, seed: int):
     rng = random.Random(seed)
     out = []
     while len(out) < count:
         table, rfq = random_instance(rng)
-        size = 1
-        for name, cs in table.candidates.items():
-            s = next(x for x in rfq.workloads if x.name == name)
-            for c in cs:
-                size *= 2 if c.is_job else replica_bound(c, stated(s)) + 1
-        if size <= 4000 and all(table.candidates.get(s.name) for s in rfq.workloads):
+        size = search_size(table, rfq)
+        if size is not None and size <= 4000:
             out.append((table, rfq))
     return out
 
