@@ -271,7 +271,8 @@ def test_the_budget_binds_a_max_served_plan_and_says_what_twice_as_much_serves()
     """Issues 28 and 29: under max_served with demand left unserved the budget binds; its
     relaxation (twice the budget) is re-solved and states the larger share it serves, which
     an independent solve at that budget confirms."""
-    from solver.analysis.binding import binding_constraints, served_share
+    from solver.analysis.binding import binding_constraints
+    from solver.optimize.plan import weighted_served_share as served_share
     from solver.optimize.solve import solve_table
     from solver.rfq.schema import load_rfq
 

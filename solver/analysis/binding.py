@@ -31,7 +31,7 @@ from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates, node_types
 from solver.optimize.costs import CostParams
 from solver.optimize.mip import Limits
-from solver.optimize.plan import assemble
+from solver.optimize.plan import assemble, weighted_served_share
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
 from solver.optimize.solve import run_mip, solve_table
@@ -69,19 +69,12 @@ MIN_SHARE_GAIN = 0.005
 class Base:
     """The plan a relaxation is judged against: its cost in the RFQ's objective and, under
     ``objective: max_served`` with demand left unserved, its priority-weighted served share
-    (then a relaxation binds when it serves more, whatever it costs)."""
+    and the RFQ whose priorities weigh it (then a relaxation binds when it serves more,
+    whatever it costs)."""
 
     cost: float
     share: float | None = None
-
-
-def served_share(plan: Plan, rfq: Rfq) -> float | None:
-    """The priority-weighted share of demand a max_served plan serves (None otherwise)."""
-    if not plan.served:
-        return None
-    weight = {s.name: s.priority for s in rfq.workloads}
-    total = sum(weight.values())
-    return sum(weight.get(s.workload, 0.0) * s.served_fraction for s in plan.served) / total
+    rfq: Rfq | None = None
 
 
 def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
@@ -90,7 +83,7 @@ def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
     if cost is None:
         return None
     if base.share is not None:  # max_served: the relaxation binds when it serves more
-        share = served_share(relaxed, relaxed_rfq_of(relaxed, base))
+        share = weighted_served_share(relaxed, base.rfq) if base.rfq else None
         if share is None or share < base.share + MIN_SHARE_GAIN:
             return None
         return {"constraint": constraint, "kind": kind, "value": value,
@@ -105,15 +98,6 @@ def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
             "relaxed_cluster": _cluster_words(relaxed)}
 
 
-_WEIGHTS: dict[int, Rfq] = {}
-
-
-def relaxed_rfq_of(plan: Plan, base: Base) -> Rfq:
-    """The RFQ whose priorities weigh a relaxed plan's served shares (the one being
-    relaxed: priorities never change in a relaxation)."""
-    return _WEIGHTS[id(base)]
-
-
 def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: CandidateTable,
                         solver: str = DEFAULT_SOLVER) -> list[dict[str, Any]]:
     """The plan's binding constraints, each with its next relaxation and what it saves
@@ -122,18 +106,15 @@ def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: Candidate
     if cost is None:
         return []
     catalog = rfq.catalog(catalog)
-    share = served_share(plan, rfq)
-    base = Base(cost, share if share is not None and share < 1.0 - 1e-9 else None)
-    _WEIGHTS[id(base)] = rfq
-    try:
-        found = _limit_entries(rfq, catalog, table, solver, base)
-        if base.share is not None:
-            found.append(_budget_entry(rfq, catalog, table, solver, base))
-        for spec in rfq.workloads:
-            found += _workload_entries(rfq, catalog, table, solver, base, spec)
-        found += _rfq_entries(rfq, catalog, solver, base)
-    finally:
-        del _WEIGHTS[id(base)]
+    share = weighted_served_share(plan, rfq)
+    base = (Base(cost, share, rfq) if share is not None and share < 1.0 - 1e-9
+            else Base(cost))
+    found = _limit_entries(rfq, catalog, table, solver, base)
+    if base.share is not None:
+        found.append(_budget_entry(rfq, catalog, table, solver, base))
+    for spec in rfq.workloads:
+        found += _workload_entries(rfq, catalog, table, solver, base, spec)
+    found += _rfq_entries(rfq, catalog, solver, base)
     entries = [e for e in found if e is not None]
     if base.share is not None:  # max_served: the largest gain in service first
         return sorted(entries, key=lambda e: (-e["served_share"], -e["saving_usd"]))

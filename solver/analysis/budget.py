@@ -15,7 +15,7 @@ from typing import Any
 from solver.catalog.data import Catalog
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates
-from solver.optimize.plan import assemble
+from solver.optimize.plan import assemble, weighted_served_share
 from solver.optimize.solve import run_mip
 from solver.rfq.schema import Rfq
 
@@ -43,7 +43,6 @@ def budget_curve(catalog: Catalog, rfq: Rfq, *, points: int | None = None,
     result["full_demand_tco_usd"] = need
     budgets = sorted({round(need * k / count, 2) for k in range(1, count)} | {need}
                      | ({rfq.budget_usd} if rfq.budget_usd and rfq.budget_usd < need else set()))
-    total_weight = sum(s.priority for s in rfq.workloads)
     for index, budget in enumerate(budgets):
         served_rfq = rfq.model_copy(update={"objective": "max_served", "budget_usd": budget})
         solution = run_mip(table, served_rfq, solver=solver)
@@ -52,8 +51,7 @@ def budget_curve(catalog: Catalog, rfq: Rfq, *, points: int | None = None,
             plan = assemble(catalog, served_rfq, table, solution)
             shares = {s.workload: s.served_fraction for s in plan.served or []}
             point.update({
-                "served_share": round(sum(s.priority * shares.get(s.name, 0.0)
-                                          for s in rfq.workloads) / total_weight, 4),
+                "served_share": round(weighted_served_share(plan, rfq) or 0.0, 4),
                 "workloads": shares,
                 "tco_usd": plan.cost.tco_usd if plan.cost else 0.0,
                 "total_gpus": plan.cluster.total_gpus,

@@ -389,6 +389,16 @@ def served_entries(rfq: Rfq, shares: dict[str, float]) -> list[dict[str, Any]]:
     return out
 
 
+def weighted_served_share(plan: Plan, rfq: Rfq) -> float | None:
+    """The priority-weighted share of demand a max_served plan serves, 0..1 (None for a
+    plan of another objective)."""
+    if not plan.served:
+        return None
+    weight = {s.name: s.priority for s in rfq.workloads}
+    total = sum(weight.values())
+    return sum(weight.get(s.workload, 0.0) * s.served_fraction for s in plan.served) / total
+
+
 def served_words(spec: AnyWorkload, share: float) -> str:
     """'16 of 64 concurrent users at the SLOs', '40 % of 2,000,000 requests by the deadline',
     'run' / 'not run'."""
