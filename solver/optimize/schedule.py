@@ -140,9 +140,9 @@ def phased(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str | None
     ``constraints.mixed_vendors`` (B[t,p] ≤ M v[s(t)], Σ v ≤ 1), the RFQ's solver and the
     time left. None when a workload has no usable candidate or no plan is found."""
     setup = _setup(catalog, rfq, table)
-    model = phased_model(catalog, rfq, table)
-    if setup is None or model is None:
+    if setup is None:
         return None
+    model = _phased_model(rfq, table, setup)
     periods, cands, once, factor, fe_cable = setup
     backend = get_backend(solver or DEFAULT_SOLVER)
     solution = backend.solve(model, time_limit)
@@ -179,8 +179,11 @@ def phased_model(catalog: Catalog, rfq: Rfq, table: CandidateTable, *, buy_now: 
     reference that must cost what the one-period plan costs); None when a workload has no
     usable candidate."""
     setup = _setup(catalog, rfq, table)
-    if setup is None:
-        return None
+    return None if setup is None else _phased_model(rfq, table, setup, buy_now)
+
+
+def _phased_model(rfq: Rfq, table: CandidateTable, setup: Any, buy_now: bool = False
+                  ) -> LinearModel:
     periods, cands, once, factor, fe_cable = setup
     specs = {s.name: s for s in rfq.workloads}
     model = LinearModel(name=f"phased-{rfq.id}")

@@ -25,7 +25,7 @@ from solver.common.wording import gap_words
 from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.candidates import build_candidates, node_types, request_seconds
 from solver.optimize.costs import CostParams
-from solver.optimize.linear import Solution, Status, TimeLimitReached
+from solver.optimize.linear import Solution, Status, TimeLimitReached, objective_value
 from solver.optimize.mip import Limits, build_model
 from solver.optimize.plan import assemble
 from solver.optimize.plan_model import Plan
@@ -72,13 +72,11 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
     floor = -first.objective - SERVED_TOLERANCE
     left = None if time_limit is None else max(MIN_MIP_SECONDS,
                                                time_limit - (time.perf_counter() - started))
-    second = backend.solve(build_model(table, rfq, limits, "max_served", extra,
-                                       served_floor=floor), left, initial=first.values)
+    costed = build_model(table, rfq, limits, "max_served", extra, served_floor=floor)
+    second = backend.solve(costed, left, initial=first.values)
     if second.status not in ("optimal", "feasible"):
         # no cheaper point in time: the first answer, its TCO recomputed as the objective
-        cost = build_model(table, rfq, limits, "max_served", extra, served_floor=floor)
-        tco = sum(c * first.values.get(v, 0.0) for v, c in cost.objective.items())
-        return replace(first, status=FEASIBLE, objective=tco,
+        return replace(first, status=FEASIBLE, objective=objective_value(costed, first.values),
                        seconds=time.perf_counter() - started)
     status: Status = "optimal" if first.status == second.status == "optimal" else FEASIBLE
     return replace(second, status=status, gap=max(first.gap, second.gap),
