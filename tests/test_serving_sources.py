@@ -100,3 +100,23 @@ def test_a_margin_derates_the_prediction():
     assert after.ttft_ms == pytest.approx(before.ttft_ms * 1.25, rel=0.02)
     assert after.tpot_ms == pytest.approx(before.tpot_ms * 1.25, rel=1e-6)
     assert after.tokens_per_s == pytest.approx(before.tokens_per_s / 1.25, rel=0.02)
+
+
+def test_each_published_row_knows_when_its_software_ran(loaded):
+    """The era table of docs/calibration.md splits the held-out error by the software's date:
+    the date comes from each source's own date text, in the forms the files use."""
+    from solver.physics.serving_fit import era_of
+
+    assert serving_data.released_of("MLPerf Inference v6.0 (results commit 2026-03-26)") \
+        == "2026-03"
+    assert serving_data.released_of("TRT-LLM v0.7a, Dec 2023") == "2023-12"
+    assert serving_data.released_of("TRT-LLM v0.5.0, late 2023") == "2023"
+    assert serving_data.released_of("TensorRT-LLM 1.2.0 docs") is None
+    observations, _ = loaded
+    by_id = {o.id: o for o in observations}
+    assert era_of(by_id["mlperf-v4.1-amd-0006"]) == "older"  # results commit 2024-08-28
+    eras = {era_of(o) for o in observations if o.file == "serving_found.csv"}
+    assert eras == {"current", "older", "undated"}
+    # a bare year in the cut-off's own year cannot be placed on either side
+    bare = [o for o in observations if o.released == "2025"]
+    assert bare and all(era_of(o) == "undated" for o in bare)

@@ -81,6 +81,7 @@ class Observation:
     gpus_per_node: int = 8
     live: float | None = None  # server: requests in flight per replica (Little's law on the
     # measured rate and mean latencies: MLPerf's harness batches up to its TPOT limit)
+    released: str | None = None  # when the measured software ran: 'YYYY-MM', 'YYYY' or None
 
     @property
     def gpus(self) -> int:
@@ -116,6 +117,25 @@ def data_dir() -> Path:
 
 
 # --------------------------------------------------------------------------- loaders
+_MONTHS = {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul",
+                                             "aug", "sep", "oct", "nov", "dec"))}
+
+
+def released_of(text: str) -> str | None:
+    """When a measurement's software ran, from its source's date text: the first ISO date
+    ('2025-09-04' -> '2025-09'), else a month name with a year ('Dec 2023' -> '2023-12'), else
+    a bare year ('late 2023' -> '2023'); None when the text names no year."""
+    iso = re.search(r"\b(20\d\d)-(\d\d)\b", text or "")
+    if iso:
+        return f"{iso.group(1)}-{iso.group(2)}"
+    named = re.search(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (20\d\d)\b",
+                      (text or "").lower())
+    if named:
+        return f"{named.group(2)}-{_MONTHS[named.group(1)]:02d}"
+    year = re.search(r"\b(20\d\d)\b", text or "")
+    return year.group(1) if year else None
+
+
 _PRECISION = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "int4": "int4",
               "w4a16": "int4", "bf16": "bf16", "fp16": "bf16", "int8": "int8"}
 
@@ -394,7 +414,8 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
                        precision=precision, engine=engine, tp=tp, pp=pp,
                        replicas=num_gpus // (tp * pp), input_tokens=isl, output_tokens=osl,
                        load=kind, concurrency=concurrency, rate=rate, metric=metric,
-                       statistic=statistic, value=value, gpus_per_node=gpn, live=live)
+                       statistic=statistic, value=value, gpus_per_node=gpn, live=live,
+                       released=released_of(row.get("source_date", "")))
 
 
 def _model_precision(name: str) -> str:
@@ -482,7 +503,8 @@ def _calibration_observations(row: dict[str, str], layout: Layout, workload: Wor
     base = dict(source=source, file=file, model=layout.model, gpu=layout.gpu,
                 precision=layout.precision, engine=engine, tp=layout.tp, pp=layout.pp,
                 replicas=layout.dp, input_tokens=workload.input_tokens,
-                output_tokens=workload.output_tokens, gpus_per_node=layout.gpus_per_node)
+                output_tokens=workload.output_tokens, gpus_per_node=layout.gpus_per_node,
+                released=released_of(row.get("date_or_version", "")))
     value = float(row["value"])
     if kind == "inference-server":
         stats = dict(re.findall(r"(\w+_ms)=([\d.]+)", row["latency_stats"]))
