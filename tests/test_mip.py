@@ -18,7 +18,7 @@ from solver.optimize.plan import chosen, cost_breakdown
 from solver.optimize.records import Candidate, CandidateTable, NodeType
 from solver.optimize.solve import run_mip
 from solver.physics.layout import Estimate, Layout, MemoryBreakdown, Prediction, Workload
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import Facility, Rfq
 
 BACKENDS = installed_backends()
 # the long random sweeps run on the default backend in the default run, on CBC (a
@@ -39,10 +39,12 @@ FABRICS = {fid: Fabric(id=fid, name=fid, family=family, effective_gbs=10, latenc
                                                    ("100gbe", "ethernet", 200, 250, 6))}
 
 
-def frontend_usd(nodes: int) -> float:
-    """Front-end Ethernet of ``nodes`` nodes under PARAMS: 2 ports each on 4-port switches."""
-    sw = switch_counts(2 * nodes, 4)
-    return 3000 * sw.switches + 50 * (sw.uplinks + 2 * nodes)
+def frontend_usd(nodes: int, lan_ports: int = 0) -> float:
+    """Front-end Ethernet of ``nodes`` nodes under PARAMS: 2 ports each on 4-port switches,
+    none while they fit the site's ``lan_ports`` free LAN ports (issue 28)."""
+    ports = 2 * nodes
+    sw = switch_counts(0 if ports <= lan_ports else ports, 4)
+    return 3000 * sw.switches + 50 * (sw.uplinks + ports)
 
 
 def fabric_usd(fabric: str, ports: int) -> float:
@@ -87,14 +89,17 @@ def spec(name: str, kind: str, concurrency: float = 0, qps: float = 0, **kw) -> 
     return data
 
 
-def rfq_of(specs, objective="tco", **limits) -> Rfq:
-    """A real RFQ (validated without a catalog: the candidates are built by hand)."""
+def rfq_of(specs, objective="tco", lan_ports=0, **limits) -> Rfq:
+    """A real RFQ (validated without a catalog: the candidates are built by hand).
+    ``lan_ports``: the site's free LAN ports (0 here: every node's front-end is switched,
+    as the known answers below count it; the site LAN has its own tests)."""
     constraints = {k: limits[k] for k in ("max_nodes", "max_gpus", "max_power_kw",
                                           "max_rack_units") if limits.get(k) is not None}
     # batch demand at the deadline itself (headroom 0): round requests/s keep CP-SAT's
     # integer scaling exact; the headroom has its own tests (tests/test_facility.py)
     return Rfq.model_validate({"id": "t", "workloads": specs, "objective": objective,
                                "constraints": constraints, "deadline_headroom": 0.0,
+                               "facility": {"lan_ports": lan_ports},
                                "budget_usd": limits.get("budget_usd")})
 
 
@@ -175,7 +180,7 @@ def plan_cost(table: CandidateTable, rfq, flat: list[Candidate], counts, objecti
     coupled = sum(c.nodes_spanned * n for c, n in zip(flat, counts, strict=True)
                   if c.spanning)
     cost += sum(c.network_usd * n for c, n in zip(flat, counts, strict=True))
-    cost += frontend_usd(nodes_total)
+    cost += frontend_usd(nodes_total, rfq.facility.lan_ports)
     for fabric in used_fabrics:
         cost += fabric_usd(fabric, sum(
             table.node_types[c.node_type].fabric_nics * c.nodes_spanned * n
@@ -241,6 +246,32 @@ def test_replicas_share_nodes_and_pay_no_overhead(backend):
     cost = cost_breakdown(table, solution.values)
     assert cost["multinode_overhead_usd"] == 0 and cost["network_usd"] == frontend_usd(2)
     assert cost["tco_usd"] == pytest.approx(solution.objective)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("concurrency", "lan_ports", "nodes", "switches"), [
+    (30, 2, 1, 0),    # one node, 2 ports: the site's LAN takes them, cables only
+    (30, 0, 1, 1),    # a site with no free LAN port: one switch for the one node
+    (70, 2, 2, 1),    # 4 ports > 2: the plan brings one 4-port switch for all of them
+    (70, 4, 2, 0),    # 4 ports fit 4 free LAN ports
+    (100, 4, 3, 5),   # 6 ports > 4: a leaf/spine of 4-port switches (3 leaves + 2 spines)
+])
+def test_site_lan_takes_small_plans_issue_28(backend, concurrency, lan_ports, nodes, switches):
+    """Issue 28: a plan whose front-end ports fit the site's free LAN ports
+    (facility.lan_ports) buys no front-end switch; above them it switches all its ports."""
+    n8 = node("pcie-8gpu", "g", 8, 8000)
+    cands = [cand("chat", "inference", n8, 8, conc=40, qps=3)]
+    rfq = rfq_of([spec("chat", "inference", concurrency=concurrency, qps=0)],
+                 lan_ports=lan_ports)
+    table = table_of([n8], cands)
+    solution = run_mip(table, rfq, solver=backend)
+    assert solution.values[f"N[{n8.key}]"] == nodes
+    sw = switch_counts(2 * nodes, 4)
+    frontend = 50 * 2 * nodes + (3000 * sw.switches + 50 * sw.uplinks if switches else 0)
+    assert (sw.switches if switches else 0) == switches
+    assert frontend == frontend_usd(nodes, lan_ports)
+    assert solution.objective == pytest.approx(nodes * n8.cost.tco_usd + frontend)
+    assert cost_breakdown(table, solution.values)["network_usd"] == pytest.approx(frontend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -361,12 +392,19 @@ def search_size(table: CandidateTable, rfq) -> int | None:
 
 
 def _instances(count: int, seed: int):
+    """Random instances; every other one on a site whose LAN takes 2, 4 or 8 front-end ports
+    (issue 28: switches only above them), drawn from a second generator so that the
+    instances themselves are those of the seed."""
     rng = random.Random(seed)
+    lan = random.Random(seed + 1)
     out = []
     while len(out) < count:
         table, rfq = random_instance(rng)
         size = search_size(table, rfq)
         if size is not None and size <= 4000:
+            if len(out) % 2:
+                rfq = rfq.model_copy(update={"facility": Facility(
+                    lan_ports=lan.choice([2, 4, 8]))})
             out.append((table, rfq))
     return out
 

@@ -51,19 +51,58 @@ def test_lora_stores_adapters_and_the_frozen_base_once(catalog):
     assert st.write_gbps < 0.05 * n * 14 / 300 / 1e9
 
 
-def test_independent_nodes_get_a_front_end(catalog):
-    """Replicas behind a load balancer still need a ToR switch and cables (was $0)."""
-    rfq = Rfq.model_validate({"id": "t", "constraints": {"gpus": ["l40s"]}, "workloads": [{
+@pytest.mark.parametrize("lan_ports", [0, 1])
+def test_independent_nodes_get_a_front_end(catalog, lan_ports):
+    """Replicas behind a load balancer still need a ToR switch and cables (was $0) - on a
+    site whose LAN has no free ports, or once they outgrow its free ports (issue 28)."""
+    rfq = Rfq.model_validate({"id": "t", "constraints": {"gpus": ["l40s"]},
+                              "facility": {"lan_ports": lan_ports}, "workloads": [{
         "name": "c", "kind": "inference", "model": "llama-3.1-8b", "concurrency": 400,
         "input_tokens": 1000, "output_tokens": 200}]})
     plan = solve_rfq(rfq, catalog, explain=False).to_json()
     assert plan["status"] == "optimal" and not plan["cluster"]["coupled"]
     nodes = plan["cluster"]["total_nodes"]
     c = catalog.costs
-    sw = switch_counts(int(c.frontend_ports_per_node.value) * nodes,
-                       int(c.frontend_ports_per_switch.value))
+    ports = int(c.frontend_ports_per_node.value) * nodes
+    assert ports > lan_ports  # the test's point: more ports than the site's LAN takes
+    sw = switch_counts(ports, int(c.frontend_ports_per_switch.value))
     expected = (sw.switches * c.frontend_switch_usd.value
-                + (sw.uplinks + c.frontend_ports_per_node.value * nodes)
-                * c.frontend_cable_usd.value)
+                + (sw.uplinks + ports) * c.frontend_cable_usd.value)
     assert expected > 0
     assert plan["cost"]["network_usd"] == pytest.approx(expected)
+    assert plan["cluster"]["frontend"]["switches"] == sw.switches
+    assert f"facility.lan_ports: {ports}" in plan["cluster"]["frontend"]["note"]
+
+
+ONE_BOX = {"id": "one-box", "constraints": {"gpus": ["l40s"]}, "workloads": [{
+    "name": "c", "kind": "inference", "model": "llama-3.1-8b", "concurrency": 16,
+    "input_tokens": 1000, "output_tokens": 200}]}
+
+
+@pytest.mark.parametrize(("facility", "switches"), [({}, 0), ({"lan_ports": 2}, 0),
+                                                    ({"lan_ports": 1}, 1),
+                                                    ({"lan_ports": 0}, 1)])
+def test_a_one_box_plan_joins_the_site_lan_issue_28(catalog, facility, switches):
+    """Issue 28: a single-node plan quotes no 48-port ToR switch ($10,000, 29 % of a small
+    plan's hardware) unless the site's LAN has fewer free ports than the node takes; the plan
+    says which and how to ask for one, and the bill agrees with the cost."""
+    plan = solve_rfq(Rfq.model_validate({**ONE_BOX, "facility": facility}), catalog,
+                     explain=False).to_json()
+    assert plan["status"] == "optimal" and plan["cluster"]["total_nodes"] == 1
+    c = catalog.costs
+    ports = int(c.frontend_ports_per_node.value)
+    frontend = plan["cluster"]["frontend"]
+    assert frontend == {**frontend, "ports": ports, "switches": switches,
+                        "lan_ports": facility.get("lan_ports", 4)}
+    lines = {line["sku"]: line for line in plan["bill_of_materials"]["lines"]}
+    switch_lines = [sku for sku in lines if sku.startswith("frontend-switch")]
+    assert len(switch_lines) == switches
+    cable = lines["frontend-cable"]["line_total_usd"]
+    assert cable == ports * c.frontend_cable_usd.value
+    assert plan["cost"]["network_usd"] == pytest.approx(
+        cable + switches * c.frontend_switch_usd.value)
+    if switches:
+        assert "facility.lan_ports" in frontend["note"] and "quoted" in frontend["note"]
+    else:
+        assert "no front-end switch is quoted" in frontend["note"]
+        assert "facility.lan_ports: 0" in frontend["note"]

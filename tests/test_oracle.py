@@ -324,6 +324,7 @@ class Pricer:
         self.fe_radix = int(_value(costs, "frontend_ports_per_switch", 48))
         self.fe_switch = _value(costs, "frontend_switch_usd")
         self.fe_cable = _value(costs, "frontend_cable_usd")
+        self.lan_ports = rfq.facility.lan_ports  # issue 28: the site's LAN takes that many
         self.shared = _value(costs, "shared_storage_usd")
         self.shared_per_node = _value(costs, "shared_storage_usd_per_node")
         self.fabrics = cat.fabrics
@@ -379,7 +380,7 @@ class Pricer:
             if count:
                 stacks.add(kind.stack)
         ports = self.fe_ports * nodes
-        sw, links = switches(ports, self.fe_radix)
+        sw, links = switches(ports, self.fe_radix) if ports > self.lan_ports else (0, 0)
         cost += self.fe_switch * sw + self.fe_cable * (links + ports)
         for fid, fports in fabric_ports.items():
             fab = self.fabrics[fid]

@@ -116,3 +116,23 @@ def test_each_period_lists_what_it_buys_and_the_lines_add_up(catalog):
     assert any(len(prices) > 1 for prices in unit.values()) or len(unit) > 1
     for prices in unit.values():
         assert prices == sorted(prices, reverse=True)
+
+
+@pytest.mark.parametrize("lan_ports", [0, 2, 4])
+def test_phased_front_end_switch_only_once_the_site_lan_is_outgrown_issue_28(catalog,
+                                                                             lan_ports):
+    """Issue 28, phased: no front-end switch while the nodes owned so far fit the site's free
+    LAN ports; from the period they outgrow them, enough 48-port switches for all of them
+    (bought when needed: later is cheaper)."""
+    rfq = _rfq(catalog, {"concurrency": 256, "qps": 20, "growth_per_year": 1.0},
+               facility={"lan_ports": lan_ports})
+    plan = solve_rfq(rfq, catalog).to_json()
+    assert len(plan["schedule"]) >= 2
+    ports_per_node = int(catalog.costs.frontend_ports_per_node.value)
+    nodes = switches = 0
+    for period in plan["schedule"]:
+        nodes += period["nodes_bought"]
+        switches += sum(line["qty"] for line in period["lines"]
+                        if line["item"] == "frontend-switch")
+        ports = ports_per_node * nodes
+        assert switches == (0 if ports <= lan_ports else -(-ports // 48)), period

@@ -122,6 +122,9 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
                   "coupled" if cluster.coupled else "no fabric: independent nodes")
         con.print(f"  {fabric}; {plural(cluster.total_gpus, 'GPU')}, "
                   f"{cluster.power_kw:,.1f} kW, {cluster.rack_units} U", markup=False)
+        if cluster.frontend is not None:
+            print_wrapped(con, f"front-end: {cluster.frontend.note}", first="  ",
+                          indent="    ")
         budget = rfq.budget_usd if rfq is not None else None
         for line in served_summary([s.model_dump(mode="json") for s in plan.served or []],
                                    budget):

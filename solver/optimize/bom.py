@@ -3,7 +3,9 @@
 :func:`bill_of_materials` reads only the plan (nodes bought, placement, workloads), the
 catalog's prices and the cost parameters in force, and lists every line a buyer orders:
 GPUs, servers, fabric NICs, cables/optics, switches (counted from ports, one switch or
-leaf/spine, :func:`solver.optimize.network.switch_counts`), front-end Ethernet for every node,
+leaf/spine, :func:`solver.optimize.network.switch_counts`), front-end Ethernet for every node
+(its cables; its ToR switches only when the nodes' ports exceed the site's free LAN ports,
+``facility.lan_ports``),
 shared storage of a coupled cluster and checkpoint/dataset storage of every training job.
 ``capex_usd`` is the sum of the lines; ``opex_per_year`` lists power, operations (support,
 rack space, each node's engineering) and the multi-node engineering overhead per coupled
@@ -25,7 +27,7 @@ from solver.optimize.costs import (
     liquid_cooling_usd,
     node_cost,
 )
-from solver.optimize.network import switch_counts
+from solver.optimize.network import switches_needed
 from solver.optimize.rental import bom_rental
 from solver.optimize.storage import training_storage
 from solver.rfq.schema import Rfq, TrainingWorkload
@@ -54,8 +56,9 @@ def _price_type(entry: Gpu | Server | Fabric) -> str:
 
 
 def _switch_lines(tag: str, name: str, ports: int, radix: int, switch_usd: float,
-                  link_usd: float, as_of: str, source: str) -> list[dict[str, Any]]:
-    sw = switch_counts(ports, radix)
+                  link_usd: float, as_of: str, source: str,
+                  free_ports: int = 0) -> list[dict[str, Any]]:
+    sw = switches_needed(ports, radix, free_ports)
     lines = []
     if sw.switches:
         tiers = "one switch" if not sw.spines else f"{sw.leaves} leaf + {sw.spines} spine"
@@ -91,7 +94,7 @@ def bill_of_materials(catalog: Catalog, rfq: Rfq, params: CostParams,
     groups = _groups(plan["placement"])
     lines = (_hardware_lines(catalog, nodes) + _cooling_lines(catalog, params, nodes)
              + _fabric_lines(catalog, groups)
-             + _frontend_lines(catalog, params, nodes)
+             + _frontend_lines(catalog, params, nodes, rfq.facility.lan_ports)
              + _storage_lines(catalog, rfq, params, plan, groups))
     opex = _opex_lines(catalog, params, nodes, groups, plan["placement"])
     years = params.horizon_years
@@ -167,19 +170,44 @@ def _fabric_lines(catalog: Catalog, groups: dict[str, dict[str, Any]]) -> list[d
     return lines
 
 
-def _frontend_lines(catalog: Catalog, params: CostParams,
-                    nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Front-end Ethernet for every node."""
+def _frontend_lines(catalog: Catalog, params: CostParams, nodes: list[dict[str, Any]],
+                    lan_ports: int) -> list[dict[str, Any]]:
+    """Front-end Ethernet for every node: cables, and ToR switches unless the nodes' ports
+    fit the site's free LAN ports (``lan_ports``)."""
     lines: list[dict[str, Any]] = []
     total_nodes = sum(entry["count"] for entry in nodes)
     c = catalog.costs
-    if params.frontend_ports_per_node:
-        lines += _switch_lines("frontend", "Front-end Ethernet (ToR)",
-                               params.frontend_ports_per_node * total_nodes,
+    ports = params.frontend_ports_per_node * total_nodes
+    if ports:
+        name = ("Front-end Ethernet (ToR)" if ports > lan_ports
+                else "Front-end Ethernet to the site's LAN")
+        lines += _switch_lines("frontend", name, ports,
                                params.frontend_ports_per_switch, params.frontend_switch_usd,
                                params.frontend_cable_usd, c.frontend_switch_usd.as_of,
-                               c.frontend_switch_usd.source)
+                               c.frontend_switch_usd.source, lan_ports)
     return lines
+
+
+def frontend_entry(params: CostParams, total_nodes: int, lan_ports: int) -> dict[str, Any] | None:
+    """The plan's ``cluster.frontend``: the nodes' front-end ports, the switches quoted for
+    them and, in words, the RFQ field that changes it (None: no node bought)."""
+    ports = params.frontend_ports_per_node * total_nodes
+    if not ports:
+        return None
+    radix = params.frontend_ports_per_switch
+    switches = switches_needed(ports, radix, lan_ports).switches
+    nodes = "node's" if total_nodes == 1 else f"{total_nodes} nodes'"
+    if not switches:
+        note = (f"the {nodes} {ports} front-end ports (data + BMC) join the site's LAN "
+                f"(facility.lan_ports: {lan_ports}); no front-end switch is quoted. A site "
+                f"without {ports} free LAN ports sets facility.lan_ports: 0 to quote a "
+                f"{radix}-port ToR switch (${params.frontend_switch_usd:,.0f})")
+    else:
+        note = (f"the {nodes} {ports} front-end ports (data + BMC) exceed the site's "
+                f"{lan_ports} free LAN ports (facility.lan_ports): {switches} {radix}-port "
+                f"ToR switch{'es' if switches != 1 else ''} quoted. A site whose LAN takes "
+                f"them all sets facility.lan_ports: {ports}")
+    return {"ports": ports, "lan_ports": lan_ports, "switches": switches, "note": note}
 
 
 def _storage_lines(catalog: Catalog, rfq: Rfq, params: CostParams, plan: dict[str, Any],

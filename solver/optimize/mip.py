@@ -88,6 +88,9 @@ Constraints (one block each in :func:`build_model`)
     packing     Σ_{c: t(c)=t} g_c x[c] ≤ k_t N[t]                                 (t ∈ T)
     fabric      x[c] ≤ M_c z[f(c)] for spanning c;  Σ_f z[f] ≤ 1
     coupled     K = Σ_{c spanning} n_c x[c];  z[f] ≤ Σ_{c spanning on f} n_c x[c]
+    site LAN    the front-end's ports join the site's LAN while P_fe ≤ A = facility.lan_ports:
+                o ∈ {0,1} "own front-end switches", P_fe ≤ A + Pmax o, and the switch rows
+                below read P_fe - Pmax (1 - o) for P_fe (network.py): no switch at o = 0
     switches    R L ≥ P;  P ≤ R + M y;  H L ≥ P - M'(1 - y);  R S ≥ H L - H Lmax (1 - y);
                 S ≥ y;  U ≥ H L - H Lmax (1 - y)                          (e ∈ E, network.py)
                 so that at the optimum (L, S, U) = one switch when P ≤ R, else a leaf/spine
@@ -329,9 +332,11 @@ def candidate_hosts(table: CandidateTable, cand: Candidate) -> int:
     return coupled_hosts(node.hosts, node.gpus, cand.gpus, cand.nodes_spanned)
 
 
-def _switched_networks(model: LinearModel, table: CandidateTable) -> None:
+def _switched_networks(model: LinearModel, table: CandidateTable, lan_ports: int = 0) -> None:
     """Switch variables of the front-end and of every fabric, driven by their ports
-    (solver/optimize/network.py). Needs the candidate variables (their bounds size the big-M's)."""
+    (solver/optimize/network.py). Needs the candidate variables (their bounds size the big-M's).
+    ``lan_ports``: front-end ports the site's LAN takes (``facility.lan_ports``): a plan
+    within them buys no front-end switch."""
     high = {c.name: model.variables[cand_var(c)].high or 1
             for cands in table.candidates.values() for c in cands}
     p = table.params
@@ -344,7 +349,8 @@ def _switched_networks(model: LinearModel, table: CandidateTable) -> None:
         add_switch_network(model, FRONTEND,
                            {node_var(k): float(p.frontend_ports_per_node)
                             for k in table.node_types},
-                           p.frontend_ports_per_node * max_nodes, p.frontend_ports_per_switch)
+                           p.frontend_ports_per_node * max_nodes, p.frontend_ports_per_switch,
+                           lan_ports)
     for fabric, fab in table.fabrics.items():
         if fab is None:
             continue
@@ -370,7 +376,7 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
     served = objective == "max_served"
     model = LinearModel(name=f"procure-{rfq.id}")
     specs = {spec.name: spec for spec in rfq.workloads}
-    _variables(model, table, specs)
+    _variables(model, table, specs, rfq.facility.lan_ports)
     if served:
         _served_vars(model, table, specs)
     _objective(model, table, "tco" if served else objective)
@@ -399,7 +405,7 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
 
 
 def _variables(model: LinearModel, table: CandidateTable,
-               specs: dict[str, AnyWorkload]) -> None:
+               specs: dict[str, AnyWorkload], lan_ports: int = 0) -> None:
     """N[t], z[f], K, x[c] (bounded by the replicas that alone meet demand) and the
     switch variables of every network."""
     for key in table.node_types:
@@ -413,7 +419,7 @@ def _variables(model: LinearModel, table: CandidateTable,
         for cand in cands:
             high = 1 if cand.is_job else replica_bound(cand, demand, spare)
             model.var(cand_var(cand), 0, high)
-    _switched_networks(model, table)
+    _switched_networks(model, table, lan_ports)
 
 
 SERVED_STEPS = 100

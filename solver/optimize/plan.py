@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from solver.catalog.data import Catalog
-from solver.optimize.bom import bill_of_materials
+from solver.optimize.bom import bill_of_materials, frontend_entry
 from solver.optimize.linear import Solution
 from solver.optimize.mip import (
     cand_var,
@@ -487,6 +487,10 @@ def assemble(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution: Soluti
     redundancy_check(plan, picks, specs)
     add_sourcing(plan, picks)  # owned | rented | hybrid per workload (solver/optimize/rental.py)
     add_unit_costs(plan, rfq)  # cost per million tokens (solver/optimize/unit_cost.py)
+    frontend = frontend_entry(table.params, plan["cluster"]["total_nodes"],
+                              rfq.facility.lan_ports)
+    if frontend is not None:
+        plan["cluster"]["frontend"] = frontend
     plan["bill_of_materials"] = bill_of_materials(catalog, rfq, table.params, plan)
     plan["schedule"] = schedule_for(catalog, rfq, table, plan,  # solver/optimize/schedule.py
                                     time_limit)

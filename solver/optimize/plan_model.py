@@ -49,6 +49,16 @@ class NodeGroup(Record):
     count: int = Field(description="nodes of this kind bought")
 
 
+class Frontend(Record):
+    """How the nodes bought reach the site's network (front-end Ethernet: data + BMC)."""
+
+    ports: int = Field(description="front-end ports of the nodes bought")
+    lan_ports: int = Field(description="free ports of the site's LAN (facility.lan_ports)")
+    switches: int = Field(description="front-end switches quoted (0: the nodes join the "
+                          "site's LAN)")
+    note: str = Field(description="in words: what is quoted and the RFQ field that changes it")
+
+
 class Cluster(Record):
     """The hardware bought (owned; rented capacity is in ``workloads[].rental``)."""
 
@@ -60,6 +70,8 @@ class Cluster(Record):
     coupled_nodes: int = Field(description="nodes attached to the fabric")
     power_kw: float = Field(description="full-load power of the nodes bought, kW")
     rack_units: int = Field(description="rack units of the nodes bought")
+    frontend: Frontend | None = omitted("nodes bought: their front-end switches or the "
+                                        "site's LAN")
 
 
 # ----------------------------------------------------------------------------- workloads

@@ -8,6 +8,7 @@ rented capacity and on how many GPUs. (Demand that changes over time: docs/renta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,8 +192,8 @@ def _phased_model(rfq: Rfq, table: CandidateTable, setup: Any, buy_now: bool = F
     _unit_vars(model, table, cands, specs, once, periods)
     _demand_rows(model, cands, specs, once, periods)
     _packing_rows(model, table, cands, once, periods)
-    _frontend(model, table, periods, factor)
     _n_plus_1_rows(model, table, cands, specs, once, periods)
+    _frontend(model, table, periods, factor, rfq.facility.lan_ports)
     _one_stack_rows(model, table, rfq, periods)
     _final_limits(model, table, rfq, len(periods) - 1)
     if buy_now:
@@ -332,19 +333,39 @@ def _decline(catalog: Catalog) -> float:
     return value
 
 
-def _frontend(model: Any, table: CandidateTable, periods: list[Period], factor: Any) -> None:
+def _frontend(model: Any, table: CandidateTable, periods: list[Period], factor: Any,
+              lan_ports: int = 0) -> None:
     """Front-end ToR switches bought per period (single tier: an approximation above one
-    switch's ports), enough for every owned node's front-end ports."""
+    switch's ports), enough for every owned node's front-end ports once they exceed the
+    site's free LAN ports ``lan_ports`` (o[p] ∈ {0,1}: own switches from period p; the
+    one-period MIP's rule, solver/optimize/network.py). Needs the x bounds (they size the
+    big-M: the nodes every owned candidate of every period at its bound fills)."""
     p_ = table.params
     if not p_.frontend_ports_per_node:
         return
+    fe = float(p_.frontend_ports_per_node)
+    by_name = {c.name: c for cs in table.candidates.values() for c in cs}
+    gpus: dict[str, float] = {}
+    for name, var in model.variables.items():
+        cand = by_name.get(name[2:name.rfind(",")]) if name.startswith("x[") else None
+        if cand is not None and not cand.rented:
+            gpus[cand.node_type] = gpus.get(cand.node_type, 0.0) + cand.gpus * (var.high or 1)
+    big = fe * sum(math.ceil(g / table.node_types[key].gpus) for key, g in gpus.items())
     for p in range(len(periods)):
         var = model.var(f"W[{p}]", 0, None)
         model.objective[var] = p_.frontend_switch_usd * factor(p)
-        coeffs = {f"B[{key},{q}]": float(p_.frontend_ports_per_node)
-                  for key in table.node_types for q in range(p + 1)}
-        coeffs.update({f"W[{q}]": -float(p_.frontend_ports_per_switch) for q in range(p + 1)})
-        model.add(f"frontend[{p}]", coeffs, "<=", 0.0)
+        ports = {f"B[{key},{q}]": fe for key in table.node_types for q in range(p + 1)}
+        coeffs = {**ports, **{f"W[{q}]": -float(p_.frontend_ports_per_switch)
+                              for q in range(p + 1)}}
+        if lan_ports <= 0:
+            model.add(f"frontend[{p}]", coeffs, "<=", 0.0)
+            continue
+        if big <= lan_ports:
+            continue
+        own = model.var(f"o_fe[{p}]", 0, 1)
+        model.add(f"frontend_lan[{p}]", {**ports, own: -(big - lan_ports)}, "<=",
+                  float(lan_ports))
+        model.add(f"frontend[{p}]", {**coeffs, own: big}, "<=", big)
 
 
 def _final_limits(model: Any, table: CandidateTable, rfq: Rfq, last: int) -> None:

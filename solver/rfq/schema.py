@@ -157,6 +157,11 @@ DEFAULT_CONTINUOUS_LOAD_FACTOR = 0.8
 """Electrical practice: a circuit's continuous load stays at or below 80 % of its rating."""
 
 
+DEFAULT_LAN_PORTS = 4
+"""ASSUMPTION: a site's LAN takes one or two new servers (4 ports: data + BMC each), as an
+integrator quotes them; a larger purchase brings its own top-of-rack switch."""
+
+
 class Facility(_Strict):
     """The site the hardware goes into: cooling, power per rack, racks (issue 28)."""
 
@@ -175,6 +180,12 @@ class Facility(_Strict):
     racks: int | None = Field(
         default=None, ge=1, le=100_000, description="racks available; with max_kw_per_rack, "
         "the nodes must fit that many racks by power")
+    lan_ports: int = Field(
+        default=DEFAULT_LAN_PORTS, ge=0, le=100_000, description="free ports of the site's "
+        "existing LAN the new nodes may take (each node takes the catalog's "
+        "frontend_ports_per_node, 2: data + BMC); a plan within them quotes cables and no "
+        "front-end switch, a larger one its own ToR switches for all its nodes; 0: the site "
+        "has no free LAN ports (every plan quotes its front-end switch)")
 
     def power_limit_kw(self, max_power_kw: float | None) -> float | None:
         """The full-load power a plan may draw: continuous_load_factor x the smaller of
