@@ -23,6 +23,7 @@ from solver.common.errors import InputError
 from solver.optimize.candidates import build_candidates, node_types
 from solver.optimize.costs import CostParams, node_cost
 from solver.optimize.plan_model import Plan
+from solver.optimize.storage import training_storage
 from solver.physics.layout import Layout, Workload
 from solver.physics.links import all_reduce_s, group_link
 from solver.rfq.overrides import apply_overrides
@@ -374,3 +375,61 @@ def test_policies_in_the_csv_batch_form(catalog, tmp_path):
     assert rfq.constraints.datacenter_grade_only and not rfq.constraints.mixed_vendors
     assert rfq.workloads[0].precisions == ["fp8", "int4"]
     assert rfq.workloads[0].allowed_precisions() == ("fp8", "int4")
+
+
+def _rented_plan(catalog):
+    rfq = load_rfq(Path(__file__).resolve().parent.parent / "scenarios" / "rent-oneoff-jobs.yaml",
+                   catalog)
+    plan = solve_rfq(rfq, catalog)
+    assert plan.status == "optimal"
+    assert {w.sourcing for w in plan.workloads} == {"rented"}
+    return rfq, plan
+
+
+def test_stale_rental_offer_is_named_with_its_date_issue_28(catalog):
+    """Issue 28: a rented offer's $/GPU-hour is checked for staleness like purchase prices
+    (same threshold); the warning names the offer, its rate and date."""
+    _, plan = _rented_plan(catalog)
+    offers = {r.offer: r for w in plan.workloads for r in w.rental or []}
+    assert offers
+    limit = int(catalog.costs.price_stale_after_days.value)
+    for offer_id, rent in offers.items():
+        as_of = parse_as_of(catalog.rental[offer_id].as_of)
+        assert as_of is not None and rent.as_of == catalog.rental[offer_id].as_of
+        fresh = as_of + dt.timedelta(days=limit)
+        assert not [w for w in stale_price_warnings(catalog, plan, fresh) if offer_id in w]
+        stale = [w for w in stale_price_warnings(catalog, plan, fresh + dt.timedelta(days=1))
+                 if offer_id in w]
+        assert len(stale) == 1  # once, though two jobs rent it
+        assert (f"rental offer {offer_id} ${catalog.rental[offer_id].usd_per_gpu_hour:,.2f}"
+                f"/GPU-hour" in stale[0] and f"dated {rent.as_of}, {limit + 1} days" in stale[0])
+
+
+def test_rented_jobs_buy_no_storage_issue_28(catalog):
+    """Issue 28: a rented fine-tune paid 73 % of its cost for storage capex. A job on rented
+    instances buys no storage: the bill has no storage line, the TCO is the rental alone,
+    and a warning says where its data stays (its size from the storage model)."""
+    rfq, plan = _rented_plan(catalog)
+    assert plan.cost is not None and plan.bill_of_materials is not None
+    assert plan.cost.storage_usd == 0 and plan.cost.capex_usd == 0
+    assert plan.cost.tco_usd == pytest.approx(plan.cost.rental_usd)
+    assert not [line for line in plan.bill_of_materials.lines if "storage" in line.sku]
+    assert_bill_matches_cost(plan.to_json())
+    params = CostParams.from_catalog(catalog, rfq.horizon_years)
+    for spec in rfq.workloads:
+        tb = training_storage(catalog, params, spec).capacity_tb
+        assert tb > 0
+        assert any(w.startswith(f"{spec.name}: runs on rented instances, so no storage is "
+                                f"bought") and f"({tb:,.2f} TB)" in w for w in plan.warnings)
+
+
+def test_owned_jobs_still_buy_their_storage_issue_28(catalog):
+    """The same jobs on owned nodes (rental: forbid) keep their storage lines, at the
+    storage model's price."""
+    rfq, _ = _rented_plan(catalog)
+    owned = solve_rfq(rfq.model_copy(update={"rental": "forbid"}), catalog)
+    assert owned.cost is not None and owned.bill_of_materials is not None
+    params = CostParams.from_catalog(catalog, rfq.horizon_years)
+    expected = sum(training_storage(catalog, params, s).usd for s in rfq.workloads)
+    assert owned.cost.storage_usd == pytest.approx(expected, abs=0.05)
+    assert not [w for w in owned.warnings if "runs on rented instances" in w]

@@ -5,8 +5,10 @@ Three kinds of plan warnings, all read from catalog data:
 * **consumer cards** (``Gpu.datacenter_use`` false, e.g. GeForce): the driver licence's
   datacenter clause, ECC, missing GPU peer-to-peer and the consumer warranty — whenever such
   a card is in the plan (``constraints.datacenter_grade_only: true`` excludes them);
-* **stale prices**: a chosen GPU or server price read more than
-  ``costs.price_stale_after_days`` before the solve date;
+* **stale prices**: a chosen GPU or server price, or a rented offer's $/GPU-hour, read more
+  than ``costs.price_stale_after_days`` before the solve date;
+* **rented jobs' data**: a training job on rented instances buys no storage; where its
+  checkpoints and dataset live, and how large they are;
 * **quantisation**: every workload not run at bf16 says so, and which policy allowed it.
 """
 
@@ -18,9 +20,11 @@ from typing import Any
 
 from solver.catalog.data import Catalog
 from solver.catalog.native_precision import BITS, native_precision
+from solver.optimize.costs import CostParams
 from solver.optimize.plan_model import Plan
+from solver.optimize.storage import training_storage
 from solver.physics.layout import TRAINING_KINDS
-from solver.rfq.schema import Rfq
+from solver.rfq.schema import Rfq, TrainingWorkload
 
 _DATE = re.compile(r"^(\d{4})(?:-(\d{1,2}))?(?:-(\d{1,2}))?$")
 
@@ -66,6 +70,27 @@ def stale_price_warnings(catalog: Catalog, plan: Plan,
                 out.append(f"stale price: {what} {entry_id} ${price:,.0f} ({kind}) is dated "
                            f"{as_of}, {age} days before {today.isoformat()} (threshold "
                            f"{limit:g} days): get a current quote (prices.csv overlay)")
+    return out + _stale_rental_warnings(plan, today, limit)
+
+
+def _stale_rental_warnings(plan: Plan, today: dt.date, limit: float) -> list[str]:
+    """One warning per rented offer of the plan whose $/GPU-hour is older than the
+    threshold purchase prices have (issue 28: a Dec 2024 rate in a Dec 2026 plan)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for entry in plan.workloads:
+        for rent in entry.rental or []:
+            when = parse_as_of(rent.as_of)
+            if rent.offer in seen or when is None:
+                continue
+            seen.add(rent.offer)
+            age = (today - when).days
+            if age > limit:
+                out.append(f"stale price: rental offer {rent.offer} "
+                           f"${rent.usd_per_gpu_hour:,.2f}/GPU-hour "
+                           f"({rent.price_type.replace('_', ' ')}) is dated {rent.as_of}, "
+                           f"{age} days before {today.isoformat()} (threshold {limit:g} days): "
+                           "get a current rate (a --catalog overlay's rental.csv)")
     return out
 
 
@@ -209,4 +234,24 @@ def realism_warnings(catalog: Catalog, rfq: Rfq, plan: Plan,
     """Consumer-card risks, stale prices, quantisation choices and uncalibrated serving
     physics of a plan."""
     return (consumer_card_warnings(catalog, plan) + stale_price_warnings(catalog, plan, today)
-            + precision_notes(rfq, plan, catalog) + calibration_warnings(plan))
+            + precision_notes(rfq, plan, catalog) + calibration_warnings(plan)
+            + rented_job_storage_notes(catalog, rfq, plan))
+
+
+def rented_job_storage_notes(catalog: Catalog, rfq: Rfq, plan: Plan) -> list[str]:
+    """A training job run on rented instances buys no storage (the bill has no storage line
+    for it): where its checkpoints and dataset stay, and their size."""
+    params = CostParams.from_catalog(catalog, rfq.horizon_years)
+    specs = {spec.name: spec for spec in rfq.workloads}
+    out: list[str] = []
+    for entry in plan.workloads:
+        spec = specs.get(entry.name)
+        if entry.sourcing != "rented" or not isinstance(spec, TrainingWorkload):
+            continue
+        tb = training_storage(catalog, params, spec).capacity_tb
+        out.append(f"{entry.name}: runs on rented instances, so no storage is bought: its "
+                   f"checkpoints and dataset ({tb:,.2f} TB) stay on the instances' own disks "
+                   "(local NVMe in the hourly price of most GPU clouds; a provider that bills "
+                   "volumes charges about $0.07-0.20 per GB-month on top); copy the final "
+                   "checkpoint off before the rental ends")
+    return out

@@ -228,8 +228,8 @@ def _storage_lines(catalog: Catalog, rfq: Rfq, params: CostParams, plan: dict[st
     specs = {spec.name: spec for spec in rfq.workloads}
     for work in plan["workloads"]:
         spec = specs[work["name"]]
-        if not isinstance(spec, TrainingWorkload):
-            continue
+        if not isinstance(spec, TrainingWorkload) or work.get("sourcing") == "rented":
+            continue  # a rented job's data stays on the rented instances' disks
         st = training_storage(catalog, params, spec)
         lines.append(_line(f"storage-tb-{spec.name}", f"Checkpoint + dataset storage for "
                            f"{spec.name}, usable TB", round(st.capacity_tb, 6),

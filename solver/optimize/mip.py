@@ -16,7 +16,8 @@ Parameters
     P_t, U_t    full-load power (kW) and rack units of one node of type t
     S, s        shared-storage cost of a coupled cluster (fixed, and per coupled node)
     st_w        checkpoint + dataset storage of training job w (solver/optimize/storage.py; the same
-                for every candidate of w, so charged on each x[c], c ∈ C_w)
+                for every owned candidate of w, so charged on each owned x[c], c ∈ C_w; a
+                rented job buys none: its data stays on the rented instances' disks)
     e_t, fe     fabric NICs per node of type t; front-end ports per node, cable price fe_c
     R_e, H_e    ports of one switch of network e, H_e = floor(R_e / 2);
                 sw_e, up_e: switch price, price of one leaf-to-spine link
@@ -297,7 +298,8 @@ def objective_terms(table: CandidateTable, objective: str) -> dict[str, dict[str
         for cand in cands:
             if cand.network_usd:
                 terms["network_usd"][cand_var(cand)] = cand.network_usd
-            if job_storage is not None and cand.is_job and job_storage.usd:
+            # a rented job keeps its data on the instances' own disks (rental.py): no storage
+            if job_storage is not None and cand.is_job and not cand.rented and job_storage.usd:
                 terms["storage_usd"][cand_var(cand)] = job_storage.usd
     networks = [(FRONTEND, p.frontend_switch_usd, p.frontend_cable_usd)]
     networks += [(fabric_net(f), fab.switch_price_usd, fab.cable_price_usd)

@@ -21,8 +21,9 @@ Rented GPUs do not count against the RFQ's owned limits (``max_nodes``, ``max_gp
 ``max_power_kw``, ``max_rack_units``: they are in someone else's datacenter) but their cost
 counts in the objective and against ``budget_usd``. Rented instances need no bought fabric,
 switches, front-end ports or shared storage, and pay no multi-node engineering overhead (the
-provider operates the cluster); a training job's checkpoint and dataset storage is charged
-whichever way it runs. The RFQ's ``rental`` switch: ``allow`` (default) lets the MIP choose,
+provider operates the cluster); a rented training job buys no checkpoint and dataset
+storage either: they stay on the rented instances' own disks, in the hourly price (issue 28:
+a rented fine-tune paid 73 % of its cost for storage capex), and the plan's warnings say so. The RFQ's ``rental`` switch: ``allow`` (default) lets the MIP choose,
 ``forbid`` reproduces the buy-only plan, ``only`` rents everything. ``constraints.gpus``
 and ``datacenter_grade_only`` apply to rented GPUs too; the vendor profile does not (it
 says what an integrator builds, not what a cloud rents).
@@ -354,7 +355,7 @@ def _cheapest(table: CandidateTable, spec: AnyWorkload, cands: list[Any]) -> tup
             nodes = cand.nodes_spanned * units if cand.nodes_spanned > 1 else math.ceil(
                 cand.gpus * units / node.gpus)
             usd = nodes * node.cost.tco_usd + cand.network_usd * units
-        if storage is not None and cand.is_job:
+        if storage is not None and cand.is_job and not cand.rented:
             usd += storage.usd
         if best is None or usd < best[0]:
             best = (round(usd, 2), cand, units)
@@ -424,7 +425,9 @@ def owned_horizon_terms(table: CandidateTable, spec: AnyWorkload, own: tuple[flo
     out: dict[str, Any] = {
         "owned_capex_usd": round(capex, 2),
         "owned_running_usd_per_month": round(running_h * HOURS_PER_YEAR / 12.0, 2),
-        "breakeven_months": (round(hardware / (per_hour - running_h) / (HOURS_PER_YEAR / 12.0),
+        # a job's storage is bought only when owning (a rented job keeps its data on the
+        # instances' disks), so it is part of what owning must earn back
+        "breakeven_months": (round(capex / (per_hour - running_h) / (HOURS_PER_YEAR / 12.0),
                                    2) if per_hour > running_h else None)}
     if cand.is_job and spec.kind != "inference" and spec.recurrence is None:
         fraction, decline = residual if residual is not None else residual_params(table.params)

@@ -279,7 +279,8 @@ def _unit_vars(model: LinearModel, table: CandidateTable, cands: dict[str, list[
             if name in once:
                 high = 1 if c.is_job else replica_bound(c, planned_demand(specs[name]))
                 var = model.var(f"x[{c.name},0]", 0, high)
-                model.objective[var] = c.rental_usd + (storage.usd if storage else 0.0)
+                model.objective[var] = c.rental_usd + (storage.usd if storage and not c.rented
+                                                       else 0.0)
                 continue
             for p, period in enumerate(periods):
                 high = replica_bound(c, demand_at(specs[name], period.start_month))

@@ -10,8 +10,10 @@ For a training workload of a model with ``params`` parameters:
                           + dataset_tokens × ``dataset_bytes_per_token``) / 1e12
     write GB/s           checkpoint / ``checkpoint_write_seconds`` / 1e9
     cost                 capacity × ``storage_usd_per_tb`` + write GB/s × ``storage_usd_per_gbps``
-The job's storage does not depend on its layout, so the MIP charges it on every candidate
-of the job (exactly one is chosen) and the bill of materials recomputes it from the plan.
+The job's storage does not depend on its layout, so the MIP charges it on every owned
+candidate of the job (exactly one is chosen) and the bill of materials recomputes it from the
+plan. A job run on rented instances buys none: its checkpoints and dataset stay on the
+instances' own disks, which the hourly price includes (solver/optimize/rental.py).
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ PHRASES: tuple[tuple[str, str], ...] = (
     ("the same RFQ", "the same requirements"),
     ("the RFQ's", "the requested"),
     (" (prices.csv overlay)", ""),
+    (" (a --catalog overlay's rental.csv)", ""),
     ("the catalog's prices", "list and market prices"),
 )
 """Analyst phrases and their customer wording, applied in this order."""
