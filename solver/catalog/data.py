@@ -92,6 +92,11 @@ class Gpu(_Entry):
     memory_gb: float = Field(gt=0, description="vendor GB (1e9 bytes)")
     mem_bw_gbs: float = Field(gt=0)
     dense_tflops: dict[ComputeKey, float]
+    fp32_accumulate_tflops: dict[ComputeKey, float] = Field(
+        default_factory=dict, description="dense tensor throughput with FP32 accumulate where "
+        "it is below dense_tflops (GeForce cards run BF16/FP16/FP8 with FP32 accumulate at "
+        "half rate); training uses it (its GEMMs accumulate in FP32), serving keeps "
+        "dense_tflops, the peak its fitted factors were fitted against")
     tdp_w: float = Field(gt=0)
     form_factor: FormFactor
     pcie_gen: int = Field(ge=3, le=6)
@@ -124,6 +129,11 @@ class Gpu(_Entry):
         """The accelerator software stack (cuda, rocm) a node of this GPU runs."""
         return VENDOR_STACKS[self.vendor]
 
+    def training_tflops(self, compute: str) -> float:
+        """Dense tensor TFLOPS a training GEMM of this precision runs at: the FP32-accumulate
+        rate where the card has a lower one, else ``dense_tflops``."""
+        return self.fp32_accumulate_tflops.get(compute, self.dense_tflops[compute])
+
     @model_validator(mode="after")
     def _positive_throughput(self) -> Gpu:
         for precision, tflops in self.dense_tflops.items():
@@ -131,6 +141,11 @@ class Gpu(_Entry):
                 raise ValueError(f"dense_tflops.{precision} must be > 0 (omit it if unsupported)")
         if "bf16" not in self.dense_tflops:
             raise ValueError("dense_tflops.bf16 is required")
+        for precision, tflops in self.fp32_accumulate_tflops.items():
+            dense = self.dense_tflops.get(precision)
+            if dense is None or not 0 < tflops <= dense:
+                raise ValueError(f"fp32_accumulate_tflops.{precision} = {tflops} must be > 0 "
+                                 f"and at most dense_tflops.{precision} ({dense})")
         return self
 
 

@@ -202,7 +202,7 @@ def _ideal_compute_s(step: _Step) -> tuple[float, float, float]:
     attn_passes = 3.0 + recompute + (
         0.0 if plan.recompute == "none" else train.selective_recompute_attention_passes.value)
     hw_flops = matmul_flops + attn_passes * attn_fwd
-    peak = gpu.dense_tflops[compute_prec] * 1e12
+    peak = gpu.training_tflops(compute_prec) * 1e12  # FP32 accumulate (GeForce: half rate)
     achieved = peak * fam.train(compute_prec) * gemm_size_factor(eff, geo.hidden)
     if geo.experts:
         # expert GEMMs: load imbalance and per-expert GEMMs of tokens x k / E rows
@@ -392,7 +392,7 @@ def training_rate_bound(catalog: Catalog, model_id: str, gpu_id: str, precision:
     if matmul_least <= 0.0:
         return None
     fam = eff.family(gpu.family)
-    achieved = (gpu.dense_tflops[compute_prec] * 1e12 * fam.train(compute_prec)
+    achieved = (gpu.training_tflops(compute_prec) * 1e12 * fam.train(compute_prec)
                 * gemm_size_factor(eff, geo.hidden))
     if geo.experts:
         expert_flops = 6.0 * geo.expert_params * geo.experts_per_token / geo.experts
