@@ -98,7 +98,10 @@ INVALID = [
     ("workloads[2].deadline_hours", -48, "workloads[2].deadline_hours", "greater than 0"),
     ("workloads[2].dataset_tokens", _DELETE, "workloads[2].dataset_tokens", "required"),
     ("workloads[2].precision", "int4", "workloads[2]", "not valid for lora"),
-    ("workloads[2].seq_len", 10**6, "workloads[2]", "context window"),
+    # issue 28: beyond the native context is planned with RoPE scaling up to 32x; past it
+    ("workloads[2]", {"name": "tune", "kind": "lora", "model": "llama-2-70b",
+                      "dataset_tokens": 1000, "seq_len": 32 * 4096 + 1, "deadline_hours": 48},
+     "workloads[2].seq_len", "native context of 4,096 tokens"),
     ("workloads[2].concurrency", 3, "workloads[2].concurrency", "unknown key"),
     ("workloads[2].name", "chat", "workloads", "used twice"),
     ("workloads[1].name", "has space", "workloads[1].name", "pattern"),

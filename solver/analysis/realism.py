@@ -18,6 +18,7 @@ import datetime as dt
 import re
 from typing import Any
 
+from solver.catalog.context import rope_scaling_note
 from solver.catalog.data import Catalog
 from solver.catalog.native_precision import BITS, native_precision
 from solver.optimize.costs import CostParams
@@ -235,7 +236,20 @@ def realism_warnings(catalog: Catalog, rfq: Rfq, plan: Plan,
     physics of a plan."""
     return (consumer_card_warnings(catalog, plan) + stale_price_warnings(catalog, plan, today)
             + precision_notes(rfq, plan, catalog) + calibration_warnings(plan)
-            + rented_job_storage_notes(catalog, rfq, plan))
+            + rented_job_storage_notes(catalog, rfq, plan) + context_notes(catalog, rfq, plan))
+
+
+def context_notes(catalog: Catalog, rfq: Rfq, plan: Plan) -> list[str]:
+    """A training job planned at a seq_len beyond its model's native context (RoPE scaling,
+    solver/catalog/context.py) says so."""
+    planned = {entry.name for entry in plan.workloads}
+    out: list[str] = []
+    for spec in rfq.workloads:
+        if isinstance(spec, TrainingWorkload) and spec.name in planned:
+            note = rope_scaling_note(spec.model, catalog.model(spec.model), spec.seq_len)
+            if note:
+                out.append(f"{spec.name}: {note}")
+    return out
 
 
 def rented_job_storage_notes(catalog: Catalog, rfq: Rfq, plan: Plan) -> list[str]:

@@ -172,19 +172,31 @@ def _verdict(data: dict) -> None:
 
 
 def _check_context(cat: Catalog, model: str, kind: str, workload_kwargs: dict,
-                   context_flag: str | None) -> None:
-    """Tokens per request (serving) or sequence length (training) within the model's context
-    window: beyond it the memory and speed figures are meaningless (no error before)."""
+                   context_flag: str | None) -> list[str]:
+    """Tokens per request (serving) within the model's context window; a training sequence
+    beyond it is estimated with RoPE scaling (the note returned) up to the hard limit of
+    solver/catalog/context.py, refused past it."""
+    from solver.catalog.context import (
+        beyond_context_reason,
+        hard_context_limit,
+        rope_scaling_note,
+    )
+
     if not cat.has_model(model):
-        return
-    limit = cat.model(model).max_context
+        return []
+    entry = cat.model(model)
+    limit = entry.max_context
     if kind in ("inference", "batch_inference"):
         tokens = workload_kwargs.get("input_tokens", 0) + workload_kwargs.get("output_tokens", 0)
         flag = context_flag or "--input-tokens + --output-tokens"
-    else:
-        tokens, flag = workload_kwargs.get("seq_len", 0), context_flag or "--seq-len"
-    if tokens > limit:
-        raise _bad(flag, tokens, f"exceeds {model}'s context window of {limit} tokens")
+        if tokens > limit:
+            raise _bad(flag, tokens, f"exceeds {model}'s context window of {limit} tokens")
+        return []
+    tokens, flag = workload_kwargs.get("seq_len", 0), context_flag or "--seq-len"
+    if tokens > hard_context_limit(entry):
+        raise _bad(flag, tokens, beyond_context_reason(model, entry, tokens))
+    note = rope_scaling_note(model, entry, tokens)
+    return [note] if note else []
 
 
 def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
@@ -211,7 +223,7 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     per_node = _gpus_per_node(cat, gpu, gpus, gpus_per_node)
     _within("--gpus-per-node", per_node, MAX_GPUS_PER_NODE)
     cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
-    _check_context(cat, model, kind, workload_kwargs, context_flag)
+    notes = notes + _check_context(cat, model, kind, workload_kwargs, context_flag)
     if "engine" in workload_kwargs:
         workload_kwargs = {**workload_kwargs, "engine": _engine(cat, workload_kwargs["engine"])}
     workload = Workload(kind=KIND_OF[kind], **workload_kwargs)  # kind checked above

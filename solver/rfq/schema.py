@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from solver.catalog.context import beyond_context_reason, hard_context_limit
 from solver.catalog.data import (
     Catalog,
     Model,
@@ -500,7 +501,7 @@ class TrainingWorkload(_WorkloadBase, _Recurring):
     kind: Literal["lora", "qlora", "full_finetune", "pretrain"]
     dataset_tokens: int = Field(ge=1, le=10**14)
     epochs: float = Field(default=1, gt=0, le=1000)
-    seq_len: int = Field(default=4096, ge=16, le=1_000_000)
+    seq_len: int = Field(default=4096, ge=16, le=1_000_000, validate_default=True)
 
     @model_validator(mode="after")
     def _training(self, info: ValidationInfo) -> TrainingWorkload:
@@ -515,13 +516,20 @@ class TrainingWorkload(_WorkloadBase, _Recurring):
                 f"precision {self.precision!r} is not valid for {self.kind}: use "
                 f"{' or '.join(sorted(allowed))} (4-bit weights are not usable on the training "
                 "gradient path; only QLoRA's frozen base is 4-bit)")
-        catalog = _catalog(info)
-        if catalog is not None and catalog.has_model(self.model):
-            limit = catalog.model(self.model).max_context
-            if self.seq_len > limit:
-                raise ValueError(f"seq_len {self.seq_len} exceeds {self.model}'s context window "
-                                 f"of {limit} tokens")
         return self
+
+    @field_validator("seq_len")
+    @classmethod
+    def _seq_len_within_reach(cls, value: int, info: ValidationInfo) -> int:
+        """Beyond the model's native context: planned with RoPE scaling and a warning;
+        refused only past the hard limit (solver/catalog/context.py), as this field."""
+        catalog = _catalog(info)
+        model_id = info.data.get("model")
+        if catalog is not None and isinstance(model_id, str) and catalog.has_model(model_id):
+            model = catalog.model(model_id)
+            if value > hard_context_limit(model):
+                raise ValueError(beyond_context_reason(model_id, model, value))
+        return value
 
 
 def planned_hours(deadline_hours: float, headroom: float) -> float:
