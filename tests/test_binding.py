@@ -105,3 +105,40 @@ def test_issue_28_every_plan_json_has_binding_empty_when_nothing_binds(tmp_path)
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["binding"] == []
+
+
+def _racked(facility: dict) -> dict:
+    return {"id": "r", "constraints": {"vendor": "open"}, "facility": facility,
+            "workloads": [{"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
+                           "precision": "fp8", "concurrency": 1000, "input_tokens": 2000,
+                           "output_tokens": 400, "ttft_ms": 3000, "tpot_ms": 60}]}
+
+
+def test_issue_28_facility_racks_binding_is_priced_by_lifting_them(catalog):
+    """One 10 kW rack (8 kW continuous): the racks bind; lifting them is re-solved and its
+    saving equals an independent solve without racks; the racks that plan fills are named
+    (its power over 8 kW per rack, rounded up). A power cap that comes from the racks alone
+    is not a max_power_kw entry (it crashed before)."""
+    data = _racked({"max_kw_per_rack": 10, "racks": 1})
+    plan = solve_rfq(validate_rfq(data, catalog), catalog, binding=True)
+    assert plan.status == "optimal" and plan.cluster.power_kw <= 8.0
+    racks = next(b for b in plan.binding if b.constraint == "facility.racks")
+    assert not [b for b in plan.binding if b.constraint == "constraints.max_power_kw"]
+    lifted = solve_rfq(validate_rfq(_racked({"max_kw_per_rack": 10}), catalog), catalog,
+                       explain=False)
+    assert racks.kind == "racks" and racks.value == "1 rack"
+    assert racks.saving_usd == pytest.approx(plan.cost.tco_usd - lifted.cost.tco_usd, abs=0.02)
+    assert racks.saving_usd >= 1.0
+    filled = -(-lifted.cluster.power_kw // 8.0)
+    assert filled > 1 and racks.relaxed_to.startswith(f"{filled:g} racks")
+
+
+def test_issue_28_a_rack_limit_that_keeps_nodes_out_is_priced(catalog):
+    """max_kw_per_rack 6 (4.8 kW continuous) keeps the 6.2 kW 8-GPU node out: lifting it
+    (the whole RFQ rebuilt) saves what an independent solve without it saves."""
+    data = _racked({"max_kw_per_rack": 6})
+    plan = solve_rfq(validate_rfq(data, catalog), catalog, binding=True)
+    entry = next(b for b in plan.binding if b.constraint == "facility.max_kw_per_rack")
+    free = solve_rfq(validate_rfq(_racked({}), catalog), catalog, explain=False)
+    assert entry.kind == "racks" and entry.value == "6 kW"
+    assert entry.saving_usd == pytest.approx(plan.cost.tco_usd - free.cost.tco_usd, abs=0.02)

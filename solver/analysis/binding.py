@@ -9,20 +9,24 @@ found by re-solving, never estimated:
   target, that workload's candidates rebuilt;
 - precision pinned by the RFQ (``precision`` / ``precisions``): the default policy (a
   quantised checkpoint's own format, else bf16 or fp8);
-- the vendor profile, the GPU list, ``datacenter_grade_only`` and ``facility.cooling: air``
-  (or ``liquid``): lifted, the whole RFQ rebuilt.
+- the vendor profile, the GPU list, ``datacenter_grade_only``, ``facility.cooling: air``
+  (or ``liquid``) and ``facility.max_kw_per_rack`` (when it keeps a node type out): lifted,
+  the whole RFQ rebuilt.
 
 A budget never binds a feasible plan of the cost objectives: it limits the very cost that
 is minimised, so lifting it cannot lower the optimum. Under ``objective: max_served`` with
 demand left unserved (issue 29) a relaxation binds when it serves a larger
 priority-weighted share (``served_share``; ``saving_usd`` is then negative when it costs
-more), the budget first among them (twice the budget). Facility racks are not relaxed here. Each saving is in the
+more), the budget first among them (twice the budget). ``facility.racks`` is lifted on the
+same candidate table (its rack row and the power it caps go; the racks the cheaper plan then
+fills are named). Each saving is in the
 RFQ's objective (TCO, or capex), USD; the list runs from the largest saving down, so the
 first entry is the dominant constraint.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -110,6 +114,7 @@ def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: Candidate
     base = (Base(cost, share, rfq) if share is not None and share < 1.0 - 1e-9
             else Base(cost))
     found = _limit_entries(rfq, catalog, table, solver, base)
+    found.append(_racks_entry(rfq, catalog, table, solver, base))
     if base.share is not None:
         found.append(_budget_entry(rfq, catalog, table, solver, base))
     for spec in rfq.workloads:
@@ -141,21 +146,57 @@ def _limit_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: st
     out: list[dict[str, Any] | None] = []
     for name, (path, kind, figure, unit) in _LIMITS.items():
         limit = getattr(limits, name)
-        if limit is None:
+        stated = getattr(rfq.constraints, name)
+        if limit is None or stated is None:  # a power cap of facility.racks alone: its entry
             continue
-        lifted = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
+        # lifting max_power_kw keeps the cap of the facility's racks (None without racks)
+        keep = rfq.facility.power_limit_kw(None) if name == "max_power_kw" else None
+        lifted = Limits(**{f.name: (keep if f.name == name else getattr(limits, f.name))
                            for f in fields(Limits)})
         solution = run_mip(table, rfq, solver=solver, limits=lifted)
         if solution.status not in ("optimal", "feasible"):
             continue
         relaxed = assemble(catalog, rfq, table, solution)
         needed = float(getattr(relaxed.cluster, figure))
-        stated = getattr(rfq.constraints, name)
         if name == "max_power_kw":  # the RFQ states the circuit; the plan draws its share
             needed /= rfq.facility.continuous_load_factor
         out.append(_entry(path, kind, f"{stated:g} {unit}", f"{needed:,.1f} {unit} "
                           "(lifted: what the cheapest plan then needs)", base, relaxed))
     return out
+
+
+def racks_filled(plan: Plan, table: CandidateTable, rack_kw: float) -> int:
+    """Racks the plan's nodes fill at ``rack_kw`` continuous load per rack: the MIP's rack
+    row (Σ_t nodes / nodes per rack) and the power, whichever needs more, rounded up."""
+    by_type = {(n.server, n.gpu, n.gpus): n for n in table.node_types.values()}
+    share = 0.0
+    for group in plan.cluster.nodes:
+        node = by_type.get((group.server, group.gpu, group.gpus_per_node))
+        if node is not None and node.cost.power_kw > 0:
+            share += group.count / max(1, math.floor(rack_kw / node.cost.power_kw + 1e-9))
+    return math.ceil(max(share, plan.cluster.power_kw / rack_kw) - 1e-9)
+
+
+def _racks_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
+                 base: Base) -> dict[str, Any] | None:
+    """``facility.racks`` (with ``max_kw_per_rack``) lifted: the same table re-solved
+    without the rack row and the power the racks cap."""
+    facility = rfq.facility
+    rack_kw = facility.rack_limit_kw()
+    if facility.racks is None or rack_kw is None:
+        return None
+    lifted = rfq.model_copy(update={"facility": facility.model_copy(update={"racks": None})})
+    solution = run_mip(table, lifted, solver=solver)
+    if solution.status not in ("optimal", "feasible"):
+        return None
+    relaxed = assemble(catalog, lifted, table, solution)
+    needed = racks_filled(relaxed, table, rack_kw)
+    return _entry("facility.racks", "racks", _racks(facility.racks),
+                  f"{_racks(needed)} (lifted: what the cheapest plan then fills)", base, relaxed)
+
+
+def _racks(count: int) -> str:
+    return f"{count} rack" + ("" if count == 1 else "s")
 
 
 def _rebuilt(rfq: Rfq, catalog: Catalog, table: CandidateTable, spec: AnyWorkload,
@@ -239,6 +280,16 @@ def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str,
             steps.append(("facility.cooling", "cooling", facility.cooling,
                           "any (liquid-cooled systems allowed, the site must take them)",
                           any_cooling))
+    if facility.max_kw_per_rack is not None:
+        no_rack_limit = rfq.model_copy(update={"facility": facility.model_copy(
+            update={"max_kw_per_rack": None, "racks": None})})
+        params = CostParams.from_catalog(catalog, rfq.horizon_years)
+        if set(node_types(catalog, no_rack_limit, params)) - set(node_types(catalog, rfq,
+                                                                              params)):
+            steps.append(("facility.max_kw_per_rack", "racks",
+                          f"{facility.max_kw_per_rack:g} kW",
+                          "lifted (heavier nodes allowed; racks no longer counted)",
+                          no_rack_limit))
     out: list[dict[str, Any] | None] = []
     for path, kind, value, relaxed_to, relaxed_rfq in steps:
         relaxed, _ = solve_table(relaxed_rfq, catalog, solver=solver)

@@ -269,7 +269,7 @@ class Binding(Record):
     constraint: str = Field(description="the RFQ field, e.g. workloads.chat.ttft_ms, "
                             "constraints.max_power_kw, facility.cooling")
     kind: Literal["slo", "deadline", "power", "cooling", "vendor", "precision", "node_limit",
-                  "gpu_limit", "rack_units", "budget"] = Field(
+                  "gpu_limit", "rack_units", "racks", "budget"] = Field(
         description="what sort of constraint (budget: objective max_served only)")
     value: str = Field(description="its value in the RFQ, in words")
     relaxed_to: str = Field(description="the next relaxation that was re-solved, in words")

@@ -63,6 +63,8 @@ RFQ_FIELD_WORDS: dict[str, str] = {
     "growth_per_year": "growth per year", "dataset_tokens": "dataset size",
     "input_tokens": "prompt length", "output_tokens": "answer length",
     "coupled_training_fabric": "training fabric", "seq_len": "sequence length",
+    "max_kw_per_rack": "power per rack", "lan_ports": "free LAN ports",
+    "continuous_load_factor": "continuous-load share",
 }
 """RFQ fields a sentence may name, in the customer's words."""
 
@@ -121,7 +123,7 @@ def customer_text(text: str) -> str:
     out = _FILE_REF.sub("", out)
     out = _PRECISIONS.sub(lambda m: "(" + ", ".join(
         p.strip("' ").upper() for p in m.group(1).split(",")) + ")", out)
-    out = re.sub(r"\bconstraints\.([a-z_]+)", r"\1", out)
+    out = re.sub(r"\b(?:constraints|facility)\.([a-z_]+)", r"\1", out)
     for field, words in RFQ_FIELD_WORDS.items():
         out = re.sub(rf"\b{field}\b(?=:|\s*=)" if "_" not in field else rf"\b{field}\b",
                      words, out)
