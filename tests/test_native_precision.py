@@ -90,3 +90,49 @@ def test_issue_28_a_16_bit_checkpoint_keeps_the_serving_policy(catalog):
     spec = _rfq(catalog, _chat("llama-3.1-8b")).workloads[0]
     gpu = catalog.gpus["h100-sxm"]
     assert precisions_for(spec, gpu, catalog.model("llama-3.1-8b")) == ["bf16", "fp8"]
+
+
+ALIASES = [("nvidia/DeepSeek-R1-NVFP4", "fp4"), ("nvidia/DeepSeek-V3.1-NVFP4", "fp4"),
+           ("nvidia/Qwen3-32B-NVFP4", "fp4"), ("Qwen/Qwen3-32B-FP8", "fp8"),
+           ("Qwen/Qwen3-235B-A22B", "bf16")]
+
+
+def test_issue_28_alias_precisions_are_the_tested_ones(catalog):
+    """Every alias the catalog gives a checkpoint precision of its own is checked below."""
+    declared = {(alias, p) for m in catalog.models.values()
+                for alias, p in m.alias_precisions.items()}
+    assert declared == set(ALIASES)
+
+
+@pytest.mark.parametrize(("alias", "checkpoint"), ALIASES)
+def test_issue_28_an_aliased_checkpoint_is_served_in_its_format(catalog, alias, checkpoint):
+    """Issue 28: an NVFP4 alias resolved to its FP8 entry and was served at fp8. Named by
+    the alias, the checkpoint's format is the default: fp4 on FP4 tensor cores, weight-only
+    4-bit without (stated); an FP8 alias at fp8; a 16-bit alias of an FP8 entry keeps the
+    ordinary policy. Lookup is case-insensitive; the entry's own id is unchanged."""
+    for name in (alias, alias.upper()):
+        model = catalog.model(name)
+        assert model.default_precision == (None if checkpoint == "bf16" else checkpoint)
+        spec = _rfq(catalog, _chat(name)).workloads[0]
+        b200, h100 = catalog.gpus["b200-sxm"], catalog.gpus["h100-sxm"]
+        if checkpoint == "fp4":
+            assert precisions_for(spec, b200, model) == ["fp4"]
+            assert precisions_for(spec, h100, model) == ["int4"]  # weight-only, stated
+        elif checkpoint == "fp8":
+            assert precisions_for(spec, h100, model) == ["fp8"]
+        else:
+            assert precisions_for(spec, h100, model) == ["bf16", "fp8"]
+    base = next(m for m in catalog.models.values() if alias in m.aliases)
+    assert catalog.model(base.id) is base and base.default_precision != model.default_precision
+
+
+def test_issue_28_an_nvfp4_alias_plans_fp4_and_says_so(catalog):
+    rfq = _rfq(catalog, _chat("nvidia/Qwen3-32B-NVFP4"), constraints={"gpus": ["b200-sxm"]})
+    plan = solve_rfq(rfq, catalog)
+    assert plan.status == "optimal" and plan.workloads[0].precision == "fp4"
+    assert any(w.startswith("chat: served at fp4 on b200-sxm: the checkpoint's own FP4")
+               and "nvidia/Qwen3-32B-NVFP4 checkpoint as published" in w for w in plan.warnings)
+    # the same model by its own id: a 16-bit checkpoint, the ordinary policy (no fp4)
+    plain = solve_rfq(_rfq(catalog, _chat("qwen3-32b"), constraints={"gpus": ["b200-sxm"]}),
+                      catalog)
+    assert plain.workloads[0].precision in ("bf16", "fp8")

@@ -179,7 +179,7 @@ def _checkpoint_notes(catalog: Catalog, spec: Any, entry: Any) -> list[str]:
             why = "pinned by the RFQ's precision" if pinned else \
                 "the default for a quantised checkpoint (set precision to change it)"
             out.append(f"{entry.name}: served at {precision} on {gpu_id}: {native.how}; no "
-                       f"quantisation beyond the {model.id} checkpoint as published - {why}")
+                       f"quantisation beyond the {spec.model} checkpoint as published - {why}")
         elif BITS[precision] > BITS[native.checkpoint]:
             factor = BITS[precision] / BITS[native.checkpoint]
             out.append(f"{entry.name}: served at {precision} on {gpu_id}: the RFQ's precision "

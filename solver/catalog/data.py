@@ -276,11 +276,18 @@ class Model(_Entry):
     tied_embeddings: bool = False
     max_context: int = Field(ge=1)
     aliases: tuple[str, ...] = ()
+    alias_precisions: dict[str, Precision] = Field(
+        default_factory=dict, description="alias -> the precision that checkpoint ships at, "
+        "where it differs from default_precision (nvidia/...-NVFP4: fp4; a 16-bit alias of "
+        "an FP8 entry: bf16); a workload naming the alias is served in that format")
 
     @model_validator(mode="after")
     def _consistent(self) -> Model:
         if self.active_params_b > self.params_b:
             raise ValueError("active_params_b exceeds params_b")
+        unknown = sorted(set(self.alias_precisions) - set(self.aliases))
+        if unknown:
+            raise ValueError(f"alias_precisions names {unknown[0]!r}, not one of the aliases")
         if self.attention == "mla" and not self.kv_lora_rank:
             raise ValueError("attention mla needs kv_lora_rank")
         return self
@@ -288,6 +295,28 @@ class Model(_Entry):
     @property
     def is_moe(self) -> bool:
         return bool(self.experts)
+
+
+def _as_checkpoint(model: Model, alias: str) -> Model:
+    """``model`` as the checkpoint ``alias`` names: its ``alias_precisions`` entry as the
+    default precision (the same architecture; an NVFP4 alias is served at fp4)."""
+    precision = model.alias_precisions.get(alias)
+    if precision is None or precision == (model.default_precision or "bf16"):
+        return model
+    kept = _ALIAS_MODELS.get((id(model), alias))
+    if kept is not None and kept[0] is model:  # the same frozen entry: the same copy
+        return kept[1]
+    copy = model.model_copy(update={"default_precision": None if precision == "bf16"
+                                    else precision, "name": f"{model.name} ({alias})"})
+    if len(_ALIAS_MODELS) > 256:
+        _ALIAS_MODELS.clear()
+    _ALIAS_MODELS[(id(model), alias)] = (model, copy)
+    return copy
+
+
+_ALIAS_MODELS: dict[tuple[int, str], tuple[Model, Model]] = {}
+"""Checkpoint copies of a model by (entry, alias): the entry kept beside its copy, so a
+reused id() never returns another model's copy."""
 
 
 class Param(BaseModel):
@@ -459,14 +488,16 @@ class Catalog(BaseModel):
         :func:`content_key` tells two models of the same name apart."""
         if model_id in self.models:
             return self.models[model_id]
-        for model in self.models.values():
-            if model_id in model.aliases:
-                return model
         folded = model_id.casefold()
         for model in self.models.values():
-            if folded == model.id.casefold() or any(folded == a.casefold()
-                                                    for a in model.aliases):
+            if model_id in model.aliases:
+                return _as_checkpoint(model, model_id)
+        for model in self.models.values():
+            if folded == model.id.casefold():
                 return model
+            alias = next((a for a in model.aliases if folded == a.casefold()), None)
+            if alias is not None:
+                return _as_checkpoint(model, alias)
         raise KeyError(model_id)
 
     def with_models(self, models: Iterable[Model]) -> Catalog:

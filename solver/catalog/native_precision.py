@@ -33,8 +33,9 @@ def native_precision(model: Model, gpu: Gpu) -> NativePrecision | None:
     native = model.default_precision
     if native is None or native == "bf16":
         return None
-    described = (model.architecture.quantization.split(";")[0].strip()
-                 if model.architecture is not None else "")
+    described = (model.architecture.quantization.split(";")[0].strip()  # its config's words,
+                 if model.architecture is not None  # unless an alias names another format
+                 and model.architecture.default_precision == native else "")
     label = f"the checkpoint's own {described or native.upper() + ' weights'}"
     if native == "int4":
         return NativePrecision(native, "int4", f"{label}, weight-only (4-bit weights, "
