@@ -13,7 +13,7 @@ import yaml
 
 from solver.analysis.explain import solve_rfq
 from solver.optimize.candidates import node_types
-from solver.optimize.costs import CostParams
+from solver.optimize.costs import CostParams, liquid_cooling_usd, liquid_cooling_usd_per_kw
 from solver.rfq.schema import validate_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -95,7 +95,7 @@ def test_issue_28_air_cooled_site_never_buys_a_liquid_cooled_system(catalog):
     assert plan.status == "optimal"
     node = plan.cluster.nodes[0]
     server, gpu = catalog.servers[node.server], catalog.gpus[node.gpu]
-    assert server.liquid_cooled
+    assert server.liquid_cooled and not server.rack_cooling_included  # a chassis: all of it
     lines = [line for line in plan.bill_of_materials.lines if line.sku.startswith("liquid-")]
     assert len(lines) == 1
     kw = (node.gpus_per_node * gpu.tdp_w + server.base_power_w) / 1000.0
@@ -186,3 +186,35 @@ def test_issue_28_bad_facility_or_headroom_is_exit_2_naming_the_field(tmp_path, 
     assert result.returncode == 2
     assert field in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_issue_28_nvl72_racks_do_not_pay_their_manifolds_twice(catalog):
+    """An NVL72 rack's price includes its cold plates, tray manifolds and rack manifold: the
+    site's cooling line for it is the CDU share and water loop only (the catalog's figure
+    less its in-rack part); a liquid-cooled chassis or board server pays the whole figure."""
+    params = CostParams.from_catalog(catalog)
+    c = catalog.costs
+    whole, in_rack = c.liquid_cooling_usd_per_kw.value, c.liquid_cooling_in_rack_usd_per_kw.value
+    assert 0 < in_rack < whole
+    for sid in ("gb200-nvl72", "gb300-nvl72"):
+        rack = catalog.servers[sid]
+        assert rack.liquid_cooled and rack.rack_cooling_included and rack.rack_units == 42
+        assert liquid_cooling_usd_per_kw(params, rack) == whole - in_rack
+        assert liquid_cooling_usd(params, rack, 120.0) == pytest.approx(120.0 * (whole - in_rack))
+    for server in catalog.servers.values():
+        if server.liquid_cooled and not server.rack_cooling_included:
+            assert liquid_cooling_usd_per_kw(params, server) == whole  # gb200-nvl4, mi355x
+        elif not server.liquid_cooled:
+            assert liquid_cooling_usd_per_kw(params, server) == 0.0
+
+
+def test_issue_28_in_rack_cooling_above_the_whole_figure_is_refused(tmp_path):
+    from solver.catalog.load import builtin_catalog_dir, load_catalog
+    from solver.common.errors import InputError
+
+    costs = yaml.safe_load((builtin_catalog_dir() / "costs.yaml").read_text())
+    costs["liquid_cooling_in_rack_usd_per_kw"]["value"] = 500
+    (tmp_path / "costs.yaml").write_text(yaml.safe_dump(costs))
+    with pytest.raises(InputError) as info:
+        load_catalog(str(tmp_path))
+    assert "liquid_cooling_in_rack_usd_per_kw" in str(info.value)

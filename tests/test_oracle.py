@@ -112,8 +112,11 @@ def node_kinds(cat, rfq) -> list[NodeKind]:
                 energy = (power_kw * _value(costs, "load_factor") * _value(costs, "pue")
                           * HOURS_PER_YEAR * years * _value(costs, "electricity_usd_per_kwh"))
                 capex = n * gpu.price_usd + server.price_usd
-                if server.liquid_cooled:  # its cooling: full-load kW x the catalog's $/kW
-                    capex += power_kw * _value(costs, "liquid_cooling_usd_per_kw")
+                if server.liquid_cooled:  # its cooling: full-load kW x the catalog's $/kW,
+                    per_kw = _value(costs, "liquid_cooling_usd_per_kw")  # less the in-rack
+                    if server.rack_cooling_included:  # manifolds a whole rack comes with
+                        per_kw -= _value(costs, "liquid_cooling_in_rack_usd_per_kw")
+                    capex += power_kw * per_kw
                 licence = (n * _value(costs, "software_licence_usd_per_gpu_year") * years
                            if gpu.vendor == "nvidia" and gpu.datacenter_use else 0.0)
                 support = capex * _value(costs, "support_contract_fraction_per_year") * years

@@ -157,9 +157,12 @@ def test_a_gb300_only_rfq_buys_gb300_nvl72_racks(catalog):
     count = nodes[0]["count"]
     assert plan["cost"]["gpus_usd"] == pytest.approx(count * 72 * gpu.price_usd, abs=1)
     # plus the site's liquid cooling per kW of the rack (issue 28: costs.yaml
-    # liquid_cooling_usd_per_kw, its own bill line)
+    # liquid_cooling_usd_per_kw, its own bill line) less the in-rack manifolds the rack's
+    # price already includes (rack_cooling_included)
+    assert rack.rack_cooling_included
     kw = (72 * gpu.tdp_w + rack.base_power_w) / 1000.0
-    cooling = kw * catalog.costs.liquid_cooling_usd_per_kw.value
+    c = catalog.costs
+    cooling = kw * (c.liquid_cooling_usd_per_kw.value - c.liquid_cooling_in_rack_usd_per_kw.value)
     assert plan["cost"]["servers_usd"] == pytest.approx(count * (rack.price_usd + cooling),
                                                         abs=1)
 

@@ -170,6 +170,10 @@ class Server(_Entry):
         default=None, gt=0, description="node power limit, W: PSU capacity with N+1 "
         "redundancy or the vendor's system maximum (GPUs at TDP + base_power_w must fit)")
     liquid_cooled: bool = Field(default=False, description="direct liquid cooling fitted")
+    rack_cooling_included: bool = Field(
+        default=False, description="a whole-rack system whose price includes the rack's "
+        "liquid-cooling manifold and quick disconnects (an NVL72 rack): the site's cooling "
+        "line leaves costs.yaml liquid_cooling_in_rack_usd_per_kw out")
     hosts: int = Field(
         default=1, ge=1, description="operating-system hosts in one node, each with an equal "
         "share of its GPUs (an NVL72 rack: 18 compute trays of 4 GPUs); operations and "
@@ -389,7 +393,12 @@ class CostModel(BaseModel):
     liquid_cooling_usd_per_kw: Param | None = Field(
         default=None, description="capex of a liquid-cooled node's cooling per kW of its "
         "full-load power: its share of a coolant distribution unit (CDU) and the facility "
-        "water loop; None = 0")
+        "water loop, and the rack manifold and quick disconnects of a chassis server; "
+        "None = 0")
+    liquid_cooling_in_rack_usd_per_kw: Param | None = Field(
+        default=None, description="the part of liquid_cooling_usd_per_kw that is the rack's "
+        "own manifold, quick disconnects and hoses; not charged on a whole-rack system whose "
+        "price includes them (servers.yaml rack_cooling_included); None = 0")
 
     # (lowest, highest, lowest allowed itself) for each parameter's value
     RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
@@ -413,6 +422,7 @@ class CostModel(BaseModel):
         "hardware_price_decline_per_year": (0.0, 0.9, True),
         "residual_value_fraction": (0.0, 1.0, True),
         "liquid_cooling_usd_per_kw": (0.0, 1e6, True),
+        "liquid_cooling_in_rack_usd_per_kw": (0.0, 1e6, True),
     }
 
     @model_validator(mode="after")
@@ -426,6 +436,10 @@ class CostModel(BaseModel):
                     and value <= high):
                 bound = "[" if low_ok else "("
                 raise ValueError(f"{name}.value = {value} is outside {bound}{low:g}, {high:g}]")
+        in_rack, per_kw = self.liquid_cooling_in_rack_usd_per_kw, self.liquid_cooling_usd_per_kw
+        if in_rack is not None and in_rack.value > (per_kw.value if per_kw else 0.0):
+            raise ValueError(f"liquid_cooling_in_rack_usd_per_kw.value = {in_rack.value} is "
+                             "more than liquid_cooling_usd_per_kw, of which it is a part")
         return self
 
 

@@ -25,6 +25,7 @@ from solver.optimize.costs import (
     CostParams,
     coupled_hosts,
     liquid_cooling_usd,
+    liquid_cooling_usd_per_kw,
     node_cost,
 )
 from solver.optimize.network import switches_needed
@@ -145,9 +146,12 @@ def _cooling_lines(catalog: Catalog, params: CostParams,
         kw = (entry["gpus_per_node"] * catalog.gpus[entry["gpu"]].tdp_w
               + server.base_power_w) / 1000.0
         unit = liquid_cooling_usd(params, server, kw)
+        what = ("CDU share and facility water loop (the rack's manifolds come with it)"
+                if server.rack_cooling_included else
+                "CDU share, facility water loop, rack manifold and quick disconnects")
         lines.append(_line(f"liquid-cooling-{server.id}", f"Liquid cooling for {server.name}: "
-                           f"CDU share and facility water loop, {kw:g} kW x "
-                           f"${params.liquid_cooling_usd_per_kw:,.0f}/kW per node",
+                           f"{what}, {kw:g} kW x "
+                           f"${liquid_cooling_usd_per_kw(params, server):,.0f}/kW per node",
                            entry["count"], unit, "assumption" if "ASSUMPTION"
                            in param.source.upper() else DEFAULT_PRICE_TYPE, param.as_of,
                            param.source, "servers_usd"))

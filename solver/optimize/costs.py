@@ -47,6 +47,7 @@ class CostParams:
     hardware_price_decline_per_year: float = 0.0
     residual_value_fraction: float = 0.0
     liquid_cooling_usd_per_kw: float = 0.0
+    liquid_cooling_in_rack_usd_per_kw: float = 0.0
 
     @classmethod
     def from_catalog(cls, catalog: Catalog, horizon_years: float | None = None) -> CostParams:
@@ -77,6 +78,7 @@ class CostParams:
             hardware_price_decline_per_year=_optional(c.hardware_price_decline_per_year),
             residual_value_fraction=_optional(c.residual_value_fraction),
             liquid_cooling_usd_per_kw=_optional(c.liquid_cooling_usd_per_kw),
+            liquid_cooling_in_rack_usd_per_kw=_optional(c.liquid_cooling_in_rack_usd_per_kw),
         )
 
     @property
@@ -153,9 +155,21 @@ def coupled_hosts(hosts_per_node: int, node_gpus: int, group_gpus: int,
 
 
 def liquid_cooling_usd(params: CostParams, server: Server, power_kw: float) -> float:
-    """Capex of a liquid-cooled node's cooling: its full-load kW x the catalog's
-    ``liquid_cooling_usd_per_kw`` (CDU share and facility water loop); 0 for air-cooled."""
-    return power_kw * params.liquid_cooling_usd_per_kw if server.liquid_cooled else 0.0
+    """Capex of a liquid-cooled node's cooling: its full-load kW x
+    :func:`liquid_cooling_usd_per_kw`; 0 for air-cooled."""
+    return power_kw * liquid_cooling_usd_per_kw(params, server)
+
+
+def liquid_cooling_usd_per_kw(params: CostParams, server: Server) -> float:
+    """The site's cooling per kW of a liquid-cooled server: the catalog's
+    ``liquid_cooling_usd_per_kw`` (CDU share, facility water loop, the rack's manifold and
+    quick disconnects), less the in-rack part where the server is a whole rack whose price
+    includes it (``rack_cooling_included``: an NVL72 rack ships with its manifolds, so
+    they are not bought twice); 0 for air-cooled."""
+    if not server.liquid_cooled:
+        return 0.0
+    in_rack = params.liquid_cooling_in_rack_usd_per_kw if server.rack_cooling_included else 0.0
+    return params.liquid_cooling_usd_per_kw - in_rack
 
 
 def coupled_node_network_usd(server: Server, fabric: Fabric) -> float:
