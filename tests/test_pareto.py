@@ -85,11 +85,12 @@ def test_training_frontier_equals_brute_force(catalog: Any, tune: Any,
         node = table.node_types[cand.node_type]
         nodes = cand.nodes_spanned if cand.spanning else 1
         cost = nodes * node.cost.tco_usd + cand.network_usd + table.storage["tune"].usd
-        front = switch_counts(params.frontend_ports_per_node * nodes,
+        # front-end: switches only beyond the site's free LAN ports (issue 28)
+        ports = params.frontend_ports_per_node * nodes
+        front = switch_counts(ports if ports > tune.facility.lan_ports else 0,
                               params.frontend_ports_per_switch)
         cost += (front.switches * params.frontend_switch_usd
-                 + (front.uplinks + params.frontend_ports_per_node * nodes)
-                 * params.frontend_cable_usd)
+                 + (front.uplinks + ports) * params.frontend_cable_usd)
         if cand.spanning:
             fab = table.fabrics[cand.fabric]
             sw = switch_counts(node.fabric_nics * nodes, fab.ports_per_switch)

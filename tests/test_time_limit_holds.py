@@ -50,18 +50,24 @@ def test_a_training_probe_checks_the_deadline(catalog, monkeypatch):
 
     rfq = load_rfq(SCENARIOS / "finetune-70b-full-cluster.yaml", catalog)
     probes: list[int] = []
+    pruned: list[bool] = []  # from the third probe on: answered unestimated (misses for sure)
     real = module._JobProbe.candidate
 
     def counting(self, size, over, tp=None):
         probes.append(size)
         if len(probes) == 3:  # the time has run out by the third probe
             self.deadline = _past()
+        if len(probes) >= 3:
+            pruned.append(self.misses_for_sure(size))
         return real(self, size, over, tp)
 
     monkeypatch.setattr(module._JobProbe, "candidate", counting)
     with pytest.raises(TimeLimitReached):
         build_candidates(catalog, rfq, deadline=time.perf_counter() + 3600.0)
-    assert len(probes) == 3  # the third probe found the deadline passed: no fourth
+    # the first probe after the deadline that would estimate a layout stops the search; only
+    # probes pruned without an estimate (issue 28: a GeForce card's training rate halved
+    # prunes more of them) come between
+    assert pruned and not pruned[-1] and all(pruned[:-1])
 
 
 def test_relaxation_re_solves_stop_at_the_deadline(catalog):
