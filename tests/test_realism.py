@@ -377,7 +377,9 @@ def test_policies_in_the_csv_batch_form(catalog, tmp_path):
     assert rfq.workloads[0].allowed_precisions() == ("fp8", "int4")
 
 
-def _rented_plan(catalog):
+@pytest.fixture(scope="module")
+def rented(catalog):
+    """rent-oneoff-jobs solved once: both jobs rented."""
     rfq = load_rfq(Path(__file__).resolve().parent.parent / "scenarios" / "rent-oneoff-jobs.yaml",
                    catalog)
     plan = solve_rfq(rfq, catalog)
@@ -386,10 +388,10 @@ def _rented_plan(catalog):
     return rfq, plan
 
 
-def test_stale_rental_offer_is_named_with_its_date_issue_28(catalog):
+def test_stale_rental_offer_is_named_with_its_date_issue_28(catalog, rented):
     """Issue 28: a rented offer's $/GPU-hour is checked for staleness like purchase prices
     (same threshold); the warning names the offer, its rate and date."""
-    _, plan = _rented_plan(catalog)
+    _, plan = rented
     offers = {r.offer: r for w in plan.workloads for r in w.rental or []}
     assert offers
     limit = int(catalog.costs.price_stale_after_days.value)
@@ -405,11 +407,11 @@ def test_stale_rental_offer_is_named_with_its_date_issue_28(catalog):
                 f"/GPU-hour" in stale[0] and f"dated {rent.as_of}, {limit + 1} days" in stale[0])
 
 
-def test_rented_jobs_buy_no_storage_issue_28(catalog):
+def test_rented_jobs_buy_no_storage_issue_28(catalog, rented):
     """Issue 28: a rented fine-tune paid 73 % of its cost for storage capex. A job on rented
     instances buys no storage: the bill has no storage line, the TCO is the rental alone,
     and a warning says where its data stays (its size from the storage model)."""
-    rfq, plan = _rented_plan(catalog)
+    rfq, plan = rented
     assert plan.cost is not None and plan.bill_of_materials is not None
     assert plan.cost.storage_usd == 0 and plan.cost.capex_usd == 0
     assert plan.cost.tco_usd == pytest.approx(plan.cost.rental_usd)
@@ -423,10 +425,10 @@ def test_rented_jobs_buy_no_storage_issue_28(catalog):
                                 f"bought") and f"({tb:,.2f} TB)" in w for w in plan.warnings)
 
 
-def test_owned_jobs_still_buy_their_storage_issue_28(catalog):
+def test_owned_jobs_still_buy_their_storage_issue_28(catalog, rented):
     """The same jobs on owned nodes (rental: forbid) keep their storage lines, at the
     storage model's price."""
-    rfq, _ = _rented_plan(catalog)
+    rfq, _ = rented
     owned = solve_rfq(rfq.model_copy(update={"rental": "forbid"}), catalog)
     assert owned.cost is not None and owned.bill_of_materials is not None
     params = CostParams.from_catalog(catalog, rfq.horizon_years)
