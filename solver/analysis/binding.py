@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any
 
 from solver.catalog.data import Catalog
+from solver.common.progress import report
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.candidates import build_candidates, node_types
@@ -37,14 +38,11 @@ from solver.optimize.mip import Limits
 from solver.optimize.plan import assemble, weighted_served_share
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
-from solver.optimize.solve import run_mip
+from solver.optimize.solve import run_mip, solve_table
 from solver.rfq.schema import AnyWorkload, Rfq
 
 MIN_SAVING_USD = 1.0
 """A relaxation saving less than this is rounding, not a binding constraint."""
-CUTOFF_SLACK_USD = 0.5
-"""How far above ``base - MIN_SAVING_USD`` a re-solve's cutoff lies (:meth:`Base.cutoff`):
-more than a plan's cost (rounded to cents) can differ from its MIP objective."""
 RELAX_FACTOR = 2.0
 """The next relaxation of an SLO or a deadline: twice the target."""
 
@@ -81,16 +79,6 @@ class Base:
     cost: float
     share: float | None = None
     rfq: Rfq | None = None
-
-    def cutoff(self) -> float | None:
-        """The objective a relaxed re-solve must beat to bind: ``cost - MIN_SAVING_USD``
-        loosened by ``CUTOFF_SLACK_USD``. The backend then proves "nothing cheaper" instead
-        of finding the relaxed optimum of a relaxation that does not bind (often most of
-        them), and finds the same optimum of one that does. None under ``objective:
-        max_served`` with demand left unserved (a relaxation may bind costing more)."""
-        if self.share is not None:
-            return None
-        return self.cost - MIN_SAVING_USD + CUTOFF_SLACK_USD
 
 
 def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
@@ -154,12 +142,18 @@ def run_steps(steps: list[Step], workers: int = 1) -> list[dict[str, Any] | None
     """``[step() for step in steps]``; with ``workers`` > 1 in that many forked processes
     (:func:`solver.optimize.candidate_workers.map_workloads`, one step at a time to the
     next free process), in this process where that is not possible."""
+    what = f"binding constraints: re-solving {len(steps)} relaxations"
     if workers > 1 and len(steps) > 1:
+        report(f"{what} in {min(workers, len(steps))} processes")
         done = map_workloads(lambda i: steps[i](), list(range(len(steps))), workers,
                              min_count=2)
         if done is not None:
             return done
-    return [step() for step in steps]
+    out = []
+    for index, step in enumerate(steps):
+        report(what, index, len(steps))
+        out.append(step())
+    return out
 
 
 def _budget_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
@@ -190,7 +184,7 @@ def _limit_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
     limits = Limits.from_rfq(rfq)
     lifted = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
                        for f in fields(Limits)})
-    solution = run_mip(table, rfq, solver=solver, limits=lifted, cutoff=base.cutoff())
+    solution = run_mip(table, rfq, solver=solver, limits=lifted)
     if solution.status not in ("optimal", "feasible"):
         return None
     relaxed = assemble(catalog, rfq, table, solution)
@@ -203,7 +197,7 @@ def _limit_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
 
 
 def _rebuilt(rfq: Rfq, catalog: Catalog, table: CandidateTable, spec: AnyWorkload,
-             solver: str, cutoff: float | None = None) -> Plan | None:
+             solver: str) -> Plan | None:
     """The optimum with one workload changed (its candidates rebuilt, the others kept)."""
     new_rfq = rfq.model_copy(update={"workloads": [spec if w.name == spec.name else w
                                                    for w in rfq.workloads]})
@@ -216,7 +210,7 @@ def _rebuilt(rfq: Rfq, catalog: Catalog, table: CandidateTable, spec: AnyWorkloa
                         rejected={**table.rejected,
                                   spec.name: fresh.rejected.get(spec.name, [])},
                         storage=storage)
-    solution = run_mip(new_table, new_rfq, solver=solver, cutoff=cutoff)
+    solution = run_mip(new_table, new_rfq, solver=solver)
     if solution.status not in ("optimal", "feasible"):
         return None
     return assemble(catalog, new_rfq, new_table, solution)
@@ -257,7 +251,7 @@ def _workload_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: s
                     relaxed_to: str, update: dict[str, Any]) -> dict[str, Any] | None:
     """One workload's target relaxed (``update``): its candidates rebuilt, re-solved."""
     changed = _keep_headroom(spec, spec.model_copy(update=update))
-    relaxed = _rebuilt(rfq, catalog, table, changed, solver, base.cutoff())
+    relaxed = _rebuilt(rfq, catalog, table, changed, solver)
     return None if relaxed is None else _entry(path, kind, value, relaxed_to, base, relaxed)
 
 
@@ -291,15 +285,6 @@ def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str, base: Base) -> list[St
 
 def _rfq_entry(catalog: Catalog, solver: str, base: Base, path: str, kind: str, value: str,
                relaxed_to: str, relaxed_rfq: Rfq) -> dict[str, Any] | None:
-    relaxed = _whole(relaxed_rfq, catalog, solver, base.cutoff())
-    return None if relaxed is None else _entry(path, kind, value, relaxed_to, base, relaxed)
+    relaxed, _ = solve_table(relaxed_rfq, catalog, solver=solver)
+    return _entry(path, kind, value, relaxed_to, base, relaxed)
 
-
-def _whole(rfq: Rfq, catalog: Catalog, solver: str, cutoff: float | None) -> Plan | None:
-    """The optimum of a changed RFQ, its candidates rebuilt (None: none below ``cutoff``,
-    or no plan at all)."""
-    table = build_candidates(catalog, rfq)
-    solution = run_mip(table, rfq, solver=solver, cutoff=cutoff)
-    if solution.status not in ("optimal", "feasible"):
-        return None
-    return assemble(catalog, rfq, table, solution)

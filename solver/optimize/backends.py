@@ -62,19 +62,14 @@ class Backend:
         return _module_found(self.module)
 
     def solve(self, model: LinearModel, time_limit: float | None = None,
-              initial: dict[str, float] | None = None, cutoff: float | None = None
-              ) -> Solution:
+              initial: dict[str, float] | None = None) -> Solution:
         """Solve and re-check the point against the model (:func:`verified`); a model with
         ``cases`` is solved case by case (:meth:`_solve_cases`). ``initial``: a point to
         start from (a value for every variable, e.g. the previous plan of a sweep); a hint
-        that only HiGHS uses, and only when it is feasible (for a case, when it lies in it).
-        ``cutoff``: only points of objective below it are wanted: an optimum below it is
-        found as without it; when there is none the answer is ``infeasible`` or a point
-        not below it (HiGHS keeps a point it found above its ``objective_bound``; CBC's
-        and CP-SAT's cutoff rows are loosened by their rounding)."""
+        that only HiGHS uses, and only when it is feasible (for a case, when it lies in it)."""
         if len(model.cases) > 1:
-            return verified(model, self._solve_cases(model, time_limit, initial, cutoff))
-        return verified(model, self._solve(model, time_limit, cutoff, initial=initial))
+            return verified(model, self._solve_cases(model, time_limit, initial))
+        return verified(model, self._solve(model, time_limit, initial=initial))
 
     def _solve(self, model: LinearModel, time_limit: float | None,
                cutoff: float | None = None, initial: dict[str, float] | None = None
@@ -85,13 +80,11 @@ class Backend:
         raise NotImplementedError
 
     def _solve_cases(self, model: LinearModel, time_limit: float | None,
-                     initial: dict[str, float] | None = None, cutoff: float | None = None
-                     ) -> Solution:
+                     initial: dict[str, float] | None = None) -> Solution:
         """The best over ``model.cases`` (in their order), each case with the best objective
-        found so far (at first ``cutoff``) as its cutoff and an equal share of the time
-        left. Optimal when every case is proven (optimal, or no point below the cutoff);
-        ``feasible`` with the gap to the weakest case bound otherwise; ``infeasible`` only
-        when every case is infeasible (below ``cutoff``, when given)."""
+        found so far as its cutoff and an equal share of the time left. Optimal when every case is proven (optimal, or no point
+        below the cutoff); ``feasible`` with the gap to the weakest case bound otherwise;
+        ``infeasible`` only when every case is infeasible without a cutoff."""
         start = time.perf_counter()
         best: Solution | None = None
         bounds: list[float] = []  # lower bounds of the cases not proven
@@ -101,7 +94,7 @@ class Backend:
         cases = [case for case, _ in kept]
         fixings = [f for _, f in kept]
         if not cases:  # every fixing outside the bounds: the cases say nothing
-            return self._solve(model, time_limit, cutoff, initial=initial)
+            return self._solve(model, time_limit, initial=initial)
         for index, case in enumerate(cases):
             remaining = None
             if time_limit is not None:  # an equal share of the time left, the last case all
@@ -110,8 +103,7 @@ class Backend:
                     unproven = True
                     bounds.append(-math.inf)
                     break
-            if best is not None and best.objective is not None:
-                cutoff = best.objective
+            cutoff = best.objective if best is not None else None
             in_case = initial is not None and all(  # the start lies in this case
                 abs(initial.get(n, math.nan) - v) <= INTEGRALITY_TOL
                 for n, v in fixings[index].items())

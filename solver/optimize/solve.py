@@ -51,22 +51,19 @@ LIMIT_LABELS = {
 def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
             time_limit: float | None = None, limits: Limits | None = None,
             objective: str | None = None, extra: list | None = None,
-            initial: dict[str, float] | None = None, cutoff: float | None = None
-            ) -> Solution:
-    """Build and solve the MIP for a candidate table (``initial``: a point to start from;
-    ``cutoff``: only a plan whose objective is below it is wanted, ``infeasible`` when
-    there is none: :meth:`Backend.solve <solver.optimize.backends.Backend.solve>`).
+            initial: dict[str, float] | None = None) -> Solution:
+    """Build and solve the MIP for a candidate table (``initial``: a point to start from,
+    :meth:`Backend.solve <solver.optimize.backends.Backend.solve>`).
 
     ``objective: max_served`` is solved in two steps (solver/optimize/mip.py): the largest
     priority-weighted share served within the budget, then the lowest TCO that serves it;
-    the returned objective is that TCO (``cutoff`` is not used there: the first step's
-    objective is the share)."""
+    the returned objective is that TCO."""
     if any(not cands for cands in table.candidates.values()):
         return Solution("infeasible", {}, None, 0.0, 0.0, solver)
     backend = get_backend(solver)
     if (objective or rfq.objective) != "max_served":
         model = build_model(table, rfq, limits, objective, extra)
-        return backend.solve(model, time_limit, initial=initial, cutoff=cutoff)
+        return backend.solve(model, time_limit, initial=initial)
     started = time.perf_counter()
     first = backend.solve(build_model(table, rfq, limits, "max_served", extra), time_limit,
                           initial=initial)
