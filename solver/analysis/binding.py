@@ -27,11 +27,15 @@ first entry is the dominant constraint.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from typing import Any
 
 from solver.catalog.data import Catalog
+from solver.common.progress import report
 from solver.optimize.backends import DEFAULT_SOLVER
+from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.candidates import build_candidates, node_types
 from solver.optimize.costs import CostParams
 from solver.optimize.mip import Limits
@@ -103,9 +107,12 @@ def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
 
 
 def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: CandidateTable,
-                        solver: str = DEFAULT_SOLVER) -> list[dict[str, Any]]:
+                        solver: str = DEFAULT_SOLVER, workers: int = 1
+                        ) -> list[dict[str, Any]]:
     """The plan's binding constraints, each with its next relaxation and what it saves
-    (module docstring); [] when nothing binds or the plan is not feasible."""
+    (module docstring); [] when nothing binds or the plan is not feasible. ``workers`` > 1:
+    the re-solves of a large table (:data:`PARALLEL_MIN_CANDIDATES`) run in that many
+    forked processes (:func:`run_steps`; the same list)."""
     cost = _objective(plan)
     if cost is None:
         return []
@@ -113,17 +120,45 @@ def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: Candidate
     share = weighted_served_share(plan, rfq)
     base = (Base(cost, share, rfq) if share is not None and share < 1.0 - 1e-9
             else Base(cost))
-    found = _limit_entries(rfq, catalog, table, solver, base)
-    found.append(_racks_entry(rfq, catalog, table, solver, base))
+    steps = _limit_entries(rfq, catalog, table, solver, base)
+    steps.append(partial(_racks_entry, rfq, catalog, table, solver, base))
     if base.share is not None:
-        found.append(_budget_entry(rfq, catalog, table, solver, base))
+        steps.append(lambda: _budget_entry(rfq, catalog, table, solver, base))
     for spec in rfq.workloads:
-        found += _workload_entries(rfq, catalog, table, solver, base, spec)
-    found += _rfq_entries(rfq, catalog, solver, base)
+        steps += _workload_entries(rfq, catalog, table, solver, base, spec)
+    steps += _rfq_entries(rfq, catalog, solver, base)
+    size = sum(map(len, table.candidates.values()))
+    found = run_steps(steps, workers if size >= PARALLEL_MIN_CANDIDATES else 1)
     entries = [e for e in found if e is not None]
     if base.share is not None:  # max_served: the largest gain in service first
         return sorted(entries, key=lambda e: (-e["served_share"], -e["saving_usd"]))
     return sorted(entries, key=lambda e: -e["saving_usd"])
+
+
+Step = Callable[[], "dict[str, Any] | None"]
+"""One relaxation re-solved: its entry, or None when it does not bind."""
+PARALLEL_MIN_CANDIDATES = 500
+"""A table with fewer candidates re-solves in this process: its MIPs take milliseconds
+(every scenario), less than forking costs. A portfolio's take seconds each, one per SLO,
+deadline and pinned precision of every workload (issue 31)."""
+
+
+def run_steps(steps: list[Step], workers: int = 1) -> list[dict[str, Any] | None]:
+    """``[step() for step in steps]``; with ``workers`` > 1 in that many forked processes
+    (:func:`solver.optimize.candidate_workers.map_workloads`, one step at a time to the
+    next free process), in this process where that is not possible."""
+    what = f"binding constraints: re-solving {len(steps)} relaxations"
+    if workers > 1 and len(steps) > 1:
+        report(f"{what} in {min(workers, len(steps))} processes")
+        done = map_workloads(lambda i: steps[i](), list(range(len(steps))), workers,
+                             min_count=2)
+        if done is not None:
+            return done
+    out = []
+    for index, step in enumerate(steps):
+        report(what, index, len(steps))
+        out.append(step())
+    return out
 
 
 def _budget_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
@@ -141,28 +176,33 @@ def _budget_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str
 
 
 def _limit_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                   base: Base) -> list[dict[str, Any] | None]:
+                   base: Base) -> list[Step]:
     limits = Limits.from_rfq(rfq)
-    out: list[dict[str, Any] | None] = []
-    for name, (path, kind, figure, unit) in _LIMITS.items():
-        limit = getattr(limits, name)
-        stated = getattr(rfq.constraints, name)
-        if limit is None or stated is None:  # a power cap of facility.racks alone: its entry
-            continue
-        # lifting max_power_kw keeps the cap of the facility's racks (None without racks)
-        keep = rfq.facility.power_limit_kw(None) if name == "max_power_kw" else None
-        lifted = Limits(**{f.name: (keep if f.name == name else getattr(limits, f.name))
-                           for f in fields(Limits)})
-        solution = run_mip(table, rfq, solver=solver, limits=lifted)
-        if solution.status not in ("optimal", "feasible"):
-            continue
-        relaxed = assemble(catalog, rfq, table, solution)
-        needed = float(getattr(relaxed.cluster, figure))
-        if name == "max_power_kw":  # the RFQ states the circuit; the plan draws its share
-            needed /= rfq.facility.continuous_load_factor
-        out.append(_entry(path, kind, f"{stated:g} {unit}", f"{needed:,.1f} {unit} "
-                          "(lifted: what the cheapest plan then needs)", base, relaxed))
-    return out
+    return [partial(_limit_entry, rfq, catalog, table, solver, base, name)
+            for name in _LIMITS if getattr(limits, name) is not None
+            and getattr(rfq.constraints, name) is not None]  # a power cap of racks alone:
+    # its entry is facility.racks'
+
+
+def _limit_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str, base: Base,
+                 name: str) -> dict[str, Any] | None:
+    """The RFQ's limit ``name`` lifted: the same table re-solved."""
+    path, kind, figure, unit = _LIMITS[name]
+    limits = Limits.from_rfq(rfq)
+    stated = getattr(rfq.constraints, name)
+    # lifting max_power_kw keeps the cap of the facility's racks (None without racks)
+    keep = rfq.facility.power_limit_kw(None) if name == "max_power_kw" else None
+    lifted = Limits(**{f.name: (keep if f.name == name else getattr(limits, f.name))
+                       for f in fields(Limits)})
+    solution = run_mip(table, rfq, solver=solver, limits=lifted)
+    if solution.status not in ("optimal", "feasible"):
+        return None
+    relaxed = assemble(catalog, rfq, table, solution)
+    needed = float(getattr(relaxed.cluster, figure))
+    if name == "max_power_kw":  # the RFQ states the circuit; the plan draws its share
+        needed /= rfq.facility.continuous_load_factor
+    return _entry(path, kind, f"{stated:g} {unit}", f"{needed:,.1f} {unit} "
+                  "(lifted: what the cheapest plan then needs)", base, relaxed)
 
 
 def racks_filled(plan: Plan, table: CandidateTable, rack_kw: float) -> int:
@@ -228,8 +268,7 @@ def _keep_headroom(spec: AnyWorkload, changed: AnyWorkload) -> AnyWorkload:
 
 
 def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                      base: Base, spec: AnyWorkload) -> list[dict[str, Any] | None]:
-    out: list[dict[str, Any] | None] = []
+                      base: Base, spec: AnyWorkload) -> list[Step]:
     steps: list[tuple[str, str, str, str, dict[str, Any]]] = []
     if spec.kind == "inference":
         for slo in ("ttft_ms", "tpot_ms"):
@@ -246,16 +285,20 @@ def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver:
         steps.append((f"workloads.{spec.name}.precision", "precision", pinned,
                       "the default policy (a quantised checkpoint's own format, else bf16 "
                       "or fp8)", {"precision": None, "precisions": None}))
-    for path, kind, value, relaxed_to, update in steps:
-        changed = _keep_headroom(spec, spec.model_copy(update=update))
-        relaxed = _rebuilt(rfq, catalog, table, changed, solver)
-        if relaxed is not None:
-            out.append(_entry(path, kind, value, relaxed_to, base, relaxed))
-    return out
+    return [partial(_workload_entry, rfq, catalog, table, solver, base, spec, *step)
+            for step in steps]
 
 
-def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str,
-                 base: Base) -> list[dict[str, Any] | None]:
+def _workload_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
+                    base: Base, spec: AnyWorkload, path: str, kind: str, value: str,
+                    relaxed_to: str, update: dict[str, Any]) -> dict[str, Any] | None:
+    """One workload's target relaxed (``update``): its candidates rebuilt, re-solved."""
+    changed = _keep_headroom(spec, spec.model_copy(update=update))
+    relaxed = _rebuilt(rfq, catalog, table, changed, solver)
+    return None if relaxed is None else _entry(path, kind, value, relaxed_to, base, relaxed)
+
+
+def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str, base: Base) -> list[Step]:
     """Vendor profile, GPU list, datacenter-grade rule and cooling: the whole RFQ rebuilt."""
     c, facility = rfq.constraints, rfq.facility
     steps: list[tuple[str, str, str, str, Rfq]] = []
@@ -290,8 +333,11 @@ def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str,
                           f"{facility.max_kw_per_rack:g} kW",
                           "lifted (heavier nodes allowed; racks no longer counted)",
                           no_rack_limit))
-    out: list[dict[str, Any] | None] = []
-    for path, kind, value, relaxed_to, relaxed_rfq in steps:
-        relaxed, _ = solve_table(relaxed_rfq, catalog, solver=solver)
-        out.append(_entry(path, kind, value, relaxed_to, base, relaxed))
-    return out
+    return [partial(_rfq_entry, catalog, solver, base, *step) for step in steps]
+
+
+def _rfq_entry(catalog: Catalog, solver: str, base: Base, path: str, kind: str, value: str,
+               relaxed_to: str, relaxed_rfq: Rfq) -> dict[str, Any] | None:
+    relaxed, _ = solve_table(relaxed_rfq, catalog, solver=solver)
+    return _entry(path, kind, value, relaxed_to, base, relaxed)
+

@@ -341,8 +341,8 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     processes build its candidates) with, unless ``explain`` is False, the guide's decision
     path, warnings and the buy-or-rent comparison (:func:`annotate`). A plan whose time ran
     out is returned as it is. ``binding``: add the binding constraints with the price of
-    each one's next relaxation (:mod:`solver.analysis.binding`, one re-solve each; the
-    commands and the dashboard ask for it)."""
+    each one's next relaxation (:mod:`solver.analysis.binding`, one re-solve each, in
+    ``workers`` processes for a large table; the commands and the dashboard ask for it)."""
     catalog = rfq.catalog(catalog)
     plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table,
                              workers=workers)
@@ -351,7 +351,7 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     if binding and used is not None and plan.feasible:
         plan = plan.model_copy(update={"binding": [
             Binding.model_validate(b)
-            for b in binding_constraints(rfq, catalog, plan, used, solver)]})
+            for b in binding_constraints(rfq, catalog, plan, used, solver, workers)]})
     return plan
 
 

@@ -60,12 +60,14 @@ def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
     """Load and solve an RFQ, then re-solve its counterfactuals (none when infeasible):
     what `explain` and `quote` both present. Returns (catalog, rfq, plan, alternatives)."""
     from solver.analysis.explain import counterfactuals, solve_rfq
+    from solver.optimize.candidate_workers import default_workers
     from solver.optimize.candidates import build_candidates
 
     check_solver(solver)
     cat, parsed = load(rfq, catalog)
     table = build_candidates(cat, parsed)
-    plan = solve_rfq(parsed, cat, solver=solver, table=table, binding=True)
+    plan = solve_rfq(parsed, cat, solver=solver, table=table, binding=True,
+                     workers=default_workers())  # the binding re-solves of a large RFQ
     alternatives = counterfactuals(parsed, cat, plan, table, solver) if plan.feasible else []
     return cat, parsed, plan, alternatives
 

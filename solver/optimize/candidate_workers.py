@@ -55,15 +55,17 @@ def workload_groups(keys: list[Any]) -> list[list[int]]:
     return sorted(groups.values(), key=lambda g: (-len(g), g[0]))
 
 
-def map_workloads(task: Callable[[int], T], keys: list[Any], workers: int) -> list[T] | None:
+def map_workloads(task: Callable[[int], T], keys: list[Any], workers: int,
+                  min_count: int = PARALLEL_MIN_WORKLOADS) -> list[T] | None:
     """``[task(i) for i in range(len(keys))]``, computed in up to ``workers`` forked
     processes, a group of equal ``keys`` per process at a time; None (nothing computed)
-    when that is not worth it or not possible here: one worker, fewer than
-    :data:`PARALLEL_MIN_WORKLOADS` workloads, one group, or no ``fork``.
+    when that is not worth it or not possible here: one worker, fewer than ``min_count``
+    tasks (:data:`PARALLEL_MIN_WORKLOADS` workloads), one group, or no ``fork``. (The
+    binding list's re-solves use it too: ``solver.analysis.binding``.)
     An exception in a child (an ``InputError``, the time limit) is raised here."""
     groups = workload_groups(keys)
     workers = min(workers, len(groups))
-    if workers <= 1 or len(keys) < PARALLEL_MIN_WORKLOADS:
+    if workers <= 1 or len(keys) < min_count:
         return None
     import multiprocessing  # here: a small RFQ's solve never loads the process machinery
     from concurrent.futures import ProcessPoolExecutor

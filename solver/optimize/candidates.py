@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from solver.catalog.data import Catalog, Fabric, Gpu, Server, content_key
 from solver.catalog.perf_factors import factors
@@ -584,7 +586,10 @@ def _workload_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload,
                                              deadline)
     found += rented_candidates(catalog, rfq, spec, params, why)
     check_deadline(deadline, spec.name)
-    return _drop_dominated(found), why
+    loss = None
+    if spec.kind == "inference" and spec.redundancy == "n+1":
+        loss = partial(one_node_loss, types)
+    return _drop_dominated(found, loss), why
 
 
 def check_deadline(deadline: float | None, what: str) -> None:
@@ -596,11 +601,27 @@ def check_deadline(deadline: float | None, what: str) -> None:
         raise TimeLimitReached(f"candidates not built within the time limit ({what})")
 
 
-def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
+def one_node_loss(types: dict[str, NodeType], cand: Candidate) -> tuple[float, float]:
+    """Concurrency and requests/s one failure takes of ``cand`` under ``redundancy: n+1``
+    (as ``mip.units_lost``): a node's worth of in-node replicas, one spanning replica, one
+    rented unit."""
+    per_node = 1 if cand.rented or cand.spanning else max(
+        1, types[cand.node_type].gpus // cand.gpus)
+    return per_node * cand.concurrency_capacity, per_node * cand.qps_capacity
+
+
+def _drop_dominated(found: list[Candidate],
+                    loss: Callable[[Candidate], tuple[float, float]] | None = None
+                    ) -> list[Candidate]:
     """Remove candidates another one on the same node type beats on every count.
 
     Dominance keeps the optimum: the dominating candidate uses no more GPUs, spans no more
-    nodes on the same fabric, costs no more network, and delivers at least the capacity.
+    nodes on the same fabric, costs no more network, and delivers at least the capacity,
+    so a plan that uses the dominated one may use it instead, replica for replica. Under
+    ``redundancy: n+1`` (``loss``: a candidate's one-node loss) it must also lose no more
+    when one node fails: the MIP subtracts the largest loss of the candidates used, and a
+    denser replica that loses more can make such a plan infeasible (issue 31 found plans
+    up to 9 % dearer on random instances, ``tests/test_dominance.py``).
     A tie goes to the one listed first (``list.index``: the first *equal* candidate, found
     among those of the same name, since equal candidates have equal names).
     """
@@ -630,6 +651,9 @@ def _drop_dominated(found: list[Candidate]) -> list[Candidate]:
                 if cand.kind == "batch_inference":  # a request's own time meets the deadline
                     better = better and (request_seconds(other.estimate)
                                          <= request_seconds(cand.estimate))
+                if better and loss is not None:  # n+1: it loses no more with a node
+                    (conc, qps), (own_conc, own_qps) = loss(other), loss(cand)
+                    better = conc <= own_conc and qps <= own_qps
             strictly = (other.gpus, other.nodes_spanned, -other.concurrency_capacity,
                         -other.qps_capacity, other.hours_to_complete or 0) != (
                 cand.gpus, cand.nodes_spanned, -cand.concurrency_capacity,
