@@ -142,3 +142,24 @@ def test_issue_28_a_rack_limit_that_keeps_nodes_out_is_priced(catalog):
     free = solve_rfq(validate_rfq(_racked({}), catalog), catalog, explain=False)
     assert entry.kind == "racks" and entry.value == "6 kW"
     assert entry.saving_usd == pytest.approx(plan.cost.tco_usd - free.cost.tco_usd, abs=0.02)
+
+
+def test_issue_31_scope_rfq_prices_the_rfq_constraints_and_says_what_it_left_out(
+        catalog, rag_plan):
+    """A large portfolio re-solves ~two MIPs per workload for its binding list; scope 'rfq'
+    (auto above BINDING_AUTO_MAX_WORKLOADS workloads) keeps the RFQ-level entries - the same
+    ones, at the same savings - leaves each workload's own out and warns."""
+    from solver.analysis.binding import BINDING_AUTO_MAX_WORKLOADS, prices_workloads
+
+    rfq = validate_rfq(_rag(5000), catalog)
+    short = solve_rfq(rfq, catalog, binding=True, binding_scope="rfq")
+    full = {b.constraint: b.saving_usd for b in rag_plan.binding}
+    kept = {b.constraint: b.saving_usd for b in short.binding}
+    assert "workloads.rag.ttft_ms" in full and not any(c.startswith("workloads.") for c in kept)
+    assert kept == {c: s for c, s in full.items() if not c.startswith("workloads.")}
+    assert kept  # the vendor entry stays
+    assert any("--binding all" in w for w in short.warnings)
+    assert not any("--binding all" in w for w in rag_plan.warnings)
+    many = rfq.model_copy(update={"workloads": rfq.workloads * (BINDING_AUTO_MAX_WORKLOADS + 1)})
+    assert prices_workloads(rfq, "auto") and not prices_workloads(many, "auto")
+    assert prices_workloads(many, "all") and not prices_workloads(rfq, "rfq")

@@ -106,13 +106,28 @@ def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
             "relaxed_cluster": _cluster_words(relaxed)}
 
 
+BINDING_AUTO_MAX_WORKLOADS = 8
+"""``scope="auto"`` prices each workload's own relaxations (SLOs, deadline, precision:
+about two full re-solves per workload) only for RFQs of at most this many workloads; a
+50-workload portfolio would otherwise re-solve ~90 times (docs/performance.md)."""
+
+
+def prices_workloads(rfq: Rfq, scope: str) -> bool:
+    """Whether the binding list re-solves each workload's own relaxations: ``all`` yes,
+    ``rfq`` no, ``auto`` up to :data:`BINDING_AUTO_MAX_WORKLOADS` workloads."""
+    return scope == "all" or (scope == "auto"
+                              and len(rfq.workloads) <= BINDING_AUTO_MAX_WORKLOADS)
+
+
 def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: CandidateTable,
-                        solver: str = DEFAULT_SOLVER, workers: int = 1
-                        ) -> list[dict[str, Any]]:
+                        solver: str = DEFAULT_SOLVER, workers: int = 1,
+                        scope: str = "auto") -> list[dict[str, Any]]:
     """The plan's binding constraints, each with its next relaxation and what it saves
     (module docstring); [] when nothing binds or the plan is not feasible. ``workers`` > 1:
     the re-solves of a large table (:data:`PARALLEL_MIN_CANDIDATES`) run in that many
-    forked processes (:func:`run_steps`; the same list)."""
+    forked processes (:func:`run_steps`; the same list). ``scope``: whether each workload's
+    own relaxations are priced too (:func:`prices_workloads`); the RFQ's limits, facility,
+    vendor and budget always are."""
     cost = _objective(plan)
     if cost is None:
         return []
@@ -124,7 +139,7 @@ def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: Candidate
     steps.append(partial(_racks_entry, rfq, catalog, table, solver, base))
     if base.share is not None:
         steps.append(lambda: _budget_entry(rfq, catalog, table, solver, base))
-    for spec in rfq.workloads:
+    for spec in rfq.workloads if prices_workloads(rfq, scope) else []:
         steps += _workload_entries(rfq, catalog, table, solver, base, spec)
     steps += _rfq_entries(rfq, catalog, solver, base)
     size = sum(map(len, table.candidates.values()))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from solver.analysis.binding import binding_constraints
+from solver.analysis.binding import binding_constraints, prices_workloads
 from solver.analysis.realism import realism_warnings
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
@@ -336,22 +336,30 @@ def _rdma_policy(catalog: Catalog, rfq: Rfq) -> str:
 
 def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
               time_limit: float | None = None, table: CandidateTable | None = None,
-              explain: bool = True, workers: int = 1, binding: bool = False) -> Plan:
+              explain: bool = True, workers: int = 1, binding: bool = False,
+              binding_scope: str = "auto") -> Plan:
     """The cheapest plan for an RFQ (:func:`solver.optimize.solve.solve_table`; ``workers``
     processes build its candidates) with, unless ``explain`` is False, the guide's decision
     path, warnings and the buy-or-rent comparison (:func:`annotate`). A plan whose time ran
     out is returned as it is. ``binding``: add the binding constraints with the price of
     each one's next relaxation (:mod:`solver.analysis.binding`, one re-solve each, in
-    ``workers`` processes for a large table; the commands and the dashboard ask for it)."""
+    ``workers`` processes for a large table; the commands and the dashboard ask for it);
+    ``binding_scope`` all|auto|rfq: whether each workload's own relaxations are priced too
+    (:func:`solver.analysis.binding.prices_workloads`; a plan that leaves them out says so)."""
     catalog = rfq.catalog(catalog)
     plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table,
                              workers=workers)
     if explain and used is not None:
         plan = annotate(plan, rfq, catalog, used)
     if binding and used is not None and plan.feasible:
-        plan = plan.model_copy(update={"binding": [
-            Binding.model_validate(b)
-            for b in binding_constraints(rfq, catalog, plan, used, solver, workers)]})
+        found = binding_constraints(rfq, catalog, plan, used, solver, workers, binding_scope)
+        update: dict = {"binding": [Binding.model_validate(b) for b in found]}
+        if not prices_workloads(rfq, binding_scope):
+            update["warnings"] = [*plan.warnings, (
+                f"binding constraints: each workload's own SLOs, deadline and precision were "
+                f"not re-solved for an RFQ of {len(rfq.workloads)} workloads (about two full "
+                "solves each); `procure solve --binding all` prices them")]
+        plan = plan.model_copy(update=update)
     return plan
 
 

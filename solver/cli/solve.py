@@ -380,6 +380,11 @@ def register(app: typer.Typer) -> None:
             "--set", help="Override a parameter, e.g. gpu.rtx-pro-6000.price_usd=9500.")] = None,
         overrides: Annotated[Path | None, typer.Option(
             "--overrides", help="YAML file of parameter overrides.")] = None,
+        binding: Annotated[str, typer.Option(
+            "--binding", metavar="auto|all|rfq",
+            help="Which binding constraints to price by re-solving: all; rfq (the RFQ's "
+                 "limits, facility, vendor and budget only); auto (all up to 8 workloads, "
+                 "else rfq). None with --time-limit.")] = "auto",
     ) -> int:
         """The cheapest plan (minimum TCO or capex) that meets every workload of the RFQ."""
         from solver.analysis.explain import solve_rfq
@@ -387,6 +392,9 @@ def register(app: typer.Typer) -> None:
 
         check_range("--time-limit", time_limit, 0.01, MAX_TIME_LIMIT_S)
         check_solver(solver)
+        if binding not in ("auto", "all", "rfq"):
+            raise InputError([Problem("--binding", "", binding,
+                                      "one of auto, all, rfq")])
         cat, parsed = load(rfq, catalog, set_, overrides)
         from solver.cli.progress import stderr_progress
         from solver.common.clock import left_of
@@ -394,7 +402,7 @@ def register(app: typer.Typer) -> None:
         with stderr_progress():
             plan = solve_rfq(parsed, cat, solver=solver, time_limit=left_of(time_limit),
                              workers=default_workers(),
-                             binding=time_limit is None)
+                             binding=time_limit is None, binding_scope=binding)
         if json_out:
             print(json.dumps(plan.to_json(), indent=2))
         else:
