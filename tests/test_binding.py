@@ -77,7 +77,7 @@ def test_issue_28_explain_leads_with_the_dominant_constraint(tmp_path):
 def test_issue_28_power_binding_names_the_stated_limit(catalog):
     data = {"id": "p", "constraints": {"vendor": "open", "max_power_kw": 10},
             "workloads": [{"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
-                           "precision": "fp8", "concurrency": 1000, "input_tokens": 2000,
+                           "precision": "fp8", "concurrency": 1200, "input_tokens": 2000,
                            "output_tokens": 400, "ttft_ms": 3000, "tpot_ms": 60}]}
     plan = solve_rfq(validate_rfq(data, catalog), catalog, binding=True)
     power = next(b for b in plan.binding if b.constraint == "constraints.max_power_kw")
@@ -110,7 +110,7 @@ def test_issue_28_every_plan_json_has_binding_empty_when_nothing_binds(tmp_path)
 def _racked(facility: dict) -> dict:
     return {"id": "r", "constraints": {"vendor": "open"}, "facility": facility,
             "workloads": [{"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
-                           "precision": "fp8", "concurrency": 1000, "input_tokens": 2000,
+                           "precision": "fp8", "concurrency": 1200, "input_tokens": 2000,
                            "output_tokens": 400, "ttft_ms": 3000, "tpot_ms": 60}]}
 
 

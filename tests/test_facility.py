@@ -43,9 +43,9 @@ def _batch(requests: int, **extra) -> dict:
 def test_issue_28_max_power_10_kw_plans_at_most_8_kw(catalog):
     """At face value (load factor 1) the cheapest plan draws more than 8 kW; by default it
     stays within 0.8 x 10 kW and costs more (the row binds, it does not just hold)."""
-    at_limit = _solve(catalog, _chat(1000, facility={"continuous_load_factor": 1.0}))
+    at_limit = _solve(catalog, _chat(1200, facility={"continuous_load_factor": 1.0}))
     assert at_limit.status == "optimal" and 8.0 < at_limit.cluster.power_kw <= 10.0
-    default = _solve(catalog, _chat(1000))
+    default = _solve(catalog, _chat(1200))
     assert default.status == "optimal"
     assert default.cluster.power_kw <= 8.0 + 1e-9
     assert default.cost.tco_usd > at_limit.cost.tco_usd
@@ -54,11 +54,11 @@ def test_issue_28_max_power_10_kw_plans_at_most_8_kw(catalog):
 def test_issue_28_power_relaxation_names_the_stated_limit(catalog):
     """An RFQ infeasible at 0.8 x max_power_kw names the max_power_kw that suffices (full
     load / 0.8), and that value does give a plan."""
-    plan = _solve(catalog, _chat(1000, vendor="kentino"))
+    plan = _solve(catalog, _chat(1200, vendor="kentino"))
     assert plan.status == "infeasible"
     needed = plan.infeasibility.closest["constraints.max_power_kw"]
     assert needed > 10.0
-    data = _chat(1000, vendor="kentino")
+    data = _chat(1200, vendor="kentino")
     data["constraints"]["max_power_kw"] = needed
     relaxed = _solve(catalog, data)
     assert relaxed.status == "optimal"
@@ -117,7 +117,7 @@ def test_issue_28_air_cooled_nodes_carry_no_cooling_line(catalog):
 def test_issue_28_nodes_fit_the_racks_by_power(catalog):
     """No node heavier than a rack's continuous load is offered; the nodes bought fit the
     racks when each rack is filled up to 0.8 x max_kw_per_rack."""
-    data = _chat(1000)
+    data = _chat(1200)
     data["constraints"].pop("max_power_kw")
     data["facility"] = {"max_kw_per_rack": 6, "racks": 2}
     plan = _solve(catalog, data)
