@@ -43,8 +43,11 @@ def test_fit_check_memory_median(summary):
 def test_fit_check_throughput_medians(summary, category):
     """Fit check: the families' ``gemm_efficiency`` / ``mem_bw_efficiency`` (inference) and
     ``train_efficiency`` (training, ``procure calibrate`` training fit) were fitted on these
-    rows. The limits sit near the achieved medians (inference ~9.5 %, training ~6.0 %)."""
-    assert summary.medians[category] <= {"inference throughput": 0.12,
+    rows, among some 6,900 serving measurements that weigh as much. The limits sit near the
+    achieved medians (inference 12.1 % since the prompt-length spread of Poisson benchmarks
+    joined the fit - its MLPerf Offline rows went from 8.5 to 6.3 %, TensorRT-LLM's 8B
+    rows from -23 to -28 % -; training 6.0 %). A fit check, not validation."""
+    assert summary.medians[category] <= {"inference throughput": 0.13,
                                          "training throughput": 0.07}[category]
 
 

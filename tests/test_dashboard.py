@@ -691,13 +691,13 @@ def test_log_cost_axis_labels_every_tick_in_dollars():
 
 def test_plan_with_two_layouts_lists_each_and_names_both_servers():
     at = page("plan")
-    load_example(at, "api-throughput-replicas")
+    load_example(at, "chat-n-plus-1")  # one 4-GPU and two 8-GPU RTX PRO boxes
     at.run()
     assert not at.exception
     tiles = {m.label: m.value for m in at.metric}
     assert tiles.get("Server (2 types)") == "pcie-4gpu + pcie-8gpu", tiles
     layouts = at.dataframe[0].value
-    rows = layouts[layouts["workload"].str.startswith("api")]
+    rows = layouts[layouts["workload"].str.startswith("support")]
     assert len(rows) >= 2  # one row per layout the MIP mixed
     assert rows["GPUs"].sum() == int(tiles["GPUs"])
     for _, row in rows.iterrows():

@@ -19,7 +19,9 @@ from solver.physics.serving import (
     engine_factors,
     max_concurrency,
     open_loop,
+    prompt_quantile,
     qps_capacity,
+    queued,
 )
 
 
@@ -74,6 +76,37 @@ def test_open_loop_waits_grow_with_rate_and_overload_is_refused(catalog, physics
     assert lat.live == pytest.approx(rates[-1] * (lat.ttft[50] - 0.0 + OUT * lat.tpot[50]),
                                      rel=0.05, abs=1.0)
     assert open_loop(c, e, 1e6, INP, OUT, max_live=mem) is None
+
+
+def test_prompt_quantiles_of_a_log_normal_spread():
+    """Known answers: prompts of one length have every quantile at the mean; at a
+    coefficient of variation of 1 the log-normal's sigma^2 is ln 2, so the median prompt is
+    1/sqrt(2) of the mean and the 99th percentile exp(-ln2/2 + 2.326 sqrt(ln 2))."""
+    assert prompt_quantile(0.0, 99) == 1.0
+    assert prompt_quantile(1.0, 50) == pytest.approx(1 / math.sqrt(2), rel=1e-9)
+    s = math.sqrt(math.log(2.0))
+    assert prompt_quantile(1.0, 99) == pytest.approx(math.exp(-s * s / 2 + 2.3263 * s),
+                                                      rel=1e-3)
+    assert prompt_quantile(0.5, 50) < 1.0 < prompt_quantile(0.5, 90) < prompt_quantile(1.0, 90)
+
+
+def test_spread_prompts_lower_the_median_raise_the_tail_and_double_the_mean_wait(catalog,
+                                                                                  physics):
+    """A Poisson benchmark whose prompts spread (MLPerf Server datasets): the median prompt
+    is shorter than the mean, so median TTFT falls; p99 takes a long prompt and a longer
+    M/G/1 wait, so it rises; the mean wait of an M/G/1 queue at CV 1 is twice M/D/1's
+    (Pollaczek-Khinchine), the mean TTFT's fixed part unchanged. TPOT does not move."""
+    c, _ = physics
+    e = engine_factors(catalog, "vllm")
+    live = 40.0
+    one = queued(c, e, 3.0, live, INP, OUT)
+    spread = queued(c, e, 3.0, live, INP, OUT, spread=1.0)
+    assert spread.ttft[50] < one.ttft[50] and spread.ttft[99] > one.ttft[99]
+    assert spread.tpot == one.tpot
+    no_wait = queued(c, e, 1e-9, live, INP, OUT)  # the mean TTFT without a queue
+    wait_one = one.ttft_mean - no_wait.ttft_mean
+    wait_spread = spread.ttft_mean - no_wait.ttft_mean
+    assert wait_one > 0 and wait_spread == pytest.approx(2 * wait_one, rel=1e-6)
 
 
 @pytest.mark.parametrize("percentile", [50, 90, 99])
@@ -185,9 +218,13 @@ def test_refit_reproduces_the_catalog_factors(catalog):
                       else fam["mem_bw_efficiency"])["value"]
         elif prm.engine:
             stored = eff["serving"]["engines"][prm.engine][prm.factor]["value"]
+        elif prm.name == "serving.prompt_length_cv":
+            stored = eff["serving"]["prompt_length_cv"]["value"]
         else:
             stored = eff["serving"]["moe_expert_gemm_efficiency"]["value"]
         # within 2 %, or 1 % of the factor's physical range: a factor the data leaves flat at
         # a bound (TensorRT-LLM's per-request CPU time sits at 0 us) may land anywhere near it
-        low, high = ENGINE_BOUNDS[prm.factor] if prm.engine else (0.0, 1.0)
+        low, high = (ENGINE_BOUNDS[prm.factor] if prm.engine
+                     else (prm.low, prm.high) if prm.name == "serving.prompt_length_cv"
+                     else (0.0, 1.0))
         assert stored == pytest.approx(value, rel=0.02, abs=0.01 * (high - low)), prm.name

@@ -208,6 +208,11 @@ class ServingFactors(_Frozen):
     activation_bytes: Factor = Field(description="bytes per activation element on the wire")
     min_prefill_chunk_fraction: Factor = Field(
         description="smallest share of the token budget left to a new prompt's prefill")
+    prompt_length_cv: Factor = Field(
+        default=Factor(value=0.0, source="notes", note="prompts of the stated length"),
+        description="coefficient of variation of the prompt lengths of dataset-driven "
+        "Poisson benchmarks (MLPerf Server): fitted so that their median and p99 TTFT are "
+        "read right; RFQ workloads are planned at their stated prompt length")
 
 
 class TrainingStack(_Frozen):

@@ -282,6 +282,7 @@ class Latency:
     cycle: float
     queued: float = 0.0
     makespan: float = 0.0  # wave: seconds until the last request of the batch is done
+    ttft_mean: float | None = None  # open loop: the mean TTFT (percentiles above)
 
 
 def _wait_share(w: float, u: float) -> float:
@@ -393,7 +394,8 @@ def _open_cycle_s(e: EngineFactors, f: Features, out: int, margin: float) -> flo
 
 
 def open_loop(c: Constants, e: EngineFactors, rate: float, inp: int, out: int,
-              max_live: float = math.inf, margin: float = 0.0) -> Latency | None:
+              max_live: float = math.inf, margin: float = 0.0, spread: float = 0.0
+              ) -> Latency | None:
     """Latency at Poisson arrivals of ``rate`` requests/s on this replica; None when the
     replica cannot keep up (prefill load ρ ≥ 1, the live requests outgrow ``max_live``, or
     Little's law has no fixed point within 0.5 % after 25 steps — treated as overload)."""
@@ -405,27 +407,34 @@ def open_loop(c: Constants, e: EngineFactors, rate: float, inp: int, out: int,
         converged = abs(target - live) <= 5e-3 * live
         live = target
         if converged:
-            return queued(c, e, rate, live, inp, out, margin)
+            return queued(c, e, rate, live, inp, out, margin, spread)
     return None
 
 
 def queued(c: Constants, e: EngineFactors, rate: float, live: float, inp: int,
-           out: int, margin: float = 0.0) -> Latency | None:
+           out: int, margin: float = 0.0, spread: float = 0.0) -> Latency | None:
     """Open-loop latency at arrival ``rate`` with ``live`` requests in flight on this
-    replica (M/D/1 prefill queue; None when the prefill load reaches 1)."""
+    replica (M/D/1 prefill queue; None when the prefill load reaches 1). ``spread``: the
+    coefficient of variation of the prompt lengths around ``inp`` (a benchmark dataset's;
+    0 = every prompt ``inp`` long): TTFT at percentile p takes that percentile's prompt
+    (log-normal lengths) plus that percentile's wait of an M/G/1 queue - the two tails
+    added, an upper bound on their sum's percentile."""
     f = features(c, live, inp, out)
     own, service = _prefill_service_s(e, f, inp)
     rho = rate * service
     if rho >= 1.0:
         return None
+    fixed = e.ttft_overhead_ms.value * 1e-3 + _open_wait_s(e, f, out)
     ttft, tpot = {}, {}
     for p in PERCENTILES:
-        ttft[p] = (1.0 + margin) * (own + e.ttft_overhead_ms.value * 1e-3
-                                    + _open_wait_s(e, f, out)
-                                    + _queue_wait_s(rho, service, p))
+        ttft[p] = (1.0 + margin) * (own * prompt_quantile(spread, p) + fixed
+                                    + _queue_wait_s(rho, service, p, spread))
         at = features(c, live + _Z[p] * math.sqrt(live), inp, out)
         tpot[p] = (1.0 + margin) * _open_tpot_s(e, at, out)
-    return Latency(ttft=ttft, tpot=tpot, live=live, cycle=ttft[50] + out * tpot[50])
+    mean_wait = rho * service * (1.0 + spread * spread) / (2.0 * (1.0 - rho))
+    mean = (1.0 + margin) * (own + fixed + mean_wait)
+    return Latency(ttft=ttft, tpot=tpot, live=live, cycle=ttft[50] + out * tpot[50],
+                   ttft_mean=mean)
 
 
 def _prefill_service_s(e: EngineFactors, f: Features, inp: int) -> tuple[float, float]:
@@ -435,13 +444,24 @@ def _prefill_service_s(e: EngineFactors, f: Features, inp: int) -> tuple[float, 
     return own, (own * min(1.0, inp / (f.chunks * f.chunk)) if f.chunk > 0 else own)
 
 
-def _queue_wait_s(rho: float, service: float, p: int) -> float:
-    """Wait at percentile ``p`` of an M/D/1 queue at load ``rho``: mean
-    rho s / (2 (1 - rho)) with the tail P(W > t) = rho exp(-t rho / mean)."""
+def _queue_wait_s(rho: float, service: float, p: int, spread: float = 0.0) -> float:
+    """Wait at percentile ``p`` of an M/G/1 queue at load ``rho`` whose service times vary
+    with coefficient of variation ``spread`` (0: M/D/1): mean
+    rho s (1 + spread^2) / (2 (1 - rho)) (Pollaczek-Khinchine) with the tail
+    P(W > t) = rho exp(-t rho / mean)."""
     tail = 1.0 - p / 100.0
     if rho <= tail or service <= 0.0:
         return 0.0
-    return service / (2.0 * (1.0 - rho)) * math.log(rho / tail)
+    return service * (1.0 + spread * spread) / (2.0 * (1.0 - rho)) * math.log(rho / tail)
+
+
+def prompt_quantile(spread: float, p: int) -> float:
+    """Prompt length at percentile ``p`` over the mean, for lengths spread log-normally with
+    coefficient of variation ``spread`` (1.0 for prompts of one length)."""
+    if spread <= 0.0:
+        return 1.0
+    sigma2 = math.log1p(spread * spread)
+    return math.exp(-0.5 * sigma2 + math.sqrt(sigma2) * _Z[p])
 
 
 # --------------------------------------------------------------------------- capacity

@@ -581,6 +581,7 @@ class Prepared:
     kv_slots: int  # requests the replica's KV memory holds
     expert_share: float = 0.0  # share of the active matmul FLOPs in routed experts
     moe0: float = 1.0  # the expert-GEMM efficiency in ``base``
+    spread0: float = 0.0  # the catalog's prompt-length spread of Poisson benchmarks
 
 
 OVERLOAD_FACTOR = 4.0
@@ -614,15 +615,18 @@ def prepare(catalog: Catalog, obs: Observation) -> Prepared | str:
                  / geo.matmul_active_params, 1.0) if geo.experts else 0.0)
     return Prepared(obs, base, plan, gpu.family, compute, fam.gemm(compute),
                     fam.mem_bw_efficiency.value, plan.max_concurrency, share,
-                    eff.serving.moe_expert_gemm_efficiency.value)
+                    eff.serving.moe_expert_gemm_efficiency.value,
+                    eff.serving.prompt_length_cv.value)
 
 
 def predict(p: Prepared, engine: EngineFactors, gemm: float | None = None,
-            bw: float | None = None, moe: float | None = None) -> float | None:
+            bw: float | None = None, moe: float | None = None,
+            spread: float | None = None) -> float | None:
     """The model's value of the observation's metric with the family's GEMM and bandwidth
     efficiencies ``gemm`` / ``bw`` and the expert-GEMM efficiency ``moe`` (None: the
-    catalog's) and the engine's factors; None when the model says the load cannot be
-    carried (overload)."""
+    catalog's), the engine's factors and, for a Poisson benchmark, the prompt-length spread
+    ``spread`` of its dataset (None: the catalog's); None when the model says the load
+    cannot be carried (overload)."""
     o = p.obs
     c = p.base
     if gemm is not None or bw is not None or moe is not None:
@@ -636,8 +640,9 @@ def predict(p: Prepared, engine: EngineFactors, gemm: float | None = None,
     per_replica = (o.concurrency or 1.0) / o.replicas
     if o.load == "server":
         rate = (o.rate or 0.0) / o.replicas
-        lat = (queued(c, engine, rate, o.live, inp, out) if o.live
-               else open_loop(c, engine, rate, inp, out, max_live=slots))
+        cv = p.spread0 if spread is None else spread  # prompts of a dataset (module doc)
+        lat = (queued(c, engine, rate, o.live, inp, out, spread=cv) if o.live
+               else open_loop(c, engine, rate, inp, out, max_live=slots, spread=cv))
     elif o.load == "offline":
         lat = wave(c, engine, slots, inp, out)
     elif o.load == "burst":
@@ -649,6 +654,8 @@ def predict(p: Prepared, engine: EngineFactors, gemm: float | None = None,
     if lat is None:
         return None
     if o.metric in ("ttft_ms", "tpot_ms"):
+        if o.metric == "ttft_ms" and o.statistic == "mean" and lat.ttft_mean is not None:
+            return lat.ttft_mean * 1e3
         return _latency_value(o, lat.ttft, lat.tpot)
     if o.metric == "e2e_s":
         return lat.cycle

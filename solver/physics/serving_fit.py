@@ -57,6 +57,10 @@ PRIOR_GEMM, PRIOR_BANDWIDTH, PRIOR_MOE = 0.70, 0.80, 0.5
 of the bands peer models reach (dense GEMMs 60-80 % of dense tensor peak, memory-bound decode
 70-90 % of bandwidth) and half of the dense efficiency for expert GEMMs. Fixed, so that a
 refit from a refitted catalog lands where the first one did."""
+PRIOR_SPREAD, SPREAD_LOW, SPREAD_HIGH = 0.5, 0.0, 1.5
+"""Prompt-length spread (coefficient of variation) of the Poisson benchmarks' datasets:
+0 = every prompt the stated length; chat datasets such as OpenOrca spread about as widely as
+their mean (a CV near 1); bounded at 1.5, with a weak prior like an engine factor's."""
 PRIOR_SIGMA = 0.35
 """Log-scale width of the prior on a family's efficiency (about +-40 %): a factor that far
 from its prior costs as much as one row off by ROBUST_SCALE."""
@@ -94,6 +98,7 @@ class Problem:
     gemm_index: list[int]  # per row: the GEMM parameter
     bw_index: list[int]
     moe_index: list[int]  # per row: the expert-GEMM parameter, -1 = a dense model
+    spread_index: list[int]  # per row: the prompt-length spread parameter, -1 = none
     engine_index: list[dict[str, int]]  # per row: factor -> parameter index
     rows_of: list[list[int]]  # per parameter: the rows it touches
     base_engines: dict[str, EngineFactors]
@@ -133,7 +138,7 @@ def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
             params.append(param)
         return index[key]
 
-    gemm_index, bw_index, moe_index, engine_index = [], [], [], []
+    gemm_index, bw_index, moe_index, spread_index, engine_index = [], [], [], [], []
     low_load_ttft: dict[str, float] = {}
     for p in rows:
         o = p.obs
@@ -150,6 +155,9 @@ def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
         moe_index.append(add(("moe",), Param(
             "serving.moe_expert_gemm_efficiency", PRIOR_MOE, 0.05, 1.0))
                          if p.expert_share > 0 else -1)
+        spread_index.append(add(("spread",), Param(
+            "serving.prompt_length_cv", PRIOR_SPREAD, SPREAD_LOW, SPREAD_HIGH))
+                            if p.obs.load == "server" else -1)
         mine: dict[str, int] = {}
         if p.obs.engine in FITTED_ENGINES:
             for name in ENGINE_FACTORS:
@@ -163,7 +171,8 @@ def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
         engine_index.append(mine)
     rows_of: list[list[int]] = [[] for _ in params]
     for i in range(len(rows)):
-        for j in (gemm_index[i], bw_index[i], moe_index[i], *engine_index[i].values()):
+        for j in (gemm_index[i], bw_index[i], moe_index[i], spread_index[i],
+                  *engine_index[i].values()):
             if j >= 0:
                 rows_of[j].append(i)
     per_source: dict[str, int] = defaultdict(int)
@@ -171,8 +180,8 @@ def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
         per_source[p.obs.source] += 1
     weights = [per_source[p.obs.source] ** -0.25
                * (OLDER_SOFTWARE_WEIGHT if era_of(p.obs) == "older" else 1.0) for p in rows]
-    return Problem(params, rows, weights, gemm_index, bw_index, moe_index, engine_index,
-                   rows_of, dict(eff.serving.engines))
+    return Problem(params, rows, weights, gemm_index, bw_index, moe_index, spread_index,
+                   engine_index, rows_of, dict(eff.serving.engines))
 
 
 def _engine(base: EngineFactors, values: dict[str, float]) -> EngineFactors:
@@ -185,9 +194,10 @@ def _engine(base: EngineFactors, values: dict[str, float]) -> EngineFactors:
 def _row_prediction(problem: Problem, x: list[float], i: int,
                     engines: dict[str, EngineFactors]) -> float | None:
     p = problem.rows[i]
-    moe = problem.moe_index[i]
+    moe, spread = problem.moe_index[i], problem.spread_index[i]
     return predict(p, engines[p.obs.engine], x[problem.gemm_index[i]],
-                   x[problem.bw_index[i]], x[moe] if moe >= 0 else None)
+                   x[problem.bw_index[i]], x[moe] if moe >= 0 else None,
+                   x[spread] if spread >= 0 else None)
 
 
 def _engines(problem: Problem, x: list[float]) -> dict[str, EngineFactors]:
@@ -269,7 +279,7 @@ def fit(problem: Problem, include: Iterable[int] | None = None, prior: bool = Tr
 def _prior(param: Param, value: float) -> float:
     """Weak prior: log scale towards the band's middle for efficiencies; for engine factors a
     tenth of the weight, towards the middle of their range (k_d towards 1)."""
-    if param.engine:
+    if param.engine or param.name == "serving.prompt_length_cv":
         return 0.1 * ROBUST_SCALE * (value - param.value0) / (param.high - param.low)
     return ROBUST_SCALE * math.log(value / param.value0) / PRIOR_SIGMA
 
@@ -420,7 +430,12 @@ def report_markdown(catalog: Catalog, report: Report) -> str:
              "on all the others; a family or engine seen only there falls back to its prior. "
              "*Fit check*: all sources in the fit (in-sample, not validation). Measurements of "
              f"software older than {CURRENT_SOFTWARE} weigh {OLDER_SOFTWARE_WEIGHT:g} in "
-             "the fit (plans are for current engines). Error = "
+             "the fit (plans are for current engines). Poisson benchmarks (MLPerf Server) "
+             "draw prompts of many lengths from their datasets: the model spreads them "
+             "log-normally with one fitted coefficient of variation "
+             f"(serving.prompt_length_cv = {report.fit.values.get('serving.prompt_length_cv', 0.0):.2f}), "
+             "so a TTFT percentile takes that percentile's prompt and an M/G/1 queue's wait; "
+             "RFQ workloads, whose lengths the buyer states, are planned at one length. Error = "
              "predicted / measured - 1; cells: rows | median |error| | median signed error.", ""]
     observed = [o for o in report.observations if o.id in fitted]
     groups = sorted({holdout_group(o.source) for o in observed})
@@ -464,7 +479,23 @@ def report_markdown(catalog: Catalog, report: Report) -> str:
                     where=lambda o: o.source == "aic-silicon")
     lines += ["", "The silicon sample (AIConfigurator, closed loops) held out as one source: "
               + "; ".join(f"{m} {_fmt(s)}" for m, s in silicon.items()) + ".", ""]
-    lines += ["### Held out, by source group", "",
+    lines += ["### Poisson (server) benchmarks of current software, by statistic", "",
+              "What the prompt-length spread moves: the median and mean TTFT (a median prompt "
+              "is shorter than the mean one) and the p99 (a long prompt behind a longer "
+              "wait); published sources.", "",
+              "| metric | statistic | held out | fit check |", "|---|---|---|---|"]
+
+    def poisson(o: Observation) -> bool:
+        return o.load == "server" and era_of(o) == "current" and o.source != "aic-silicon"
+
+    def by_stat(o: Observation) -> tuple[str, str]:
+        return metric_class(o), o.statistic
+
+    held_stat = table(catalog, report, by_stat, held, where=poisson)
+    fit_stat = table(catalog, report, by_stat, fitted, where=poisson)
+    for key, stats in sorted(held_stat.items()):
+        lines.append(f"| {key[0]} | {key[1]} | {_fmt(stats)} | {_fmt(fit_stat[key])} |")
+    lines += ["", "### Held out, by source group", "",
               "| source group | metric | held out | fit check |", "|---|---|---|---|"]
     by_group = table(catalog, report, lambda o: (holdout_group(o.source), metric_class(o)), held)
     fit_group = table(catalog, report, lambda o: (holdout_group(o.source), metric_class(o)),
@@ -548,6 +579,10 @@ def write_factors(catalog: Catalog, report: Report, efficiency_yaml: Path) -> No
         elif prm.engine:
             _set(lines, ["serving:", "  engines:", f"    {prm.engine}:", f"      {prm.factor}:"],
                  value, _ENGINE_NOTES[prm.factor])
+        elif prm.name == "serving.prompt_length_cv":
+            _set(lines, ["serving:", "  prompt_length_cv:"], value,
+                 "prompt-length spread of the Poisson benchmarks (MLPerf Server datasets); "
+                 "fitted across serving sources; RFQ workloads use their stated length")
         else:
             _set(lines, ["serving:", "  moe_expert_gemm_efficiency:"], value,
                  "expert GEMMs relative to dense GEMMs (few rows per expert, imbalance), on "
