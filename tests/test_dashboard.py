@@ -427,6 +427,51 @@ def test_dashboard_command_finds_the_app_and_builds_the_streamlit_command():
     assert command[command.index("--server.port") + 1] == "8600"
 
 
+def test_procure_dashboard_is_headless_and_prompt_free_on_a_fresh_home(tmp_path):
+    """A fresh HOME (no ~/.streamlit/credentials.toml) and a stdin that never answers: the
+    server must come up (a prompt would block on stdin and it would never be healthy)."""
+    import os
+    import socket
+    import subprocess
+
+    from solver.cli.dashboard import streamlit_env, wait_until_healthy
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("STREAMLIT_SERVER_HEADLESS", None)
+    process = subprocess.Popen([sys.executable, "-m", "solver.cli", "dashboard", "--port",
+                                str(port)], env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_until_healthy(f"http://127.0.0.1:{port}", process, seconds=90)
+    finally:
+        process.terminate()
+        out, _ = process.communicate(timeout=30)
+    assert "email" not in out.lower()
+    assert not (tmp_path / ".streamlit" / "credentials.toml").exists()  # nothing written
+    assert streamlit_env({})["STREAMLIT_SERVER_HEADLESS"] == "true"
+
+
+def test_procure_dashboard_browser_flag_opens_the_url(monkeypatch):
+    from typer.testing import CliRunner
+
+    import solver.cli.dashboard as dash
+    from solver.cli.main import app
+
+    calls: list = []
+    monkeypatch.setattr(dash, "run_child",
+                        lambda command, env, open_url=None: calls.append((command, open_url)) or 0)
+    runner = CliRunner()
+    assert runner.invoke(app, ["dashboard", "--port", "8611"]).exit_code == 0
+    assert runner.invoke(app, ["dashboard", "--port", "8611", "--browser"]).exit_code == 0
+    (plain_cmd, plain_url), (browser_cmd, browser_url) = calls
+    assert plain_url is None and browser_url == "http://127.0.0.1:8611"
+    for command in (plain_cmd, browser_cmd):  # Streamlit itself never opens it (no prompt)
+        assert command[command.index("--server.headless") + 1] == "true"
+
+
 def test_the_library_never_imports_streamlit():
     offenders = [p.name for p in (ROOT / "solver").rglob("*.py")
                  if "import streamlit" in p.read_text() or "from streamlit" in p.read_text()]
