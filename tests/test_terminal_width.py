@@ -81,3 +81,28 @@ def test_catalog_list_at_80_columns_shows_every_id_whole(catalog):
     ids = [*catalog.gpus, *catalog.servers, *catalog.fabrics, *catalog.models]
     missing = [entry for entry in ids if entry not in lines]
     assert not missing, missing
+
+
+HELP_COMMANDS = ("", "solve", "explain", "quote", "calibrate", "fit", "estimate", "validate",
+                 "schema", "pareto", "sensitivity", "batch", "dashboard", "catalog",
+                 "catalog list", "catalog show", "catalog validate")
+
+
+def test_help_texts_are_whole_at_80_columns():
+    """No option name, choice list or help word is cut with "…" at 80 columns, no line is
+    wider, and the choices of estimate's training knobs are all there (issue 32)."""
+    seen = ""
+    for command in HELP_COMMANDS:
+        result = _procure(*command.split(), "--help")
+        assert result.returncode == 0, (command, result.stderr)
+        assert "…" not in result.stdout, command
+        assert _too_wide(result.stdout, 80) == [], command
+        seen += result.stdout
+    for whole in ("--sequence-parallel / --no-sequence-parallel", "none|selective|full",
+                  "bf16|fp8|int8|int4|fp4", "serving.default_engine", "--context-parallel",
+                  "gpu.l4.price_usd=2500", "--browser", "the first bad one.",
+                  "demand each budget serves).", "would check."):
+        assert whole in " ".join(seen.split()), whole
+    summaries = [line for line in seen.splitlines()
+                 if line.endswith("...") and not line.startswith("Usage:")]
+    assert summaries == []  # click's cut command summaries

@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
             "--address", help="Address to bind (default 127.0.0.1: this machine only).")
         ] = "127.0.0.1",
         catalog: Annotated[str | None, typer.Option(
-            "--catalog", help="A catalog directory or price overlay on top of the built-in.")
+            "--catalog", help="A catalog directory, or a price overlay over the built-in one.")
         ] = None,
         browser: Annotated[bool, typer.Option(
             "--browser/--headless",

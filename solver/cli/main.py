@@ -26,13 +26,15 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wrapped whole, never cut with "…" (issue 32)
 )
-catalog_app = typer.Typer(help="Inspect and check the hardware catalog.", no_args_is_help=True)
+catalog_app = typer.Typer(help="Inspect and check the hardware catalog.", no_args_is_help=True,
+                          rich_markup_mode=None)
 app.add_typer(catalog_app, name="catalog")
 
 CatalogOpt = Annotated[
     str | None,
-    typer.Option("--catalog", help="A catalog directory or price overlay on top of the built-in."),
+    typer.Option("--catalog", help="A catalog directory, or a price overlay over the built-in one."),
 ]
 COMMAND_MODULES = ("physics", "schema", "solve", "pareto", "batch", "dashboard")
 
@@ -211,6 +213,18 @@ def _register_commands() -> None:
         module_name = f"solver.cli.{name}"
         if importlib.util.find_spec(module_name) is not None:
             importlib.import_module(module_name).register(app)
+    for typer_app in (app, catalog_app):
+        for info in typer_app.registered_commands:
+            if info.short_help is None and info.callback is not None:
+                info.short_help = _first_sentence(info.help or info.callback.__doc__ or "")
+
+
+def _first_sentence(doc: str) -> str:
+    """A command's summary for the command list: its docstring's first sentence, whole
+    (click would cut the first paragraph to the column with "...")."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[:end + 1]
 
 
 _register_commands()

@@ -15,7 +15,7 @@ from solver.common.limits import MAX_PARETO_POINTS, check_range, check_workers
 from solver.optimize.backends import DEFAULT_SOLVER
 
 SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", help="Override a parameter, e.g. gpu.rtx-pro-6000.price_usd=9500.")]
+    "--set", help="Override a parameter, e.g. gpu.l4.price_usd=2500.")]
 OverridesOpt = Annotated[Path | None, typer.Option(
     "--overrides", help="YAML file of parameter overrides.")]
 RfqArg = Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")]

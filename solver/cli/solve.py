@@ -24,7 +24,7 @@ TimeLimitOpt = Annotated[float | None, typer.Option(
     help="Seconds for the whole run: the best plan found in time (status feasible, with its "
          "gap), or exit 4 when none was found.")]
 CatalogOpt = Annotated[str | None, typer.Option(
-    "--catalog", help="A catalog directory or price overlay on top of the built-in.")]
+    "--catalog", help="A catalog directory, or a price overlay over the built-in one.")]
 
 
 def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = None,
@@ -377,7 +377,7 @@ def register(app: typer.Typer) -> None:
         time_limit: TimeLimitOpt = None,
         catalog: CatalogOpt = None,
         set_: Annotated[list[str] | None, typer.Option(
-            "--set", help="Override a parameter, e.g. gpu.rtx-pro-6000.price_usd=9500.")] = None,
+            "--set", help="Override a parameter, e.g. gpu.l4.price_usd=2500.")] = None,
         overrides: Annotated[Path | None, typer.Option(
             "--overrides", help="YAML file of parameter overrides.")] = None,
         binding: Annotated[str, typer.Option(
