@@ -106,3 +106,33 @@ def test_help_texts_are_whole_at_80_columns():
     summaries = [line for line in seen.splitlines()
                  if line.endswith("...") and not line.startswith("Usage:")]
     assert summaries == []  # click's cut command summaries
+
+
+@given(st.floats(min_value=1e-4, max_value=1e7), st.floats(min_value=1e-4, max_value=0.2))
+def test_a_rounded_break_even_stays_inside_its_bracket(value, width):
+    """The flip is known within [below, above]: what is printed lies inside it, with at
+    most 6 significant figures (issue 32)."""
+    from solver.common.console import readable
+
+    low, high = value * (1 - width), value * (1 + width)
+    text = readable(value, low, high)
+    shown = float(text.replace(",", ""))
+    assert low <= shown <= high
+    assert len(text.replace(",", "").replace(".", "").replace("-", "").strip("0")) <= 6
+
+
+def test_sensitivity_prints_rounded_numbers(capsys):
+    from solver.cli.pareto import _print_report
+    from solver.common.console import readable
+
+    assert readable(0.765625) == "0.766" and readable(0.765625, 0.7625, 0.76875) == "0.766"
+    assert readable(6543.75, 6500.0, 6600.0) == "6,500" and readable(21000.000001) == "21,000"
+    assert readable(0.5) == "0.5" and readable(4.0) == "4" and readable(1.2345678) == "1.23"
+    row = {"label": "demand growth (×)", "low": 0.5, "high": 3.999999, "tco_low_usd": 1.0,
+           "tco_high_usd": 2.0, "swing_usd": 1.0,
+           "flips": [{"at": 0.765625, "below": 0.7625, "above": 0.76875, "to": "2 x 8 L40S"}]}
+    _print_report({"rfq": "r", "objective": "tco", "solves": 3, "seconds": 1.5,
+                   "base": {"tco_usd": 100.0, "cluster": "1 x 8 L40S"}, "parameters": [row]})
+    printed = capsys.readouterr().out
+    assert "at 0.766 → 2 x 8 L40S" in printed and "0.765625" not in printed
+    assert "0.5 .. 4" in printed and "3.999999" not in printed
