@@ -136,3 +136,28 @@ def test_sensitivity_prints_rounded_numbers(capsys):
     printed = capsys.readouterr().out
     assert "at 0.766 → 2 x 8 L40S" in printed and "0.765625" not in printed
     assert "0.5 .. 4" in printed and "3.999999" not in printed
+
+
+@pytest.mark.parametrize("entry", ["rtx-5090", "h100-sxm", "llama-3.1-70b"])
+def test_catalog_show_prints_yaml_that_loads_back_with_urls_whole(entry):
+    """`procure catalog show` at 80 columns: not re-wrapped by PyYAML or Rich, so the YAML
+    under the title loads back to the entry and every URL of its sources is on one line."""
+    import re
+
+    import yaml
+
+    from solver.catalog.load import load_catalog
+
+    result = _procure("catalog", "show", entry)
+    assert result.returncode == 0, result.stderr
+    title, _, body = result.stdout.partition("\n")
+    assert title.endswith(entry)
+    cat = load_catalog()
+    table = cat.gpus if entry in cat.gpus else None
+    expected = (table[entry] if table else cat.model(entry)).model_dump(mode="json")
+    assert yaml.safe_load(body) == expected
+    urls = re.findall(r"(?:https?://|huggingface\.co/)\S+", str(expected.get("source", "")))
+    assert urls, "the entry should cite a web page"
+    lines = body.splitlines()
+    for url in urls:
+        assert any(url in line for line in lines), url

@@ -171,7 +171,6 @@ def _catalog_table(title: str, columns: list[str], rows: list[list[str]]) -> Non
 def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
                  catalog: CatalogOpt = None) -> None:
     """Show one catalog entry (GPU, server, fabric, model or vendor) with its sources."""
-    import yaml
 
     from solver.catalog.load import load_catalog
     from solver.common.errors import Problem, nearest
@@ -182,18 +181,26 @@ def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
     for kind, table in tables.items():
         if entry_id in table:
             out.print(f"[bold]{kind} {entry_id}[/]")
-            out.print(yaml.safe_dump(table[entry_id].model_dump(mode="json"), sort_keys=False),
-                      markup=False)
+            _print_yaml(table[entry_id].model_dump(mode="json"))
             return
     if cat.has_model(entry_id) and not entry_id.endswith(".json"):
         out.print(f"[bold]model {cat.model(entry_id).id}[/]")
-        out.print(yaml.safe_dump(cat.model(entry_id).model_dump(mode="json"), sort_keys=False),
-                  markup=False)
+        _print_yaml(cat.model(entry_id).model_dump(mode="json"))
         return
     known = [*cat.gpus, *cat.servers, *cat.fabrics, *cat.vendors, *cat.model_ids()]
     hint = nearest(entry_id, known)
     raise InputError([Problem("catalog", "ID", entry_id, "no such entry"
                               + (f"; nearest known: {', '.join(hint)}" if hint else ""))])
+
+
+def _print_yaml(data: object) -> None:
+    """``data`` as YAML, each value on one line: neither PyYAML (80 columns) nor Rich (the
+    terminal's width) re-wraps it, so a URL stays whole and the text loads back as printed;
+    the terminal folds long lines for the eye only."""
+    import yaml
+
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=float("inf"))
+    out.print(text.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
 
 
 @catalog_app.command("validate")
