@@ -198,7 +198,7 @@ def solve_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str
     cat, rfq = scenario(rfq_json, directory, pairs)
     with progress_bar("Solving"):
         table = build_candidates(cat, rfq)
-        plan = solve_rfq(rfq, cat, solver=SOLVER, table=table, binding=True)
+        plan = solve_rfq(rfq, cat, solver=SOLVER, table=table, binding=True, alternative=True)
         alternatives = counterfactuals(rfq, cat, plan, table, SOLVER) if plan.feasible else []
     return {"plan": plan, "counterfactuals": alternatives}
 

@@ -97,6 +97,38 @@ def binding_lines(binding: list[dict[str, Any]] | None, objective: str = "tco") 
     return lines
 
 
+def licensed_alternative_line(alt: dict[str, Any] | None, objective: str = "tco",
+                               technical: bool = True, lead: bool = False) -> str | None:
+    """A plan's ``licensed_alternative`` in one sentence (None when the plan has none): the
+    datacenter-licensed plan's cost and what it costs more than this plan, or why there is
+    no figure. ``technical``: name the catalog's server ids and the --time-limit flag
+    (terminal, explain); off, in a customer's words (quote, dashboard). ``lead``: first say
+    which cards are consumer cards and that the site is the buyer's call."""
+    if not alt:
+        return None
+    cards = ", ".join(alt.get("consumer_gpus") or [])
+    first = (f"{cards}: a consumer (GeForce) card, not licensed for datacenter deployment "
+             "(whether your site counts as one is your call). " if lead else "")
+    if alt.get("extra_usd") is None:
+        status = alt.get("status")
+        if status == "skipped":
+            why = ("not computed within --time-limit" if technical
+                   else "not computed for this plan")
+        elif status == "timeout":
+            why = "none found in the time left"
+        else:
+            why = "no plan on datacenter-licensed GPUs meets the requirements"
+        return f"{first}Datacenter-licensed alternative: {why}."
+    measure = "capex" if objective == "capex" else "TCO"
+    value = alt.get("capex_usd") if objective == "capex" else alt.get("tco_usd")
+    extra = float(alt["extra_usd"])
+    more = (f"{usd(extra)} more than this plan" if extra >= 0.5 else
+            "the same as this plan" if extra > -0.5 else f"{usd(-extra)} less than this plan")
+    cluster = str(alt.get("cluster") or "")
+    buys = f" ({cluster})" if technical and cluster else ""
+    return f"{first}Datacenter-licensed alternative{buys}: {measure} {usd(value)}, {more}."
+
+
 def years(value: float) -> str:
     """``3 years``, ``1 year``, ``2.5 years``."""
     return f"{value:g} year" + ("" if value == 1 else "s")
