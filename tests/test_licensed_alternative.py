@@ -131,3 +131,33 @@ def test_the_terminal_shows_it_before_the_plan_with_the_licence_warning():
     assert as_json["licensed_alternative"]["extra_usd"] == pytest.approx(1494.41, abs=1.0)
     schema = json.loads(_procure("schema", "--plan").stdout)
     assert "licensed_alternative" in schema["properties"]
+
+
+def test_the_quote_shows_it_in_html_and_as_xlsx_figures(corpus, catalog_module, tmp_path):
+    from openpyxl import load_workbook
+
+    from solver.report.quote import write_quote
+
+    rfq, plan = corpus
+    html, xlsx = tmp_path / "q.html", tmp_path / "q.xlsx"
+    write_quote(html, plan, rfq, catalog_module, [])
+    write_quote(xlsx, plan, rfq, catalog_module, [])
+    text = html.read_text()
+    assert 'id="licence"' in text
+    assert "Datacenter-licensed alternative (1 x pcie-4gpu with 2 x rtx-pro-6000): TCO " \
+           "$114,938, $1,494 more than this plan." in text
+    assert text.index('id="licence"') < text.index('id="totals"')  # beside the price
+    assert "datacenter_grade_only" not in text.split('id="licence"')[1].split("</p>")[0]
+    rows = {r[0]: r[1] for r in load_workbook(xlsx)["Summary"].iter_rows(values_only=True)}
+    assert rows["Extra cost (USD)"] == pytest.approx(1494.41, abs=1.0)
+    assert rows["Its cost (USD)"] == pytest.approx(plan.licensed_alternative.tco_usd)
+    assert isinstance(rows["Extra cost (USD)"], float)
+
+
+def test_the_quote_of_a_plan_without_consumer_cards_says_nothing(catalog_module, tmp_path):
+    from solver.report.quote import quote_context
+
+    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog_module)
+    plan = solve_rfq(rfq, catalog_module, alternative=True)
+    context = quote_context(plan, rfq, catalog_module, [])
+    assert context["licence"] == "" and context["licence_extra_usd"] is None

@@ -101,7 +101,7 @@ def licensed_alternative_line(alt: dict[str, Any] | None, objective: str = "tco"
                                technical: bool = True, lead: bool = False) -> str | None:
     """A plan's ``licensed_alternative`` in one sentence (None when the plan has none): the
     datacenter-licensed plan's cost and what it costs more than this plan, or why there is
-    no figure. ``technical``: name the catalog's server ids and the --time-limit flag
+    no figure. ``technical``: name the --time-limit flag where it skipped the re-solve
     (terminal, explain); off, in a customer's words (quote, dashboard). ``lead``: first say
     which cards are consumer cards and that the site is the buyer's call."""
     if not alt:
@@ -125,7 +125,7 @@ def licensed_alternative_line(alt: dict[str, Any] | None, objective: str = "tco"
     more = (f"{usd(extra)} more than this plan" if extra >= 0.5 else
             "the same as this plan" if extra > -0.5 else f"{usd(-extra)} less than this plan")
     cluster = str(alt.get("cluster") or "")
-    buys = f" ({cluster})" if technical and cluster else ""
+    buys = f" ({cluster})" if cluster else ""
     return f"{first}Datacenter-licensed alternative{buys}: {measure} {usd(value)}, {more}."
 
 
