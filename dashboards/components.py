@@ -12,6 +12,7 @@ from solver.common.errors import InputError, Problem
 from solver.common.wording import (
     binding_lines,
     cost_label,
+    licensed_alternative_line,
     node_lines,
     opex_rows,
     qty,
@@ -370,6 +371,16 @@ def binding(plan: Plan) -> None:
     st.markdown(f"**{title}** (each constraint relaxed one step and re-solved)")
     for line in binding_lines([b.model_dump() for b in plan.binding], plan.objective):
         st.markdown(f"- {line}")
+
+
+def licence(plan: Plan) -> None:
+    """A plan on consumer (GeForce) cards: the datacenter-licensed alternative and its
+    extra cost, beside the plan's price (issue 32)."""
+    alt = plan.licensed_alternative
+    line = licensed_alternative_line(alt.model_dump() if alt else None, plan.objective,
+                                     technical=False, lead=True)
+    if line:
+        st.warning(f"**Licence.** {line}", icon=":material/gavel:")
 
 
 def warnings(plan: Plan) -> None:

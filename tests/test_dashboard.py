@@ -839,3 +839,21 @@ def test_pareto_of_a_budget_question_shows_what_each_budget_serves():
     assert list(table["share served"])[-1] == 1.0
     assert list(table["share served"]) == sorted(table["share served"])
     assert "Everything is served at $" in " ".join(c.value for c in at.caption)
+
+
+def test_plan_on_geforce_cards_shows_the_datacenter_licensed_alternative():
+    """Issue 32: beside the plan (before the tiles), the cheapest plan on
+    datacenter-licensed GPUs and its extra cost (batch-corpus-one-box: $1,494 more)."""
+    at = page("plan")
+    load_example(at, "batch-corpus-one-box")
+    at.run()
+    assert not at.exception
+    licence = [w.value for w in at.warning if "Licence." in w.value]
+    assert len(licence) == 1
+    assert "rtx-5090: a consumer (GeForce) card" in licence[0]
+    assert "$1,494 more than this plan" in licence[0]
+    assert "datacenter_grade_only" not in licence[0]
+    at = page("plan")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not [w for w in at.warning if "Licence." in w.value]

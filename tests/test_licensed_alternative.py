@@ -161,3 +161,12 @@ def test_the_quote_of_a_plan_without_consumer_cards_says_nothing(catalog_module,
     plan = solve_rfq(rfq, catalog_module, alternative=True)
     context = quote_context(plan, rfq, catalog_module, [])
     assert context["licence"] == "" and context["licence_extra_usd"] is None
+
+
+def test_explain_shows_it_too():
+    result = _procure("explain", str(CONSUMER))
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.index("Datacenter-licensed alternative") < text.index("Buy (")
+    data = json.loads(_procure("explain", str(CONSUMER), "--json").stdout)
+    assert data["plan"]["licensed_alternative"]["consumer_gpus"] == ["rtx-5090"]

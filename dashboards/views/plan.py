@@ -38,6 +38,7 @@ def render() -> None:
         with st.expander("Decision path", expanded=True):
             components.decision_path(plan)
         return
+    components.licence(plan)  # beside the price: the datacenter-licensed alternative
     components.timetable(plan)
     components.binding(plan)
     components.warnings(plan)
