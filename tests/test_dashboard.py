@@ -857,3 +857,97 @@ def test_plan_on_geforce_cards_shows_the_datacenter_licensed_alternative():
     load_example(at, "chat-70b-one-node")
     at.run()
     assert not [w for w in at.warning if "Licence." in w.value]
+
+
+TYPED_PRICE_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from dashboards import state
+from dashboards.views import catalog, scenario
+st.set_page_config(layout="wide")
+state.ensure_defaults()
+scenario.keep_draft()
+if "typed" not in st.session_state:
+    st.session_state["typed"] = True
+    frame = catalog._price_rows(state.catalog(), {{}})
+    row = int(frame.index[frame["id"] == {entry!r}][0])
+    key = catalog._editor_key()
+    st.session_state[key] = {{"edited_rows": {{row: {{"your USD": {price!r}}}}}}}
+    catalog._save_overlay(state.catalog())
+    st.session_state.pop(key, None)
+catalog.render()
+"""
+
+
+@pytest.mark.parametrize("price", [0.0, -100.0])
+def test_a_zero_or_negative_typed_price_is_refused_on_the_catalog_page(price):
+    at = AppTest.from_string(TYPED_PRICE_SCRIPT.format(root=str(ROOT), entry="rtx-5090",
+                                                       price=price), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception
+    assert at.session_state["price_overlay"] == {}  # not applied
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "GPU rtx-5090" in errors[0] and "refused" in errors[0]
+    assert "more than 0 USD" in errors[0]
+
+
+def test_a_typed_price_is_a_quote_entered_today_in_plan_quote_and_export(tmp_path):
+    """Issue 32: a price typed on the Catalog page is "quote, entered <day>" in the plan's
+    bill (plan JSON), the assumptions, the quote (HTML and XLSX) and prices.csv - not the
+    catalog's "msrp, 2026-04", and never a stale-price warning."""
+    import datetime as dt
+
+    from openpyxl import load_workbook
+
+    from dashboards.views.catalog import prices_csv
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
+    from solver.report.quote import write_quote
+
+    at = AppTest.from_string(TYPED_PRICE_SCRIPT.format(root=str(ROOT), entry="rtx-pro-6000",
+                                                       price=7000.0), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception and not at.error
+    assert at.session_state["price_overlay"] == {"rtx-pro-6000": 7000.0}
+    today = dt.date.today().isoformat()
+    assert at.session_state["price_overlay_days"] == {"rtx-pro-6000": today}
+
+    at = page("plan")  # the default example buys RTX PRO 6000 boxes
+    load_example(at, "chat-70b-one-node")
+    at.session_state["price_overlay"] = {"rtx-pro-6000": 7000.0}
+    at.run()
+    assert not at.exception
+    assert "stale price: GPU rtx-pro-6000" not in texts(at)
+
+    from dashboards import state as dash_state
+
+    cat, rfq = dash_state.scenario(json.dumps(load_example_data("chat-70b-one-node")), None,
+                                   (("rtx-pro-6000", 7000.0, today),))
+    plan = solve_rfq(rfq, cat)
+    line = next(b for b in plan.to_json()["bill_of_materials"]["lines"]
+                if b["sku"] == "rtx-pro-6000")
+    assert (line["unit_price_usd"], line["price_type"], line["as_of"]) == (7000.0, "quote",
+                                                                          today)
+    assert line["source"].startswith(f"entered {today}")
+    assert not [w for w in plan.warnings if "stale price: GPU rtx-pro-6000" in w]
+    html, xlsx = tmp_path / "q.html", tmp_path / "q.xlsx"
+    write_quote(html, plan, rfq, cat, [])
+    write_quote(xlsx, plan, rfq, cat, [])
+    text = html.read_text()
+    assert f"quote, entered {today}" in text
+    row = next(r for r in load_workbook(xlsx)["Bill of materials"].iter_rows(values_only=True)
+               if r[0] == "rtx-pro-6000")
+    assert row[3] == 7000.0 and f"entered {today}" in " ".join(str(c) for c in row)
+    assert "msrp" not in " ".join(str(c) for c in row).lower()
+    exported = prices_csv(load_catalog(), {"rtx-pro-6000": 7000.0}, {"rtx-pro-6000": today})
+    assert exported.splitlines()[1] == (f"rtx-pro-6000,7000,{today},entered {today} on the "
+                                        "dashboard's Catalog page")
+
+
+def load_example_data(name: str) -> dict:
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(SCENARIOS / f"{name}.yaml", load_catalog())
+    return rfq.model_dump(mode="json", exclude_none=True)

@@ -169,12 +169,15 @@ def assumptions(catalog: Any, rfq: Any, plan: dict[str, Any] | None = None) -> d
             elif server is not None:
                 prices.append({"item": key, "kind": kind, "price_usd": server.price_usd,
                                "as_of": server.price_as_of or server.as_of,
-                               "source": server.source})
+                               "source": server.price_source or server.source})
     fabric = catalog.fabrics.get(cluster.get("fabric", "none"))
     if fabric is not None and cluster.get("coupled"):
         prices.append({"item": fabric.id, "kind": "fabric (NIC + switch port)",
                        "price_usd": fabric.nic_price_usd + fabric.switch_port_price_usd,
                        "as_of": fabric.as_of, "source": fabric.source})
+        if fabric.nic_price_source.startswith("entered "):  # the NIC's price was typed
+            prices[-1].update(as_of=fabric.nic_price_as_of or fabric.as_of,
+                              source=fabric.nic_price_source)
     return {
         "horizon_years": rfq.horizon_years,
         "electricity_usd_per_kwh": costs.electricity_usd_per_kwh.value,
@@ -211,8 +214,9 @@ def assumption_lines(a: dict[str, Any]) -> list[str]:
                      f"{w['target_utilization']:.0%} utilization, redundancy "
                      f"{w['redundancy']}, engine {w['engine']}")
     for p in a.get("prices") or []:
+        entered = str(p.get("source") or "").startswith("entered ")  # typed on the dashboard
         lines.append(f"price {p['item']} ({p['kind']}) {usd(p['price_usd'])}, "
-                     f"as of {p['as_of']}")
+                     + (f"quote, entered {p['as_of']}" if entered else f"as of {p['as_of']}"))
     return lines
 
 
