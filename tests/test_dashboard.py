@@ -182,9 +182,9 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     load_example(at, "chat-70b-one-node")
     at.run()
     assert not at.exception
-    assert [m.label for m in at.metric] == ["TCO", "Capex", "GPU", "Server", "Nodes", "GPUs",
+    assert [m.label for m in at.metric] == ["TCO", "Capex", "Nodes", "GPUs", "GPU", "Server",
                                             "Power", "Fabric"]
-    assert at.metric[-1].value == "none"
+    assert at.metric[-1].value == "none needed"
     tiles = {m.label: m.value for m in at.metric}
     node = _plan_nodes(at)
     assert tiles["GPU"] == node["gpu"] and tiles["Server"] == node["server"]
@@ -951,3 +951,89 @@ def load_example_data(name: str) -> dict:
 
     rfq = load_rfq(SCENARIOS / f"{name}.yaml", load_catalog())
     return rfq.model_dump(mode="json", exclude_none=True)
+
+
+RAW = ("None", "NoneType", "['", "0 types", "Buy:** \n", ", fabric none", "- · none",
+       "chat:tpot_ms", "nan")
+
+
+def _raw_states(at: AppTest) -> list[str]:
+    """Raw or empty states a page must say in words (issue 32)."""
+    text = texts(at) + "\n" + "\n".join(f"{m.label} {m.value}" for m in at.metric)
+    found = [raw for raw in RAW if raw in text]
+    for frame in [d.value for d in at.dataframe] + [t.value for t in at.table]:
+        cells = frame.astype(str).to_numpy().ravel().tolist()
+        found += [c for c in cells if c in ("None", "nan", "NaN", "<NA>")
+                  or c.startswith("[")]
+    return found
+
+
+def test_an_all_rented_plan_says_nothing_is_bought_in_words():
+    at = page("plan")
+    load_example(at, "rent-oneoff-jobs")
+    at.run()
+    assert not at.exception
+    assert [m.label for m in at.metric] == ["TCO", "Rental", "Capex"]
+    tiles = {m.label: m.value for m in at.metric}
+    assert tiles["TCO"] == tiles["Rental"] and tiles["Capex"] == "$0"
+    assert "**Nothing is bought:** every workload runs on rented instances" in texts(at)
+    assert not any("Cluster" in c.proto.spec and "0 nodes" in c.proto.spec for c in charts(at))
+    assert _raw_states(at) == []
+
+
+@pytest.mark.parametrize("example", ["chat-70b-one-node", "hybrid-service-and-job",
+                                     "portfolio-lab"])
+def test_plan_pages_show_no_raw_states(example):
+    at = page("plan")
+    load_example(at, example)
+    at.run()
+    assert not at.exception
+    assert _raw_states(at) == []
+    layouts = at.dataframe[0].value
+    assert list(layouts.columns[:5]) == ["workload", "GPU", "TP × PP × DP", "GPUs",
+                                         "nodes per replica/job"]  # key columns first
+
+
+def test_frontier_labels_rented_points_and_keeps_bought_ones_filled(monkeypatch):
+    """Issue 32: six points of one cluster whose TCO rose were unlabelled rentals; a rented
+    point is an open marker labelled 'rented', in its own legend entry."""
+    import dashboards.figures as figures
+
+    result = _frontier(((100_000.0, 40.0), (150_000.0, 30.0), (200_000.0, 20.0)))
+    rented_at = {1: "rented", 2: "bought + rented"}
+    monkeypatch.setattr(figures, "point_sourcing", lambda point, _result: rented_at.get(
+        result["points"].index(point), "bought"))
+    fig = figures.frontier_figure(result, 0)
+    markers = [t for t in fig.data if t.customdata is not None]
+    by_point = {i: t for t in markers for i in t.customdata}
+    assert set(by_point) == {0, 1, 2}
+    assert by_point[0].text is None and not by_point[0].marker.symbol.endswith("-open")
+    for index, words in rented_at.items():
+        trace = by_point[index]
+        assert list(trace.text) == [words] and trace.marker.symbol.endswith("-open")
+        assert trace.name.endswith(f"· {words}") and trace.mode == "markers+text"
+    assert all(t.hovertext for t in markers)
+
+
+def test_point_sourcing_of_real_plans():
+    from dashboards.figures import point_sourcing
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    cat = load_catalog()
+    for name, workload, expected in (("rent-oneoff-jobs", "tune", "rented"),
+                                     ("chat-70b-one-node", "chat", "bought")):
+        plan = solve_rfq(load_rfq(SCENARIOS / f"{name}.yaml", cat), cat, explain=False)
+        assert point_sourcing({"plan": plan}, {"workload": workload}) == expected
+
+
+def test_pareto_comparison_cards_list_layouts_as_lines_not_squeezed_tables():
+    at = page("pareto")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not at.exception
+    assert not at.table  # no side-by-side tables (one character per line at 1024 px)
+    cards = [m.value for m in at.markdown if m.value.startswith("- **chat")]
+    assert len(cards) >= 2 and all("TP × PP × DP" in c and "rtx-pro-6000" in c for c in cards)
+    assert _raw_states(at) == []
