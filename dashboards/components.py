@@ -112,7 +112,7 @@ def headline(plan: Plan) -> None:
                    " + ".join(servers), help=buy)
     cols[2].metric("Power", f"{cluster.power_kw:.1f} kW")
     cols[3].metric("Fabric (coupled)" if cluster.coupled else "Fabric",
-                   cluster.fabric if cluster.fabric != "none" else "none needed")
+                   cluster.fabric)
     st.markdown("**Buy:** " + buy)
 
 

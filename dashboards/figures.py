@@ -223,7 +223,8 @@ def cluster_figure(plan: Plan) -> go.Figure:
             marker={"symbol": "square", "size": max(14, min(44, int(0.55 * px_per_unit))), "color": colours.get(key, IDLE),
                     "line": {"color": "#555", "width": 1}}))
     title = f"{cluster.total_nodes} node{'s' if cluster.total_nodes != 1 else ''}, " \
-            f"{cluster.total_gpus} GPUs, fabric {cluster.fabric}"
+            f"{cluster.total_gpus} GPUs, " + (f"fabric {cluster.fabric}"
+                                               if cluster.fabric != "none" else "no fabric")
     if len(nodes) > len(shown):
         title += f" — first {len(shown)} of {len(nodes)} nodes drawn"
     fig.update_layout(
@@ -271,12 +272,12 @@ def cost_figure(cost: Cost, objective: str = "tco") -> go.Figure:
 # --- Pareto frontier --------------------------------------------------------------------
 
 def plan_gpus(plan: Plan) -> str:
-    return "+".join(sorted({n.gpu for n in plan.cluster.nodes})) or "-"
+    return "+".join(sorted({n.gpu for n in plan.cluster.nodes})) or "nothing owned"
 
 
 def plan_fabric(plan: Plan) -> str:
     cluster = plan.cluster
-    return f"{cluster.fabric} (coupled)" if cluster.coupled else "none"
+    return f"{cluster.fabric} (coupled)" if cluster.coupled else "no fabric"
 
 
 def cluster_label(cluster: Cluster, cost: Cost | None = None) -> str:

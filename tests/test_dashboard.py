@@ -184,7 +184,7 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     assert not at.exception
     assert [m.label for m in at.metric] == ["TCO", "Capex", "Nodes", "GPUs", "GPU", "Server",
                                             "Power", "Fabric"]
-    assert at.metric[-1].value == "none needed"
+    assert at.metric[-1].value == "none"
     tiles = {m.label: m.value for m in at.metric}
     node = _plan_nodes(at)
     assert tiles["GPU"] == node["gpu"] and tiles["Server"] == node["server"]
