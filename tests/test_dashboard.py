@@ -1037,3 +1037,16 @@ def test_pareto_comparison_cards_list_layouts_as_lines_not_squeezed_tables():
     cards = [m.value for m in at.markdown if m.value.startswith("- **chat")]
     assert len(cards) >= 2 and all("TP × PP × DP" in c and "rtx-pro-6000" in c for c in cards)
     assert _raw_states(at) == []
+
+
+def test_pareto_metric_choices_are_in_words_not_keys():
+    at = page("pareto")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not at.exception
+    options = at.selectbox(key="pareto_metric").options
+    assert "chat: time per output token (ms)" in options
+    assert not [o for o in options if "_" in o or "tpot" in o]  # no chat:tpot_ms
+    at.selectbox(key="pareto_metric").select("chat:ttft_ms").run()
+    assert not at.exception
+    assert "chat:ttft_ms" not in texts(at)
