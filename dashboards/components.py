@@ -21,6 +21,7 @@ from solver.common.wording import (
     usd,
 )
 from solver.optimize.plan_model import Cluster, Plan, WorkloadPlan
+from solver.report.customer import customer_source
 
 from . import state
 from .figures import cluster_label
@@ -123,10 +124,11 @@ def bom_table(plan: Plan) -> pd.DataFrame | None:
         return None
     rows = [{"SKU": line.sku, "description": line.description,
              "qty": qty(line.quantity), "unit price": usd(line.unit_price_usd),
-             "price": f"{line.price_type} {line.as_of}".strip(),
+             # in words: "quote, entered 2026-12-05" for a price typed on the Catalog page
+             "price basis": customer_source(line.price_type, line.as_of, line.source),
              "line total": usd(line.line_total_usd)} for line in bill.lines]
     rows.append({"SKU": "capex", "description": "sum of lines", "qty": "", "unit price": "",
-                 "price": "", "line total": usd(bill.capex_usd)})
+                 "price basis": "", "line total": usd(bill.capex_usd)})
     return pd.DataFrame(rows)
 
 

@@ -919,6 +919,10 @@ def test_a_typed_price_is_a_quote_entered_today_in_plan_quote_and_export(tmp_pat
     at.run()
     assert not at.exception
     assert "stale price: GPU rtx-pro-6000" not in texts(at)
+    bom = next(t.value for t in at.table if "SKU" in t.value.columns)
+    basis = dict(zip(bom["SKU"], bom["price basis"], strict=True))
+    assert basis["rtx-pro-6000"] == f"quote, entered {today}"  # the Plan page's bill
+    assert not [v for v in basis.values() if v.split(" ")[0] in ("msrp", "street", "quote")]
 
     from dashboards import state as dash_state
 
