@@ -966,9 +966,9 @@ def _raw_states(at: AppTest) -> list[str]:
     text = texts(at) + "\n" + "\n".join(f"{m.label} {m.value}" for m in at.metric)
     found = [raw for raw in RAW if raw in text]
     for frame in [d.value for d in at.dataframe] + [t.value for t in at.table]:
-        cells = frame.astype(str).to_numpy().ravel().tolist()
+        cells = [str(c) for c in frame.to_numpy().ravel().tolist()]
         found += [c for c in cells if c in ("None", "nan", "NaN", "<NA>")
-                  or c.startswith("[")]
+                  or c.startswith("['") or c == "[]"]
     return found
 
 
@@ -1054,3 +1054,17 @@ def test_pareto_metric_choices_are_in_words_not_keys():
     at.selectbox(key="pareto_metric").select("chat:ttft_ms").run()
     assert not at.exception
     assert "chat:ttft_ms" not in texts(at)
+
+
+def test_catalog_tables_key_columns_first_and_no_raw_cells():
+    from dashboards.views.catalog import PROVENANCE
+
+    at = page("catalog").run()
+    assert not at.exception
+    frames = [d.value for d in at.dataframe]
+    assert len(frames) >= 6
+    for frame in frames[1:5]:  # servers, fabrics, models, vendors
+        assert list(frame.columns[:2]) == ["id", "name"]
+        assert frame.columns[-1] in PROVENANCE  # where a figure was read: last
+        assert "architecture" not in frame.columns and "config" not in frame.columns
+    assert _raw_states(at) == []

@@ -36,7 +36,33 @@ def _gpus(cat: Any, overlay: dict[str, float]) -> pd.DataFrame:
                      "link GB/s": gpu.intra_node_gbs,
                      "price as of": gpu.price_as_of, "price source": gpu.price_source,
                      "source": gpu.source, "as of": gpu.as_of})
-    return pd.DataFrame(rows)
+    return in_words(pd.DataFrame(rows))
+
+
+PROVENANCE = ("source", "as_of", "note", "price_source", "price_as_of", "nic_price_source",
+              "nic_price_as_of", "datacenter_use_source")
+"""Columns shown last: where a figure was read (the key columns come first, issue 32)."""
+HIDDEN = ("architecture", "config")
+"""Not shown: the parsed config.json (its figures are columns already) and its file path."""
+
+
+def _cell(value: Any) -> Any:
+    """A table cell in words: lists joined, mappings as ``key: value``, nothing as '—'
+    (never a Python list, a dict or a grey None)."""
+    if value is None:
+        return "—"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value) or "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
+    return value
+
+
+def _text(value: Any) -> str:
+    """One cell as text (a column with gaps is text throughout: Arrow takes one type)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 def _entries(table: dict[str, Any], overlay: dict[str, float], price_field: str
@@ -46,8 +72,24 @@ def _entries(table: dict[str, Any], overlay: dict[str, float], price_field: str
         row = entry.model_dump(mode="json")
         if price_field in row:
             row[price_field] = overlay.get(entry.id, row[price_field])
-        rows.append(row)
-    return pd.DataFrame(rows)
+        first = {k: v for k, v in row.items() if k in ("id", "name")}
+        rest = {k: v for k, v in row.items() if k not in first and k not in PROVENANCE
+                and k not in HIDDEN}
+        last = {k: row[k] for k in PROVENANCE if k in row}
+        rows.append({k: v for k, v in {**first, **rest, **last}.items()})
+    return in_words(pd.DataFrame(rows))
+
+
+def in_words(frame: pd.DataFrame) -> pd.DataFrame:
+    """A column with a gap, a list or a mapping shown in words (no grey None, no Python
+    list on screen)."""
+    for column in frame.columns:
+        values = frame[column].tolist()
+        if any(v is None or isinstance(v, list | tuple | dict) for v in values) or \
+                frame[column].isna().any():
+            frame[column] = [_text(_cell(None if isinstance(v, float) and v != v else v))
+                             for v in values]
+    return frame
 
 
 def money(frame: pd.DataFrame) -> dict[str, Any]:
@@ -181,13 +223,9 @@ def render() -> None:
         st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[3]:
         frame = _entries(cat.models, {}, "")
-        frame["aliases"] = frame["aliases"].apply(lambda a: ", ".join(a))
         st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[4]:
         frame = _entries(cat.vendors, {}, "")
-        for column in ("gpus", "servers", "fabrics"):
-            frame[column] = frame[column].apply(lambda v: v if isinstance(v, str)
-                                                else ", ".join(v))
         st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[5]:
         rows = [{"parameter": name, **param.model_dump()}

@@ -146,8 +146,7 @@ def metric_words(choice: str) -> str:
     """A frontier metric choice in words: ``chat:tpot_ms`` is ``chat: time per output
     token (ms)`` (never the raw key on screen)."""
     if ":" not in choice:
-        return "first workload's latency or time to finish" if choice == "(default)" \
-            else choice
+        return choice  # "(default)": the help says what it is
     workload, metric = choice.split(":", 1)
     return f"{workload}: {axis_words(metric).lower()}"
 
