@@ -70,3 +70,28 @@ def test_the_plan_bill_assumptions_and_warnings_carry_the_entered_quote(catalog)
     said = assumption_lines(assumptions(cat, rfq, plan))
     assert f"price rtx-5090 (GPU) $2,500, quote, entered {DAY}" in said
     assert f"price pcie-4gpu (server) $17,000, quote, entered {DAY}" in said
+
+
+def test_the_downloaded_prices_csv_gives_the_same_words_in_the_terminal(tmp_path):
+    """The Catalog page's prices.csv used with --catalog: the terminal's assumptions and
+    bill say "quote, entered DAY" as the dashboard does."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    from dashboards.views.catalog import prices_csv
+
+    (tmp_path / "prices.csv").write_text(prices_csv(load_catalog(), {"rtx-pro-6000": 7000.0},
+                                                    {"rtx-pro-6000": DAY}))
+    result = subprocess.run(
+        [sys.executable, "-m", "solver.cli", "solve", str(root / "scenarios" /
+                                                          "chat-70b-one-node.yaml"),
+         "--catalog", str(tmp_path)], capture_output=True, text=True, cwd=root, timeout=300,
+        env={**os.environ, "COLUMNS": "250", "PYTHONPATH": str(root)})  # cells unwrapped
+    assert result.returncode == 0, result.stderr
+    flat = " ".join(result.stdout.split())
+    assert f"price rtx-pro-6000 (GPU) $7,000, quote, entered {DAY}" in flat
+    assert f"(quote, entered {DAY})" in flat  # the bill's line

@@ -316,7 +316,9 @@ def _print_bom(plan: Plan, con: Any) -> None:
     table.add_column("total", justify="right", no_wrap=True)
     for line in bill.lines:
         item = f"{line.sku}: {line.description}"
-        if line.as_of:
+        if line.source.startswith("entered "):  # typed on the dashboard
+            item += f" (quote, entered {line.as_of})"
+        elif line.as_of:
             item += f" ({line.price_type} {line.as_of})"
         table.add_row(item, qty(line.quantity), usd(line.unit_price_usd),
                       usd(line.line_total_usd))
