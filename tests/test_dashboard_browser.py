@@ -311,7 +311,8 @@ def _check_layout(page, where: str) -> None:
 def test_plan_pareto_and_catalog_fit_the_window(server, browser_page, width, height):
     """Issue 32: at 1024 x 768 and 1440 x 900 the headline figures stay on one line, no
     label, input or metric is cut, no table is squeezed to one character per line, and
-    no raw state (None, Python lists, metric keys) shows, on Plan, Pareto and Catalog."""
+    no raw state (None, Python lists, metric keys) shows, on Plan, Pareto and Catalog (and
+    the Scenario form's values are whole)."""
     page = browser_page
     page.set_viewport_size({"width": width, "height": height})
     try:
@@ -341,6 +342,10 @@ def test_plan_pareto_and_catalog_fit_the_window(server, browser_page, width, hei
         page.wait_for_timeout(500)
         _check_layout(page, f"Catalog prices {width}")
         page.screenshot(path=str(ARTIFACTS / f"dashboard-catalog-{width}.png"), full_page=True)
+
+        page.get_by_role("link", name="Scenario").click()  # the form: values and labels whole
+        _settled(page)
+        _check_layout(page, f"Scenario {width}")
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
