@@ -9,6 +9,7 @@ needs: ``pip install playwright`` and a Chromium binary (Debian's ``chromium`` o
     PYTHONPATH=. python bench/screenshots.py                 # all, into docs/screenshots/
     PYTHONPATH=. python bench/screenshots.py plan pareto     # only these names
     PYTHONPATH=. python bench/screenshots.py --out /tmp/shots
+    PYTHONPATH=. python bench/screenshots.py plan pareto catalog --width 1024  # 1024 x 768
 """
 
 from __future__ import annotations
@@ -82,14 +83,19 @@ def settled(page, charts: int = 0) -> None:
     page.wait_for_timeout(800)  # fonts, chart transitions
 
 
-def shoot(page, path: Path) -> None:
-    """The whole page at width 1440: the viewport grows to the content's height."""
+SIZES = {1024: 768, 1440: 900}
+"""The viewports the dashboard is checked at (issue 32): width -> height."""
+
+
+def shoot(page, path: Path, width: int = WIDTH) -> None:
+    """The whole page at ``width``: the viewport grows to the content's height."""
+    base = SIZES.get(width, HEIGHT)
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')"
                            ".scrollHeight")
-    page.set_viewport_size({"width": WIDTH, "height": min(max(height, HEIGHT), MAX_HEIGHT)})
+    page.set_viewport_size({"width": width, "height": min(max(height, base), MAX_HEIGHT)})
     page.wait_for_timeout(500)
     page.screenshot(path=str(path), full_page=True)
-    page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
+    page.set_viewport_size({"width": width, "height": base})
     print(f"wrote {path}")
 
 
@@ -206,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help=f"which screenshots (default all): {', '.join(SHOTS)}")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    parser.add_argument("--width", type=int, default=WIDTH,
+                        help="viewport width (1024 gives 1024 x 768, 1440 gives 1440 x 900)")
     args = parser.parse_args(argv)
     unknown = [name for name in args.names if name not in SHOTS]
     if unknown:
@@ -218,10 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     with dashboard() as url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium(), headless=True,
                                              args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+        page = browser.new_page(viewport={"width": args.width,
+                                          "height": SIZES.get(args.width, HEIGHT)})
         for name in args.names or list(SHOTS):
             SHOTS[name](page, url)
-            shoot(page, out / f"{name}.png")
+            shoot(page, out / f"{name}.png", args.width)
         browser.close()
     return 0
 

@@ -12,6 +12,7 @@ from solver.common.errors import InputError, Problem
 from solver.common.wording import (
     binding_lines,
     cost_label,
+    licensed_alternative_line,
     node_lines,
     opex_rows,
     qty,
@@ -20,6 +21,7 @@ from solver.common.wording import (
     usd,
 )
 from solver.optimize.plan_model import Cluster, Plan, WorkloadPlan
+from solver.report.customer import customer_source
 
 from . import state
 from .figures import cluster_label
@@ -68,30 +70,50 @@ def status_badge(plan: Plan) -> str:
     return f":{colour}[**{status}**]"
 
 
+HEADLINE_CSS = (
+    "<style>"
+    # figures scale with the window and never break inside a number ($190,381 stays whole at
+    # 1024 px); ids break only at spaces (' + '), never mid-id or with an ellipsis
+    "[data-testid='stMetricValue'] {font-size: clamp(1.15rem, 0.55rem + 1.55vw, 2.1rem);}"
+    "[data-testid='stMetricValue'], [data-testid='stMetricValue'] * "
+    "{white-space: normal !important; overflow-wrap: normal !important; "
+    "word-break: keep-all !important; text-overflow: clip !important; "
+    "overflow: visible !important}"
+    "</style>")
+
+
 def headline(plan: Plan) -> None:
-    """TCO, capex and the cluster's size as metrics."""
+    """TCO, capex and the cluster's size as metrics: four figures, then what is bought
+    (GPU and server ids in wider tiles). A plan that buys nothing says so in words."""
     cost, cluster = plan.cost, plan.cluster
     if cost is None:
+        return
+    st.markdown(HEADLINE_CSS, unsafe_allow_html=True)
+    rental = cost.rental_usd
+    if not cluster.nodes:  # all rented: no empty GPU/server tiles, no "Buy:" with nothing
+        cols = st.columns(3)
+        cols[0].metric("TCO", usd_short(cost.tco_usd), help=f"${cost.tco_usd:,.0f}")
+        cols[1].metric("Rental", usd_short(rental), help=f"${rental:,.0f}")
+        cols[2].metric("Capex", usd_short(cost.capex_usd), help=f"${cost.capex_usd:,.0f}")
+        st.markdown("**Nothing is bought:** every workload runs on rented instances (see "
+                    "*Rented capacity* below).")
         return
     buy = "; ".join(node_lines(cluster.model_dump()))
     gpus = list(dict.fromkeys(n.gpu for n in cluster.nodes))
     servers = list(dict.fromkeys(n.server for n in cluster.nodes))
-    # long names (two server types) wrap inside their tile instead of being cut with '…'
-    st.markdown("<style>[data-testid='stMetricValue'], [data-testid='stMetricValue'] * "
-                "{white-space: normal !important; overflow-wrap: anywhere; "
-                "text-overflow: clip !important}</style>", unsafe_allow_html=True)
     cols = st.columns(4)
     cols[0].metric("TCO", usd_short(cost.tco_usd), help=f"${cost.tco_usd:,.0f}")
     cols[1].metric("Capex", usd_short(cost.capex_usd), help=f"${cost.capex_usd:,.0f}")
-    cols[2].metric("GPU" if len(gpus) == 1 else f"GPU ({len(gpus)} types)",
-                   " + ".join(gpus) or "-", help=buy)
-    cols[3].metric("Server" if len(servers) == 1 else f"Server ({len(servers)} types)",
-                   " + ".join(servers) or "-", help=buy)
-    cols = st.columns(4)
-    cols[0].metric("Nodes", cluster.total_nodes)
-    cols[1].metric("GPUs", cluster.total_gpus)
+    cols[2].metric("Nodes", cluster.total_nodes)
+    cols[3].metric("GPUs", cluster.total_gpus)
+    cols = st.columns([1.4, 1.4, 0.8, 1.2])
+    cols[0].metric("GPU" if len(gpus) == 1 else f"GPU ({len(gpus)} types)",
+                   " + ".join(gpus), help=buy)
+    cols[1].metric("Server" if len(servers) == 1 else f"Server ({len(servers)} types)",
+                   " + ".join(servers), help=buy)
     cols[2].metric("Power", f"{cluster.power_kw:.1f} kW")
-    cols[3].metric("Fabric (coupled)" if cluster.coupled else "Fabric", cluster.fabric)
+    cols[3].metric("Fabric (coupled)" if cluster.coupled else "Fabric",
+                   cluster.fabric)
     st.markdown("**Buy:** " + buy)
 
 
@@ -102,10 +124,11 @@ def bom_table(plan: Plan) -> pd.DataFrame | None:
         return None
     rows = [{"SKU": line.sku, "description": line.description,
              "qty": qty(line.quantity), "unit price": usd(line.unit_price_usd),
-             "price": f"{line.price_type} {line.as_of}".strip(),
+             # in words: "quote, entered 2026-12-05" for a price typed on the Catalog page
+             "price basis": customer_source(line.price_type, line.as_of, line.source),
              "line total": usd(line.line_total_usd)} for line in bill.lines]
     rows.append({"SKU": "capex", "description": "sum of lines", "qty": "", "unit price": "",
-                 "price": "", "line total": usd(bill.capex_usd)})
+                 "price basis": "", "line total": usd(bill.capex_usd)})
     return pd.DataFrame(rows)
 
 
@@ -149,13 +172,13 @@ def layout_table(plan: Plan) -> pd.DataFrame:
     rows = []
     for w in plan.workloads:
         mem = w.memory
-        row = {
-            "workload": w.name, "kind": w.kind, "model": w.model,
-            "precision": w.precision, "GPU": w.gpu,
+        row = {  # key columns first: what runs where, then the details (issue 32)
+            "workload": w.name, "GPU": w.gpu,
             "TP × PP × DP": f"{w.tp} × {w.pp} × {w.dp}", "GPUs": w.gpus,
-            "nodes per replica/job": w.nodes_spanned,
+            "nodes per replica/job": w.nodes_spanned, "precision": w.precision,
             "memory per GPU (GB)": f"{mem.total_gb:.1f} / {mem.capacity_gb:.0f}",
             "weights share": f"{mem.weights_fraction:.0%}",
+            "kind": w.kind.replace("_", " "), "model": w.model,
         }
         layouts = w.layouts or []
         if len(layouts) < 2 or w.kind not in ("inference", "batch_inference"):
@@ -372,6 +395,16 @@ def binding(plan: Plan) -> None:
         st.markdown(f"- {line}")
 
 
+def licence(plan: Plan) -> None:
+    """A plan on consumer (GeForce) cards: the datacenter-licensed alternative and its
+    extra cost, beside the plan's price (issue 32)."""
+    alt = plan.licensed_alternative
+    line = licensed_alternative_line(alt.model_dump() if alt else None, plan.objective,
+                                     technical=False, lead=True)
+    if line:
+        st.warning(f"**Licence.** {line}", icon=":material/gavel:")
+
+
 def warnings(plan: Plan) -> None:
     for warning in plan.warnings:
         st.warning(warning, icon=":material/warning:")
@@ -386,9 +419,19 @@ def plan_card(plan: Plan, title: str) -> None:
         return
     st.markdown(f"{status_badge(plan)} · TCO **${cost.tco_usd:,.0f}** · capex "
                 f"${cost.capex_usd:,.0f}  \n{cluster_label(plan.cluster, cost)}")
-    st.table(layout_table(plan)[["workload", "precision", "GPU", "TP × PP × DP", "GPUs",
-                                 "nodes per replica/job"]],
-             hide_index=True, border="horizontal")
+    # one line per layout, not a table: two cards side by side at 1024 px would squeeze a
+    # table's columns to one character per line
+    how = {w.name: {"rented": " (rented)", "hybrid": " (bought + rented)"}.get(
+        w.sourcing or "owned", "") for w in plan.workloads}
+    lines = []
+    for row in layout_table(plan).to_dict("records"):
+        name = str(row["workload"])
+        lines.append(f"- **{name}**: {row['GPUs']} × {row['GPU']}, "
+                     f"TP × PP × DP {row['TP × PP × DP']}, {row['precision']}"
+                     + (f", {row['nodes per replica/job']} nodes per replica"
+                        if row["nodes per replica/job"] > 1 else "")
+                     + how.get(name.split(" (")[0], ""))
+    st.markdown("\n".join(lines))
 
 
 # --- buy, rent or both (issue 16) --------------------------------------------------------

@@ -223,7 +223,8 @@ def cluster_figure(plan: Plan) -> go.Figure:
             marker={"symbol": "square", "size": max(14, min(44, int(0.55 * px_per_unit))), "color": colours.get(key, IDLE),
                     "line": {"color": "#555", "width": 1}}))
     title = f"{cluster.total_nodes} node{'s' if cluster.total_nodes != 1 else ''}, " \
-            f"{cluster.total_gpus} GPUs, fabric {cluster.fabric}"
+            f"{cluster.total_gpus} GPUs, " + (f"fabric {cluster.fabric}"
+                                               if cluster.fabric != "none" else "no fabric")
     if len(nodes) > len(shown):
         title += f" — first {len(shown)} of {len(nodes)} nodes drawn"
     fig.update_layout(
@@ -271,22 +272,24 @@ def cost_figure(cost: Cost, objective: str = "tco") -> go.Figure:
 # --- Pareto frontier --------------------------------------------------------------------
 
 def plan_gpus(plan: Plan) -> str:
-    return "+".join(sorted({n.gpu for n in plan.cluster.nodes})) or "-"
+    return "+".join(sorted({n.gpu for n in plan.cluster.nodes})) or "nothing owned"
 
 
 def plan_fabric(plan: Plan) -> str:
     cluster = plan.cluster
-    return f"{cluster.fabric} (coupled)" if cluster.coupled else "none"
+    return f"{cluster.fabric} (coupled)" if cluster.coupled else "no fabric"
 
 
 def cluster_label(cluster: Cluster, cost: Cost | None = None) -> str:
-    """``1× pcie-8gpu 8×rtx-pro-6000, fabric none`` (with ``cost``: says when nothing is
+    """``1× pcie-8gpu 8×rtx-pro-6000, no fabric`` (with ``cost``: says when nothing is
     owned because everything is rented)."""
     if not cluster.nodes:
         return "nothing owned (rented)" if cost is not None and cost.rental_usd \
             else "nothing owned"
     return " + ".join(f"{n.count}× {n.server} {n.gpus_per_node}×{n.gpu}"
-                      for n in cluster.nodes) + f", fabric {cluster.fabric}"
+                      for n in cluster.nodes) + (f", fabric {cluster.fabric}"
+                                                 if cluster.fabric != "none" else
+                                                 ", no fabric")
 
 
 def frontier_figure(result: dict[str, Any], selected: int | None = None,
@@ -305,17 +308,26 @@ def frontier_figure(result: dict[str, Any], selected: int | None = None,
     gpu_mixes = sorted({plan_gpus(p["plan"]) for p in points})
     for g_index, gpus in enumerate(gpu_mixes):
         for fabric in fabrics:
-            members = [(i, p) for i, p in enumerate(points)
-                       if plan_gpus(p["plan"]) == gpus and plan_fabric(p["plan"]) == fabric]
-            if not members:
-                continue
-            fig.add_trace(go.Scatter(
-                x=[p[cost_key] for _, p in members], y=[p[metric] for _, p in members],
-                mode="markers", name=f"{gpus} · {fabric}", customdata=[i for i, _ in members],
-                text=[_hover(i, p, result) for i, p in members], hoverinfo="text",
-                marker={"size": 13, "symbol": symbols[fabric],
-                        "color": PALETTE[g_index % len(PALETTE)],
-                        "line": {"color": "#222", "width": 1}}))
+            for how in SOURCING_ORDER:  # bought points filled, rented ones open and labelled
+                members = [(i, p) for i, p in enumerate(points)
+                           if plan_gpus(p["plan"]) == gpus and plan_fabric(p["plan"]) == fabric
+                           and point_sourcing(p, result) == how]
+                if not members:
+                    continue
+                owned = how == "bought"
+                fig.add_trace(go.Scatter(
+                    x=[p[cost_key] for _, p in members], y=[p[metric] for _, p in members],
+                    mode="markers" if owned else "markers+text",
+                    name=f"{gpus} · {fabric}" + ("" if owned else f" · {how}"),
+                    customdata=[i for i, _ in members],
+                    hovertext=[_hover(i, p, result) for i, p in members], hoverinfo="text",
+                    text=None if owned else [how] * len(members), textposition="top center",
+                    textfont={"size": 11, "color": "#555"},
+                    marker={"size": 13, "symbol": symbols[fabric] + ("" if owned else "-open"),
+                            "color": PALETTE[g_index % len(PALETTE)],
+                            "line": {"color": "#222" if owned else
+                                     PALETTE[g_index % len(PALETTE)], "width": 1 if owned
+                                     else 2}}))
     if points:
         best = points[0]
         fig.add_trace(go.Scatter(
@@ -347,8 +359,20 @@ def frontier_figure(result: dict[str, Any], selected: int | None = None,
         xaxis_title=axis_words(cost_key) + (", log scale" if log else ""),
         yaxis_title=axis_words(metric), height=460,
         margin={"l": 10, "r": 10, "t": 50, "b": 10}, clickmode="event+select",
-        legend={"title": "GPU · fabric"})
+        legend={"title": "GPU · fabric (open, labelled: rented)"})
     return fig
+
+
+SOURCING_ORDER = ("bought", "bought + rented", "rented")
+
+
+def point_sourcing(point: dict[str, Any], result: dict[str, Any]) -> str:
+    """Whether a frontier point's workload is bought, rented or both (issue 32: the same
+    cluster at rising TCO was an unlabelled rental)."""
+    plan: Plan = point["plan"]
+    work = next((w for w in plan.workloads if w.name == result["workload"]), None)
+    return {"rented": "rented", "hybrid": "bought + rented"}.get(
+        (work.sourcing if work else None) or "owned", "bought")
 
 
 def _hover(index: int, point: dict[str, Any], result: dict[str, Any]) -> str:

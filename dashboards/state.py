@@ -28,11 +28,14 @@ DEFAULT_EXAMPLE = "chat-70b-one-node"
 SOLVER = "highs"  # the CLI's default backend (solver.optimize.backends.DEFAULT_SOLVER)
 
 Pairs = tuple[tuple[str, Any], ...]
+PricePairs = tuple[tuple[str, float, str], ...]
+"""Typed prices: (entry id, USD, ISO day entered)."""
 
 # session keys
 RFQ_DATA = "rfq_data"          # the active RFQ (validated), as a plain dict
 RFQ_SOURCE = "rfq_source"      # where it came from (example name, upload, form)
 PRICE_OVERLAY = "price_overlay"  # {entry id: price USD}: the Catalog page's session overlay
+PRICE_DAYS = "price_overlay_days"  # {entry id: ISO day the price was typed}
 
 NAV_PAGES = "nav_pages"         # {url path: st.Page} of this session's navigation (shell)
 
@@ -147,8 +150,20 @@ def price_overlay() -> dict[str, float]:
     return dict(st.session_state.get(PRICE_OVERLAY) or {})
 
 
-def set_price_overlay(overlay: dict[str, float]) -> None:
+def set_price_overlay(overlay: dict[str, float], typed: list[str] | None = None) -> None:
+    """The session's typed prices; ``typed``: ids typed just now (entered today)."""
+    import datetime as dt
+
     st.session_state[PRICE_OVERLAY] = dict(overlay)
+    days = {k: v for k, v in (st.session_state.get(PRICE_DAYS) or {}).items() if k in overlay}
+    for entry_id in typed or []:
+        days[entry_id] = dt.date.today().isoformat()
+    st.session_state[PRICE_DAYS] = days
+
+
+def price_days() -> dict[str, str]:
+    """The day each typed price was entered (ISO dates; absent: today)."""
+    return dict(st.session_state.get(PRICE_DAYS) or {})
 
 
 def price_path(cat: Catalog, entry_id: str) -> str | None:
@@ -162,32 +177,37 @@ def price_path(cat: Catalog, entry_id: str) -> str | None:
     return None
 
 
-def price_pairs() -> Pairs:
-    """The session's price overlay as override pairs (sorted: a stable cache key)."""
+def price_pairs() -> PricePairs:
+    """The session's typed prices as ``(id, USD, day entered)`` (sorted: a stable cache
+    key); :func:`scenario` applies them as quotes entered that day."""
+    import datetime as dt
+
     cat = catalog()
-    pairs = []
-    for entry_id, price in sorted(price_overlay().items()):
-        path = price_path(cat, entry_id)
-        if path is not None:
-            pairs.append((path, float(price)))
-    return tuple(pairs)
+    days = price_days()
+    today = dt.date.today().isoformat()
+    return tuple((entry_id, float(price), days.get(entry_id, today))
+                 for entry_id, price in sorted(price_overlay().items())
+                 if price_path(cat, entry_id) is not None)
 
 
 # --- cached library calls ---------------------------------------------------------------
 
-def scenario(rfq_json: str, directory: str | None, pairs: Pairs) -> tuple[Catalog, Rfq]:
+def scenario(rfq_json: str, directory: str | None, pairs: PricePairs) -> tuple[Catalog, Rfq]:
     """Catalog and validated RFQ with the override pairs applied."""
-    cat = _catalog(directory)
-    rfq = validate_rfq(json.loads(rfq_json), cat, "dashboard")
-    if pairs:
-        from solver.rfq.overrides import apply_pairs
+    from solver.catalog.load import entered_prices
 
-        cat, rfq = apply_pairs(cat, rfq, list(pairs), "dashboard")
+    cat = _catalog(directory)
+    by_day: dict[str, dict[str, float]] = {}
+    for entry_id, price, day in pairs:  # typed prices: quotes entered that day
+        by_day.setdefault(day, {})[entry_id] = price
+    for day, prices in sorted(by_day.items()):
+        cat = entered_prices(cat, prices, day)
+    rfq = validate_rfq(json.loads(rfq_json), cat, "dashboard")
     return cat, rfq
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def solve_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str, Any]:
+def solve_cached(rfq_json: str, directory: str | None, pairs: PricePairs) -> dict[str, Any]:
     """The plan (:class:`~solver.optimize.plan_model.Plan`) and the counterfactuals of
     ``explain``."""
     from solver.analysis.explain import counterfactuals, solve_rfq
@@ -198,13 +218,13 @@ def solve_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str
     cat, rfq = scenario(rfq_json, directory, pairs)
     with progress_bar("Solving"):
         table = build_candidates(cat, rfq)
-        plan = solve_rfq(rfq, cat, solver=SOLVER, table=table, binding=True)
+        plan = solve_rfq(rfq, cat, solver=SOLVER, table=table, binding=True, alternative=True)
         alternatives = counterfactuals(rfq, cat, plan, table, SOLVER) if plan.feasible else []
     return {"plan": plan, "counterfactuals": alternatives}
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _evaluator(rfq_json: str, directory: str | None, pairs: Pairs) -> Any:
+def _evaluator(rfq_json: str, directory: str | None, pairs: PricePairs) -> Any:
     from solver.analysis.sensitivity import Evaluator
 
     cat, rfq = scenario(rfq_json, directory, pairs)
@@ -212,7 +232,7 @@ def _evaluator(rfq_json: str, directory: str | None, pairs: Pairs) -> Any:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def whatif_cached(rfq_json: str, directory: str | None, pairs: Pairs,
+def whatif_cached(rfq_json: str, directory: str | None, pairs: PricePairs,
                   whatif: Pairs) -> Plan:
     """The plan under what-if overrides, re-using the base candidate table where it can."""
     from solver.analysis.explain import solve_rfq
@@ -225,7 +245,7 @@ def whatif_cached(rfq_json: str, directory: str | None, pairs: Pairs,
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def pareto_cached(rfq_json: str, directory: str | None, pairs: Pairs, metric: str | None,
+def pareto_cached(rfq_json: str, directory: str | None, pairs: PricePairs, metric: str | None,
                   points: int | None) -> dict[str, Any]:
     """The Pareto frontier (``procure pareto --json``; each point's ``plan`` a
     :class:`~solver.optimize.plan_model.Plan`)."""
@@ -239,7 +259,7 @@ def pareto_cached(rfq_json: str, directory: str | None, pairs: Pairs, metric: st
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def budget_cached(rfq_json: str, directory: str | None, pairs: Pairs, points: int
+def budget_cached(rfq_json: str, directory: str | None, pairs: PricePairs, points: int
                   ) -> dict[str, Any]:
     """Served share against budget (``procure pareto --over budget --json``)."""
     from solver.analysis.budget import budget_curve
@@ -249,7 +269,7 @@ def budget_cached(rfq_json: str, directory: str | None, pairs: Pairs, points: in
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def sensitivity_cached(rfq_json: str, directory: str | None, pairs: Pairs) -> dict[str, Any]:
+def sensitivity_cached(rfq_json: str, directory: str | None, pairs: PricePairs) -> dict[str, Any]:
     """The sensitivity report: tornado rows and break-evens."""
     from solver.analysis.sensitivity import report
 

@@ -438,3 +438,57 @@ def test_workers_forked_after_an_in_process_highs_solve_do_not_hang(tmp_path: Pa
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'optimal': 4" in done.stdout
+
+
+SLOW_BATCH = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from solver.batch.runner import run_batch
+
+def slow_solve(rfq, catalog, *, solver="highs", time_limit=None):
+    time.sleep(120)
+
+if __name__ == "__main__":
+    run_batch([{inputs!r}], {db!r}, workers={workers}, solve_fn=slow_solve)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+@pytest.mark.parametrize(("sig", "workers"), [(signal.SIGTERM, 1), (signal.SIGHUP, 1),
+                                              (signal.SIGTERM, 2)],
+                         ids=["SIGTERM-in-driver", "SIGHUP-in-driver", "SIGTERM-pool"])
+def test_terminated_batch_removes_its_lock_file(tmp_path: Path, sig: int, workers: int) -> None:
+    """Issue 32: SIGTERM or SIGHUP to a running batch (a closed terminal, a stopped job)
+    removes results.sqlite.lock, kills its workers and ends by the signal; the store opens
+    again (a killed -9 run's lock file stays, but its flock is gone: tested above)."""
+    inputs = tmp_path / "in"
+    write_rfqs(inputs, 3)
+    db = tmp_path / "results.sqlite"
+    lock = tmp_path / "results.sqlite.lock"
+    script = tmp_path / "slow_batch.py"
+    script.write_text(SLOW_BATCH.format(repo=str(REPO), inputs=str(inputs), db=str(db),
+                                        workers=workers))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (lock.exists() and (
+                workers == 1 or len(children(proc.pid)) >= workers)):
+            time.sleep(0.05)
+        assert lock.exists(), proc.stderr.read() if proc.poll() is not None else "no lock"
+        time.sleep(0.5)  # inside the solve (driver) or waiting on the pool
+        workers_seen = children(proc.pid)
+        started = time.monotonic()
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=30)
+        assert time.monotonic() - started < 20  # not after the 120 s solve
+        assert proc.returncode == -sig, stderr
+        assert "Traceback" not in stderr
+        assert not lock.exists()
+        assert not [p for p in workers_seen if Path(f"/proc/{p}").exists()]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with ResultStore(db, lock=True):  # nobody holds it
+        assert lock.exists()
+    assert not lock.exists()

@@ -109,7 +109,8 @@ def test_partial_yaml_overlay(tmp_path: Path):
 @pytest.mark.parametrize("content, fragment", [
     ("id,price_usd\nno-such-gpu,100\n", "no GPU, server or fabric"),
     ("id,price_usd\nl4,abc\n", "not a number"),
-    ("id,price_usd\nl4,-5\n", ">= 0"),
+    ("id,price_usd\nl4,-5\n", "more than 0 USD"),
+    ("id,price_usd\nl4,0\n", "more than 0 USD"),  # a free GPU is no price (issue 32)
 ])
 def test_bad_price_overlay(tmp_path: Path, content: str, fragment: str):
     (tmp_path / "prices.csv").write_text(content)

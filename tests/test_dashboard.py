@@ -182,7 +182,7 @@ def test_plan_shows_cluster_layouts_targets_costs_and_explanations():
     load_example(at, "chat-70b-one-node")
     at.run()
     assert not at.exception
-    assert [m.label for m in at.metric] == ["TCO", "Capex", "GPU", "Server", "Nodes", "GPUs",
+    assert [m.label for m in at.metric] == ["TCO", "Capex", "Nodes", "GPUs", "GPU", "Server",
                                             "Power", "Fabric"]
     assert at.metric[-1].value == "none"
     tiles = {m.label: m.value for m in at.metric}
@@ -425,6 +425,51 @@ def test_dashboard_command_finds_the_app_and_builds_the_streamlit_command():
     command = streamlit_command(8600, "127.0.0.1", headless=True)
     assert command[1:4] == ["-m", "streamlit", "run"]
     assert command[command.index("--server.port") + 1] == "8600"
+
+
+def test_procure_dashboard_is_headless_and_prompt_free_on_a_fresh_home(tmp_path):
+    """A fresh HOME (no ~/.streamlit/credentials.toml) and a stdin that never answers: the
+    server must come up (a prompt would block on stdin and it would never be healthy)."""
+    import os
+    import socket
+    import subprocess
+
+    from solver.cli.dashboard import streamlit_env, wait_until_healthy
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("STREAMLIT_SERVER_HEADLESS", None)
+    process = subprocess.Popen([sys.executable, "-m", "solver.cli", "dashboard", "--port",
+                                str(port)], env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_until_healthy(f"http://127.0.0.1:{port}", process, seconds=90)
+    finally:
+        process.terminate()
+        out, _ = process.communicate(timeout=30)
+    assert "email" not in out.lower()
+    assert not (tmp_path / ".streamlit" / "credentials.toml").exists()  # nothing written
+    assert streamlit_env({})["STREAMLIT_SERVER_HEADLESS"] == "true"
+
+
+def test_procure_dashboard_browser_flag_opens_the_url(monkeypatch):
+    from typer.testing import CliRunner
+
+    import solver.cli.dashboard as dash
+    from solver.cli.main import app
+
+    calls: list = []
+    monkeypatch.setattr(dash, "run_child",
+                        lambda command, env, open_url=None: calls.append((command, open_url)) or 0)
+    runner = CliRunner()
+    assert runner.invoke(app, ["dashboard", "--port", "8611"]).exit_code == 0
+    assert runner.invoke(app, ["dashboard", "--port", "8611", "--browser"]).exit_code == 0
+    (plain_cmd, plain_url), (browser_cmd, browser_url) = calls
+    assert plain_url is None and browser_url == "http://127.0.0.1:8611"
+    for command in (plain_cmd, browser_cmd):  # Streamlit itself never opens it (no prompt)
+        assert command[command.index("--server.headless") + 1] == "true"
 
 
 def test_the_library_never_imports_streamlit():
@@ -794,3 +839,232 @@ def test_pareto_of_a_budget_question_shows_what_each_budget_serves():
     assert list(table["share served"])[-1] == 1.0
     assert list(table["share served"]) == sorted(table["share served"])
     assert "Everything is served at $" in " ".join(c.value for c in at.caption)
+
+
+def test_plan_on_geforce_cards_shows_the_datacenter_licensed_alternative():
+    """Issue 32: beside the plan (before the tiles), the cheapest plan on
+    datacenter-licensed GPUs and its extra cost (batch-corpus-one-box: $1,494 more)."""
+    at = page("plan")
+    load_example(at, "batch-corpus-one-box")
+    at.run()
+    assert not at.exception
+    licence = [w.value for w in at.warning if "Licence." in w.value]
+    assert len(licence) == 1
+    assert "rtx-5090: a consumer (GeForce) card" in licence[0]
+    assert "$1,494 more than this plan" in licence[0]
+    assert "datacenter_grade_only" not in licence[0]
+    at = page("plan")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not [w for w in at.warning if "Licence." in w.value]
+
+
+TYPED_PRICE_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from dashboards import state
+from dashboards.views import catalog, scenario
+st.set_page_config(layout="wide")
+state.ensure_defaults()
+scenario.keep_draft()
+if "typed" not in st.session_state:
+    st.session_state["typed"] = True
+    frame = catalog._price_rows(state.catalog(), {{}})
+    row = int(frame.index[frame["id"] == {entry!r}][0])
+    key = catalog._editor_key()
+    st.session_state[key] = {{"edited_rows": {{row: {{"your USD": {price!r}}}}}}}
+    catalog._save_overlay(state.catalog())
+    st.session_state.pop(key, None)
+catalog.render()
+"""
+
+
+@pytest.mark.parametrize("price", [0.0, -100.0])
+def test_a_zero_or_negative_typed_price_is_refused_on_the_catalog_page(price):
+    at = AppTest.from_string(TYPED_PRICE_SCRIPT.format(root=str(ROOT), entry="rtx-5090",
+                                                       price=price), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception
+    assert at.session_state["price_overlay"] == {}  # not applied
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "GPU rtx-5090" in errors[0] and "refused" in errors[0]
+    assert "more than 0 USD" in errors[0]
+
+
+def test_a_typed_price_is_a_quote_entered_today_in_plan_quote_and_export(tmp_path):
+    """Issue 32: a price typed on the Catalog page is "quote, entered <day>" in the plan's
+    bill (plan JSON), the assumptions, the quote (HTML and XLSX) and prices.csv - not the
+    catalog's "msrp, 2026-04", and never a stale-price warning."""
+    import datetime as dt
+
+    from openpyxl import load_workbook
+
+    from dashboards.views.catalog import prices_csv
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
+    from solver.report.quote import write_quote
+
+    at = AppTest.from_string(TYPED_PRICE_SCRIPT.format(root=str(ROOT), entry="rtx-pro-6000",
+                                                       price=7000.0), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception and not at.error
+    assert at.session_state["price_overlay"] == {"rtx-pro-6000": 7000.0}
+    today = dt.date.today().isoformat()
+    assert at.session_state["price_overlay_days"] == {"rtx-pro-6000": today}
+
+    at = page("plan")  # the default example buys RTX PRO 6000 boxes
+    load_example(at, "chat-70b-one-node")
+    at.session_state["price_overlay"] = {"rtx-pro-6000": 7000.0}
+    at.run()
+    assert not at.exception
+    assert "stale price: GPU rtx-pro-6000" not in texts(at)
+    bom = next(t.value for t in at.table if "SKU" in t.value.columns)
+    basis = dict(zip(bom["SKU"], bom["price basis"], strict=True))
+    assert basis["rtx-pro-6000"] == f"quote, entered {today}"  # the Plan page's bill
+    assert not [v for v in basis.values() if v.split(" ")[0] in ("msrp", "street", "quote")]
+
+    from dashboards import state as dash_state
+
+    cat, rfq = dash_state.scenario(json.dumps(load_example_data("chat-70b-one-node")), None,
+                                   (("rtx-pro-6000", 7000.0, today),))
+    plan = solve_rfq(rfq, cat)
+    line = next(b for b in plan.to_json()["bill_of_materials"]["lines"]
+                if b["sku"] == "rtx-pro-6000")
+    assert (line["unit_price_usd"], line["price_type"], line["as_of"]) == (7000.0, "quote",
+                                                                          today)
+    assert line["source"].startswith(f"entered {today}")
+    assert not [w for w in plan.warnings if "stale price: GPU rtx-pro-6000" in w]
+    html, xlsx = tmp_path / "q.html", tmp_path / "q.xlsx"
+    write_quote(html, plan, rfq, cat, [])
+    write_quote(xlsx, plan, rfq, cat, [])
+    text = html.read_text()
+    assert f"quote, entered {today}" in text
+    row = next(r for r in load_workbook(xlsx)["Bill of materials"].iter_rows(values_only=True)
+               if r[0] == "rtx-pro-6000")
+    assert row[3] == 7000.0 and f"entered {today}" in " ".join(str(c) for c in row)
+    assert "msrp" not in " ".join(str(c) for c in row).lower()
+    exported = prices_csv(load_catalog(), {"rtx-pro-6000": 7000.0}, {"rtx-pro-6000": today})
+    assert exported.splitlines()[1] == (f"rtx-pro-6000,7000,{today},entered {today} on the "
+                                        "dashboard's Catalog page")
+
+
+def load_example_data(name: str) -> dict:
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(SCENARIOS / f"{name}.yaml", load_catalog())
+    return rfq.model_dump(mode="json", exclude_none=True)
+
+
+RAW = ("None", "NoneType", "['", "0 types", "Buy:** \n", ", fabric none", "- · none",
+       "chat:tpot_ms", "nan")
+
+
+def _raw_states(at: AppTest) -> list[str]:
+    """Raw or empty states a page must say in words (issue 32)."""
+    text = texts(at) + "\n" + "\n".join(f"{m.label} {m.value}" for m in at.metric)
+    found = [raw for raw in RAW if raw in text]
+    for frame in [d.value for d in at.dataframe] + [t.value for t in at.table]:
+        cells = [str(c) for c in frame.to_numpy().ravel().tolist()]
+        found += [c for c in cells if c in ("None", "nan", "NaN", "<NA>")
+                  or c.startswith("['") or c == "[]"]
+    return found
+
+
+def test_an_all_rented_plan_says_nothing_is_bought_in_words():
+    at = page("plan")
+    load_example(at, "rent-oneoff-jobs")
+    at.run()
+    assert not at.exception
+    assert [m.label for m in at.metric] == ["TCO", "Rental", "Capex"]
+    tiles = {m.label: m.value for m in at.metric}
+    assert tiles["TCO"] == tiles["Rental"] and tiles["Capex"] == "$0"
+    assert "**Nothing is bought:** every workload runs on rented instances" in texts(at)
+    assert not any("Cluster" in c.proto.spec and "0 nodes" in c.proto.spec for c in charts(at))
+    assert _raw_states(at) == []
+
+
+@pytest.mark.parametrize("example", ["chat-70b-one-node", "hybrid-service-and-job",
+                                     "portfolio-lab"])
+def test_plan_pages_show_no_raw_states(example):
+    at = page("plan")
+    load_example(at, example)
+    at.run()
+    assert not at.exception
+    assert _raw_states(at) == []
+    layouts = at.dataframe[0].value
+    assert list(layouts.columns[:5]) == ["workload", "GPU", "TP × PP × DP", "GPUs",
+                                         "nodes per replica/job"]  # key columns first
+
+
+def test_frontier_labels_rented_points_and_keeps_bought_ones_filled(monkeypatch):
+    """Issue 32: six points of one cluster whose TCO rose were unlabelled rentals; a rented
+    point is an open marker labelled 'rented', in its own legend entry."""
+    import dashboards.figures as figures
+
+    result = _frontier(((100_000.0, 40.0), (150_000.0, 30.0), (200_000.0, 20.0)))
+    rented_at = {1: "rented", 2: "bought + rented"}
+    monkeypatch.setattr(figures, "point_sourcing", lambda point, _result: rented_at.get(
+        result["points"].index(point), "bought"))
+    fig = figures.frontier_figure(result, 0)
+    markers = [t for t in fig.data if t.customdata is not None]
+    by_point = {i: t for t in markers for i in t.customdata}
+    assert set(by_point) == {0, 1, 2}
+    assert by_point[0].text is None and not by_point[0].marker.symbol.endswith("-open")
+    for index, words in rented_at.items():
+        trace = by_point[index]
+        assert list(trace.text) == [words] and trace.marker.symbol.endswith("-open")
+        assert trace.name.endswith(f"· {words}") and trace.mode == "markers+text"
+    assert all(t.hovertext for t in markers)
+
+
+def test_point_sourcing_of_real_plans():
+    from dashboards.figures import point_sourcing
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    cat = load_catalog()
+    for name, workload, expected in (("rent-oneoff-jobs", "tune", "rented"),
+                                     ("chat-70b-one-node", "chat", "bought")):
+        plan = solve_rfq(load_rfq(SCENARIOS / f"{name}.yaml", cat), cat, explain=False)
+        assert point_sourcing({"plan": plan}, {"workload": workload}) == expected
+
+
+def test_pareto_comparison_cards_list_layouts_as_lines_not_squeezed_tables():
+    at = page("pareto")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not at.exception
+    assert not at.table  # no side-by-side tables (one character per line at 1024 px)
+    cards = [m.value for m in at.markdown if m.value.startswith("- **chat")]
+    assert len(cards) >= 2 and all("TP × PP × DP" in c and "rtx-pro-6000" in c for c in cards)
+    assert _raw_states(at) == []
+
+
+def test_pareto_metric_choices_are_in_words_not_keys():
+    at = page("pareto")
+    load_example(at, "chat-70b-one-node")
+    at.run()
+    assert not at.exception
+    options = at.selectbox(key="pareto_metric").options
+    assert "chat: time per output token (ms)" in options
+    assert not [o for o in options if "_" in o or "tpot" in o]  # no chat:tpot_ms
+    at.selectbox(key="pareto_metric").select("chat:ttft_ms").run()
+    assert not at.exception
+    assert "chat:ttft_ms" not in texts(at)
+
+
+def test_catalog_tables_key_columns_first_and_no_raw_cells():
+    from dashboards.views.catalog import PROVENANCE
+
+    at = page("catalog").run()
+    assert not at.exception
+    frames = [d.value for d in at.dataframe]
+    assert len(frames) >= 6
+    for frame in frames[1:5]:  # servers, fabrics, models, vendors
+        assert list(frame.columns[:2]) == ["id", "name"]
+        assert frame.columns[-1] in PROVENANCE  # where a figure was read: last
+        assert "architecture" not in frame.columns and "config" not in frame.columns
+    assert _raw_states(at) == []

@@ -20,9 +20,10 @@ from solver.rfq.schema import load_rfq
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 FAST = {"infeasible-budget.yaml", "best-for-a-budget.yaml", "day-chat-night-batch.yaml",
-        "rent-oneoff-jobs.yaml", "growing-chat-service.yaml"}
+        "rent-oneoff-jobs.yaml", "growing-chat-service.yaml", "batch-corpus-one-box.yaml"}
 """Scenarios whose plans carry every optional part (infeasibility, served, timetable,
-rental, phasing) run in the default test run; the others under ``-m slow``."""
+rental, phasing, licensed_alternative) run in the default test run; the others under
+``-m slow``."""
 NAMES = [name if name in FAST else pytest.param(name, marks=pytest.mark.slow)
          for name in sorted(p.name for p in SCENARIOS.iterdir()
                             if p.suffix in (".yaml", ".json"))]

@@ -81,3 +81,83 @@ def test_catalog_list_at_80_columns_shows_every_id_whole(catalog):
     ids = [*catalog.gpus, *catalog.servers, *catalog.fabrics, *catalog.models]
     missing = [entry for entry in ids if entry not in lines]
     assert not missing, missing
+
+
+HELP_COMMANDS = ("", "solve", "explain", "quote", "calibrate", "fit", "estimate", "validate",
+                 "schema", "pareto", "sensitivity", "batch", "dashboard", "catalog",
+                 "catalog list", "catalog show", "catalog validate")
+
+
+def test_help_texts_are_whole_at_80_columns():
+    """No option name, choice list or help word is cut with "…" at 80 columns, no line is
+    wider, and the choices of estimate's training knobs are all there (issue 32)."""
+    seen = ""
+    for command in HELP_COMMANDS:
+        result = _procure(*command.split(), "--help")
+        assert result.returncode == 0, (command, result.stderr)
+        assert "…" not in result.stdout, command
+        assert _too_wide(result.stdout, 80) == [], command
+        seen += result.stdout
+    for whole in ("--sequence-parallel / --no-sequence-parallel", "none|selective|full",
+                  "bf16|fp8|int8|int4|fp4", "serving.default_engine", "--context-parallel",
+                  "gpu.l4.price_usd=2500", "--browser", "the first bad one.",
+                  "demand each budget serves).", "would check."):
+        assert whole in " ".join(seen.split()), whole
+    summaries = [line for line in seen.splitlines()
+                 if line.endswith("...") and not line.startswith("Usage:")]
+    assert summaries == []  # click's cut command summaries
+
+
+@given(st.floats(min_value=1e-4, max_value=1e7), st.floats(min_value=1e-4, max_value=0.2))
+def test_a_rounded_break_even_stays_inside_its_bracket(value, width):
+    """The flip is known within [below, above]: what is printed lies inside it, with at
+    most 6 significant figures (issue 32)."""
+    from solver.common.console import readable
+
+    low, high = value * (1 - width), value * (1 + width)
+    text = readable(value, low, high)
+    shown = float(text.replace(",", ""))
+    assert low <= shown <= high
+    assert len(text.replace(",", "").replace(".", "").replace("-", "").strip("0")) <= 6
+
+
+def test_sensitivity_prints_rounded_numbers(capsys):
+    from solver.cli.pareto import _print_report
+    from solver.common.console import readable
+
+    assert readable(0.765625) == "0.766" and readable(0.765625, 0.7625, 0.76875) == "0.766"
+    assert readable(6543.75, 6500.0, 6600.0) == "6,500" and readable(21000.000001) == "21,000"
+    assert readable(0.5) == "0.5" and readable(4.0) == "4" and readable(1.2345678) == "1.23"
+    row = {"label": "demand growth (×)", "low": 0.5, "high": 3.999999, "tco_low_usd": 1.0,
+           "tco_high_usd": 2.0, "swing_usd": 1.0,
+           "flips": [{"at": 0.765625, "below": 0.7625, "above": 0.76875, "to": "2 x 8 L40S"}]}
+    _print_report({"rfq": "r", "objective": "tco", "solves": 3, "seconds": 1.5,
+                   "base": {"tco_usd": 100.0, "cluster": "1 x 8 L40S"}, "parameters": [row]})
+    printed = capsys.readouterr().out
+    assert "at 0.766 → 2 x 8 L40S" in printed and "0.765625" not in printed
+    assert "0.5 .. 4" in printed and "3.999999" not in printed
+
+
+@pytest.mark.parametrize("entry", ["rtx-5090", "h100-sxm", "llama-3.1-70b"])
+def test_catalog_show_prints_yaml_that_loads_back_with_urls_whole(entry):
+    """`procure catalog show` at 80 columns: not re-wrapped by PyYAML or Rich, so the YAML
+    under the title loads back to the entry and every URL of its sources is on one line."""
+    import re
+
+    import yaml
+
+    from solver.catalog.load import load_catalog
+
+    result = _procure("catalog", "show", entry)
+    assert result.returncode == 0, result.stderr
+    title, _, body = result.stdout.partition("\n")
+    assert title.endswith(entry)
+    cat = load_catalog()
+    table = cat.gpus if entry in cat.gpus else None
+    expected = (table[entry] if table else cat.model(entry)).model_dump(mode="json")
+    assert yaml.safe_load(body) == expected
+    urls = re.findall(r"(?:https?://|huggingface\.co/)\S+", str(expected.get("source", "")))
+    assert urls, "the entry should cite a web page"
+    lines = body.splitlines()
+    for url in urls:
+        assert any(url in line for line in lines), url

@@ -13,11 +13,15 @@ import pandas as pd
 import streamlit as st
 
 from solver.catalog.data import MAX_PRICE_USD
+from solver.catalog.load import ENTERED_SOURCE, check_price
+from solver.common.errors import InputError
 from solver.common.spreadsheet import safe_row
 
 from .. import state
 
 EDITOR_KEY = "catalog_price_editor"
+EDITOR_VERSION = "catalog_price_editor_version"
+REFUSED_KEY = "catalog_prices_refused"
 
 
 def _gpus(cat: Any, overlay: dict[str, float]) -> pd.DataFrame:
@@ -32,7 +36,33 @@ def _gpus(cat: Any, overlay: dict[str, float]) -> pd.DataFrame:
                      "link GB/s": gpu.intra_node_gbs,
                      "price as of": gpu.price_as_of, "price source": gpu.price_source,
                      "source": gpu.source, "as of": gpu.as_of})
-    return pd.DataFrame(rows)
+    return in_words(pd.DataFrame(rows))
+
+
+PROVENANCE = ("source", "as_of", "note", "price_source", "price_as_of", "nic_price_source",
+              "nic_price_as_of", "datacenter_use_source")
+"""Columns shown last: where a figure was read (the key columns come first, issue 32)."""
+HIDDEN = ("architecture", "config")
+"""Not shown: the parsed config.json (its figures are columns already) and its file path."""
+
+
+def _cell(value: Any) -> Any:
+    """A table cell in words: lists joined, mappings as ``key: value``, nothing as '—'
+    (never a Python list, a dict or a grey None)."""
+    if value is None:
+        return "—"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value) or "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
+    return value
+
+
+def _text(value: Any) -> str:
+    """One cell as text (a column with gaps is text throughout: Arrow takes one type)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 def _entries(table: dict[str, Any], overlay: dict[str, float], price_field: str
@@ -42,8 +72,24 @@ def _entries(table: dict[str, Any], overlay: dict[str, float], price_field: str
         row = entry.model_dump(mode="json")
         if price_field in row:
             row[price_field] = overlay.get(entry.id, row[price_field])
-        rows.append(row)
-    return pd.DataFrame(rows)
+        first = {k: v for k, v in row.items() if k in ("id", "name")}
+        rest = {k: v for k, v in row.items() if k not in first and k not in PROVENANCE
+                and k not in HIDDEN}
+        last = {k: row[k] for k in PROVENANCE if k in row}
+        rows.append({k: v for k, v in {**first, **rest, **last}.items()})
+    return in_words(pd.DataFrame(rows))
+
+
+def in_words(frame: pd.DataFrame) -> pd.DataFrame:
+    """A column with a gap, a list or a mapping shown in words (no grey None, no Python
+    list on screen)."""
+    for column in frame.columns:
+        values = frame[column].tolist()
+        if any(v is None or isinstance(v, list | tuple | dict) for v in values) or \
+                frame[column].isna().any():
+            frame[column] = [_text(_cell(None if isinstance(v, float) and v != v else v))
+                             for v in values]
+    return frame
 
 
 def money(frame: pd.DataFrame) -> dict[str, Any]:
@@ -69,16 +115,19 @@ def _text_filter(frame: pd.DataFrame, text: str) -> pd.DataFrame:
     return frame[mask]
 
 
-def prices_csv(cat: Any, overlay: dict[str, float]) -> str:
-    """The overlay as ``prices.csv`` (id,price_usd,as_of,source) for ``--catalog DIR``."""
+def prices_csv(cat: Any, overlay: dict[str, float],
+               days: dict[str, str] | None = None) -> str:
+    """The overlay as ``prices.csv`` (id,price_usd,as_of,source) for ``--catalog DIR``: each
+    price a quote entered on its day, as the dashboard's plans label it."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["id", "price_usd", "as_of", "source"])
-    stamp = date.today().isoformat()
+    today = date.today().isoformat()
     for entry_id, price in sorted(overlay.items()):
         if state.price_path(cat, entry_id) is not None:
-            writer.writerow(safe_row([entry_id, f"{price:g}", stamp,
-                                      "procure dashboard price overlay"]))
+            day = (days or {}).get(entry_id, today)
+            writer.writerow(safe_row([entry_id, f"{price:g}", day,
+                                      ENTERED_SOURCE.format(day=day)]))
     return buffer.getvalue()
 
 
@@ -96,26 +145,48 @@ def _price_rows(cat: Any, overlay: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _editor_key() -> str:
+    """The price editor's widget key: a new one after a refused price, so the grid shows
+    the prices in force again instead of the refused figure."""
+    return f"{EDITOR_KEY}-{st.session_state.get(EDITOR_VERSION, 0)}"
+
+
 def _save_overlay(cat: Any) -> None:
-    edited = st.session_state.get(EDITOR_KEY) or {}
+    """Apply the prices typed in the editor; a price ``prices.csv`` would refuse (zero,
+    negative, beyond the largest price) is refused here with its reason."""
+    edited = st.session_state.get(_editor_key()) or {}
     frame = _price_rows(cat, state.price_overlay())
     overlay = state.price_overlay()
+    typed: list[str] = []
+    refused: list[str] = []
     for index, change in (edited.get("edited_rows") or {}).items():
         if "your USD" not in change:
             continue
         row = frame.iloc[int(index)]
         value = change["your USD"]
-        if value is None or not 0 <= value <= MAX_PRICE_USD \
-                or abs(float(value) - row["catalog USD"]) < 0.005:  # unset, or not a price
+        if value is None or abs(float(value) - row["catalog USD"]) < 0.005:  # unset
             overlay.pop(row["id"], None)
-        else:
-            overlay[row["id"]] = float(value)
-    state.set_price_overlay(overlay)
+            continue
+        try:
+            price = check_price(value, "Catalog page", row["id"])
+        except InputError as exc:
+            problem = exc.problems[0]
+            refused.append(f"{row['kind']} {row['id']}: ${float(value):,.0f} refused - "
+                           f"{problem.reason}; the price stays "
+                           f"${overlay.get(row['id'], row['catalog USD']):,.0f}")
+            continue
+        overlay[row["id"]] = price
+        typed.append(row["id"])
+    state.set_price_overlay(overlay, typed)
+    st.session_state[REFUSED_KEY] = refused
+    if refused:  # show the prices in force, not the refused figure
+        st.session_state[EDITOR_VERSION] = st.session_state.get(EDITOR_VERSION, 0) + 1
 
 
 def _reset_overlay() -> None:
     state.set_price_overlay({})
-    st.session_state.pop(EDITOR_KEY, None)
+    st.session_state[REFUSED_KEY] = []
+    st.session_state[EDITOR_VERSION] = st.session_state.get(EDITOR_VERSION, 0) + 1
 
 
 def render() -> None:
@@ -152,13 +223,9 @@ def render() -> None:
         st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[3]:
         frame = _entries(cat.models, {}, "")
-        frame["aliases"] = frame["aliases"].apply(lambda a: ", ".join(a))
         st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[4]:
         frame = _entries(cat.vendors, {}, "")
-        for column in ("gpus", "servers", "fabrics"):
-            frame[column] = frame[column].apply(lambda v: v if isinstance(v, str)
-                                                else ", ".join(v))
         st.dataframe(_text_filter(frame, text), hide_index=True, column_config=money(frame))
     with tabs[5]:
         rows = [{"parameter": name, **param.model_dump()}
@@ -169,14 +236,19 @@ def render() -> None:
                     "Plan, Pareto and What-if pages at once. Download it as `prices.csv`, put "
                     "it in a folder, and run `procure solve RFQ --catalog FOLDER` to use it "
                     "from the command line.")
-        st.data_editor(_price_rows(cat, overlay), key=EDITOR_KEY, hide_index=True,
+        for message in st.session_state.get(REFUSED_KEY) or []:
+            st.error(message, icon=":material/block:")
+        st.data_editor(_price_rows(cat, overlay), key=_editor_key(), hide_index=True,
                        disabled=["id", "kind", "catalog USD"], on_change=_save_overlay,
                        args=(cat,),
                        column_config={"your USD": st.column_config.NumberColumn(
-                           min_value=0.0, max_value=MAX_PRICE_USD, step=1.0, format="%.0f"),
+                           max_value=MAX_PRICE_USD, step=1.0, format="%.0f",
+                           help="your price in USD, more than 0: plans, the quote and the "
+                                "export call it a quote entered today"),
                            "catalog USD": st.column_config.NumberColumn(format="%.0f")})
         cols = st.columns([2, 2, 6])
-        cols[0].download_button("Download prices.csv", prices_csv(cat, overlay),
+        cols[0].download_button("Download prices.csv",
+                                prices_csv(cat, overlay, state.price_days()),
                                 file_name="prices.csv", mime="text/csv",
                                 disabled=not overlay)
         cols[1].button("Reset all prices", on_click=_reset_overlay, disabled=not overlay)

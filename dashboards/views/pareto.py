@@ -79,8 +79,9 @@ def render() -> None:
     choices = state.metric_choices(data)
     cols = st.columns([3, 2, 5])
     metric = cols[0].selectbox("Trade cost against", ["(default)"] + choices,
-                               key="pareto_metric",
-                               help="workload:metric — the default is the first workload's "
+                               key="pareto_metric", format_func=metric_words,
+                               help="a workload's latency, time to finish, headroom or "
+                                    "failure domains; the default is the first workload's "
                                     "latency (TPOT) or time to finish")
     limit = cols[1].number_input("at most N points", min_value=2, max_value=60, value=None,
                                  key="pareto_points", placeholder="all")
@@ -139,6 +140,15 @@ def render() -> None:
         st.dataframe(_table(result), hide_index=True)
     if not served:
         _budget_section(served)
+
+
+def metric_words(choice: str) -> str:
+    """A frontier metric choice in words: ``chat:tpot_ms`` is ``chat: time per output
+    token (ms)`` (never the raw key on screen)."""
+    if ":" not in choice:
+        return choice  # "(default)": the help says what it is
+    workload, metric = choice.split(":", 1)
+    return f"{workload}: {axis_words(metric).lower()}"
 
 
 def _budget_section(served: bool) -> None:

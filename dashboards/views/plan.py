@@ -38,15 +38,17 @@ def render() -> None:
         with st.expander("Decision path", expanded=True):
             components.decision_path(plan)
         return
+    components.licence(plan)  # beside the price: the datacenter-licensed alternative
     components.timetable(plan)
     components.binding(plan)
     components.warnings(plan)
     components.headline(plan)
 
-    st.plotly_chart(cluster_figure(plan), key="cluster", config={"displayModeBar": False})
-    st.caption("GPUs coloured by the workload they run (hover for the layout); a box is one "
-               "node; the bar under coupled nodes is the fabric. Placement is one valid "
-               "first-fit assignment of the layouts the solver chose.")
+    if plan.cluster.nodes:  # an all-rented plan has no cluster to draw
+        st.plotly_chart(cluster_figure(plan), key="cluster", config={"displayModeBar": False})
+        st.caption("GPUs coloured by the workload they run (hover for the layout); a box is "
+                   "one node; the bar under coupled nodes is the fabric. Placement is one "
+                   "valid first-fit assignment of the layouts the solver chose.")
 
     st.subheader("Layouts")
     layouts = components.layout_table(plan)

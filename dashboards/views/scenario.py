@@ -407,11 +407,21 @@ def _form(errors: dict[str, list[str]]) -> None:
     st.button("Add workload", icon=":material/add:", on_click=_add_workload)
 
 
+FORM_CSS = (
+    "<style>"
+    # a form row of five or six fields wraps onto a second line in a narrow window (1024 px)
+    # instead of cutting its values ('20' for 200,000,000) and labels
+    "[data-testid='stMain'] [data-testid='stHorizontalBlock'] {flex-wrap: wrap;}"
+    "[data-testid='stMain'] [data-testid='stColumn'] {min-width: 9.5rem;}"
+    "</style>")
+
+
 def render() -> None:
     """The Scenario page."""
     st.title("Scenario")
     st.caption("Build the RFQ the other pages solve: start from an example, upload a file, "
                "or edit the form. Errors appear at the field they concern.")
+    st.markdown(FORM_CSS, unsafe_allow_html=True)
     if f"{P}ids" not in st.session_state:
         _reset_form()
     _process_upload()

@@ -13,6 +13,7 @@ and says what each would cost and why it lost.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -337,7 +338,7 @@ def _rdma_policy(catalog: Catalog, rfq: Rfq) -> str:
 def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
               time_limit: float | None = None, table: CandidateTable | None = None,
               explain: bool = True, workers: int = 1, binding: bool = False,
-              binding_scope: str = "auto") -> Plan:
+              binding_scope: str = "auto", alternative: bool = False) -> Plan:
     """The cheapest plan for an RFQ (:func:`solver.optimize.solve.solve_table`; ``workers``
     processes build its candidates) with, unless ``explain`` is False, the guide's decision
     path, warnings and the buy-or-rent comparison (:func:`annotate`). A plan whose time ran
@@ -345,10 +346,15 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     each one's next relaxation (:mod:`solver.analysis.binding`, one re-solve each, in
     ``workers`` processes for a large table; the commands and the dashboard ask for it);
     ``binding_scope`` all|auto|rfq: whether each workload's own relaxations are priced too
-    (:func:`solver.analysis.binding.prices_workloads`; a plan that leaves them out says so)."""
+    (:func:`solver.analysis.binding.prices_workloads`; a plan that leaves them out says so).
+    ``alternative``: a plan on consumer (GeForce) cards gets ``licensed_alternative``, the
+    cheapest plan on datacenter-licensed GPUs (:mod:`solver.analysis.licence`; within what
+    ``time_limit`` leaves)."""
+    started = time.perf_counter()
     catalog = rfq.catalog(catalog)
     plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table,
                              workers=workers)
+    plan_seconds = time.perf_counter() - started
     if explain and used is not None:
         plan = annotate(plan, rfq, catalog, used)
     if binding and used is not None and plan.feasible:
@@ -360,6 +366,14 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
                 f"not re-solved for an RFQ of {len(rfq.workloads)} workloads (about two full "
                 "solves each); `procure solve --binding all` prices them")]
         plan = plan.model_copy(update=update)
+    if alternative and plan.feasible:
+        from solver.analysis.licence import licensed_alternative
+
+        left = None if time_limit is None else time_limit - (time.perf_counter() - started)
+        licensed = licensed_alternative(rfq, catalog, plan, solver=solver, time_left=left,
+                                        plan_seconds=plan_seconds, time_limit=time_limit)
+        if licensed is not None:
+            plan = plan.model_copy(update={"licensed_alternative": licensed})
     return plan
 
 

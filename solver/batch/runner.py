@@ -29,6 +29,7 @@ from solver.batch.export import export as export_store
 from solver.batch.store import ResultRow, ResultStore
 from solver.catalog.data import Catalog
 from solver.catalog.load import load_catalog, overlay_files
+from solver.common.childproc import unwind_on_termination
 from solver.common.errors import InputError, Problem, escape_surrogates, short, shown_path
 from solver.common.inputs import path_reason, path_too_long
 from solver.common.limits import check_workers
@@ -429,7 +430,8 @@ def run_batch(
     catalog = load_catalog(catalog_dir)
     sources = find_sources(inputs)
     options = solver_options(solver, time_limit)
-    with ResultStore(db, lock=True) as store:
+    with unwind_on_termination(), ResultStore(db, lock=True) as store:
+        # SIGTERM/SIGHUP: the workers killed, the store closed and its lock file removed
         engine = make_executor(executor, catalog, solve_fn, solver, time_limit, workers,
                                scheduler, dask_options)
         try:

@@ -183,6 +183,9 @@ class Server(_Entry):
     price_type: PriceType = "quote"
     price_as_of: str | None = Field(
         default=None, description="date of the price basis (None: the entry's as_of)")
+    price_source: str = Field(
+        default="", description="where the price was read ('': the entry's source; a "
+        "price overlay or a price entered on the dashboard sets it)")
 
     def takes(self, gpu: Gpu) -> bool:
         """Whether this chassis physically takes this GPU (form factor, list, width, cooling)."""
@@ -221,6 +224,13 @@ class Fabric(_Entry):
     effective_gbs: float = Field(ge=0, description="practical GB/s per NIC, one direction")
     latency_us: float = Field(ge=0)
     nic_price_usd: float = Field(ge=0, le=MAX_PRICE_USD, description="per NIC")
+    nic_price_type: PriceType | None = Field(
+        default=None, description="how nic_price_usd was read (None: the catalog's default; "
+        "a price overlay or a price entered on the dashboard sets quote)")
+    nic_price_as_of: str | None = Field(
+        default=None, description="date of nic_price_usd (None: the entry's as_of)")
+    nic_price_source: str = Field(
+        default="", description="where nic_price_usd was read ('': the entry's source)")
     switch_port_price_usd: float = Field(ge=0, le=MAX_PRICE_USD,
                                          description="per switch port (switch price / ports)")
     ports_per_switch: int = Field(ge=0)

@@ -130,31 +130,82 @@ def _apply_prices(raw: dict[str, Any], path: Path) -> None:
             raise InputError([Problem(source, f"line {line}.id", entry_id,
                                       f"priced twice (also line {seen[entry_id]})")])
         seen[entry_id] = line
-        try:
-            price = float(row["price_usd"])
-        except ValueError:
-            raise InputError([Problem(source, f"line {line}.price_usd", row["price_usd"],
-                                      "not a number")]) from None
-        if not (math.isfinite(price) and price >= 0):
-            raise InputError([Problem(source, f"line {line}.price_usd", price,
-                                      "must be a finite number >= 0")])
-        if price > MAX_PRICE_USD:
-            raise InputError([Problem(source, f"line {line}.price_usd", price,
-                                      f"at most {MAX_PRICE_USD:,.0f} USD (a number the solver "
-                                      "cannot scale)")])
+        price = check_price(row["price_usd"], source, f"line {line}.price_usd")
         kind = next((k for k in PRICE_KINDS if entry_id in tables[k]), None)
         if kind is None:
             raise InputError([Problem(source, f"line {line}.id", entry_id,
                                       "no GPU, server or fabric with this id")])
-        entry = tables[kind][entry_id]
-        entry["nic_price_usd" if kind == "fabrics" else "price_usd"] = price
         stamp = (row.get("as_of") or "").strip() or "user quote"
-        if kind != "fabrics":
-            entry["price_type"] = "quote"
-            entry["price_as_of"] = stamp
-        if kind == "gpus":
-            entry["price_source"] = ((row.get("source") or "").strip()
-                                     or f"user price overlay {path.name}")
+        _set_price(tables[kind][entry_id], kind, price, stamp,
+                   (row.get("source") or "").strip() or f"user price overlay {path.name}")
+
+
+def check_price(value: Any, source: str, where: str) -> float:
+    """A price as ``prices.csv`` and the dashboard's Catalog page take it: a number above
+    0 and at most :data:`MAX_PRICE_USD` (a free GPU, server or NIC is no price: the plan it
+    would give is meaningless), else :class:`InputError` naming ``where``."""
+    try:
+        price = float(str(value).strip()) if not isinstance(value, int | float) \
+            or isinstance(value, bool) else float(value)
+    except ValueError:
+        raise InputError([Problem(source, where, value, "not a number")]) from None
+    if isinstance(value, bool) or not math.isfinite(price):
+        raise InputError([Problem(source, where, value, "must be a finite number > 0")])
+    if price <= 0:
+        raise InputError([Problem(source, where, price, "must be more than 0 USD (a zero "
+                                  "or negative price is not a price)")])
+    if price > MAX_PRICE_USD:
+        raise InputError([Problem(source, where, price, f"at most {MAX_PRICE_USD:,.0f} USD "
+                                  "(a number the solver cannot scale)")])
+    return price
+
+
+def _set_price(entry: dict[str, Any], kind: str, price: float, as_of: str,
+               source: str) -> None:
+    """Set one GPU's, server's or fabric's (NIC) price and its basis: a quote, of
+    ``as_of``, read from ``source``."""
+    if kind == "fabrics":
+        entry.update(nic_price_usd=price, nic_price_type="quote", nic_price_as_of=as_of,
+                     nic_price_source=source)
+    else:
+        entry.update(price_usd=price, price_type="quote", price_as_of=as_of,
+                     price_source=source)
+
+
+ENTERED_SOURCE = "entered {day} on the dashboard's Catalog page"
+"""The price source of a price typed on the dashboard (customer words: quote, entered DAY)."""
+
+
+def entered_prices(catalog: Catalog, prices: dict[str, float],
+                   day: str | None = None) -> Catalog:
+    """``catalog`` with prices typed on the dashboard's Catalog page: each checked as
+    ``prices.csv`` checks it (:func:`check_price`) and labelled a quote entered on ``day``
+    (ISO date, default today): ``price_type: quote``, ``price_as_of: DAY``, source
+    ``entered DAY on the dashboard's Catalog page`` (the plan's bill, the quote and the
+    export then say "quote, entered DAY", never the catalog's "msrp, 2026-04" or "stale").
+    Fabrics take the NIC price. A new catalog ``version`` (physics caches never mix)."""
+    import datetime as dt
+
+    if not prices:
+        return catalog
+    day = day or dt.date.today().isoformat()
+    update: dict[str, Any] = {}
+    for entry_id, value in sorted(prices.items()):
+        price = check_price(value, "Catalog page price", entry_id)
+        kind = next((k for k in PRICE_KINDS if entry_id in getattr(catalog, k)), None)
+        if kind is None:
+            raise InputError([Problem("Catalog page price", entry_id, value,
+                                      "no GPU, server or fabric with this id")])
+        table = update.setdefault(kind, dict(getattr(catalog, kind)))
+        data = table[entry_id].model_dump()
+        _set_price(data, kind, price, day, ENTERED_SOURCE.format(day=day))
+        try:
+            table[entry_id] = type(table[entry_id]).model_validate(data)
+        except ValidationError as exc:
+            raise InputError(problems_from_pydantic(exc, "Catalog page price")) from None
+    digest = hashlib.sha256(json.dumps(sorted(prices.items())).encode()
+                            + day.encode()).hexdigest()[:8]
+    return catalog.model_copy(update={**update, "version": f"{catalog.version}+{digest}"})
 
 
 def _present(path: Path) -> bool:

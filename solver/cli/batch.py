@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
         time_limit: Annotated[float | None, typer.Option(
             "--time-limit", min=0.0, help="Solver time limit per RFQ, seconds.")] = None,
         catalog: Annotated[str | None, typer.Option(
-            "--catalog", help="A catalog directory or price overlay on top of the built-in.")
+            "--catalog", help="A catalog directory, or a price overlay over the built-in one.")
         ] = None,
     ) -> None:
         """Evaluate many RFQs, resumable: results go to --db as each finishes."""

@@ -26,13 +26,15 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: wrapped whole, never cut with "…" (issue 32)
 )
-catalog_app = typer.Typer(help="Inspect and check the hardware catalog.", no_args_is_help=True)
+catalog_app = typer.Typer(help="Inspect and check the hardware catalog.", no_args_is_help=True,
+                          rich_markup_mode=None)
 app.add_typer(catalog_app, name="catalog")
 
 CatalogOpt = Annotated[
     str | None,
-    typer.Option("--catalog", help="A catalog directory or price overlay on top of the built-in."),
+    typer.Option("--catalog", help="A catalog directory, or a price overlay over the built-in one."),
 ]
 COMMAND_MODULES = ("physics", "schema", "solve", "pareto", "batch", "dashboard")
 
@@ -169,7 +171,6 @@ def _catalog_table(title: str, columns: list[str], rows: list[list[str]]) -> Non
 def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
                  catalog: CatalogOpt = None) -> None:
     """Show one catalog entry (GPU, server, fabric, model or vendor) with its sources."""
-    import yaml
 
     from solver.catalog.load import load_catalog
     from solver.common.errors import Problem, nearest
@@ -180,18 +181,26 @@ def catalog_show(entry_id: Annotated[str, typer.Argument(metavar="ID")],
     for kind, table in tables.items():
         if entry_id in table:
             out.print(f"[bold]{kind} {entry_id}[/]")
-            out.print(yaml.safe_dump(table[entry_id].model_dump(mode="json"), sort_keys=False),
-                      markup=False)
+            _print_yaml(table[entry_id].model_dump(mode="json"))
             return
     if cat.has_model(entry_id) and not entry_id.endswith(".json"):
         out.print(f"[bold]model {cat.model(entry_id).id}[/]")
-        out.print(yaml.safe_dump(cat.model(entry_id).model_dump(mode="json"), sort_keys=False),
-                  markup=False)
+        _print_yaml(cat.model(entry_id).model_dump(mode="json"))
         return
     known = [*cat.gpus, *cat.servers, *cat.fabrics, *cat.vendors, *cat.model_ids()]
     hint = nearest(entry_id, known)
     raise InputError([Problem("catalog", "ID", entry_id, "no such entry"
                               + (f"; nearest known: {', '.join(hint)}" if hint else ""))])
+
+
+def _print_yaml(data: object) -> None:
+    """``data`` as YAML, each value on one line: neither PyYAML (80 columns) nor Rich (the
+    terminal's width) re-wraps it, so a URL stays whole and the text loads back as printed;
+    the terminal folds long lines for the eye only."""
+    import yaml
+
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=float("inf"))
+    out.print(text.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
 
 
 @catalog_app.command("validate")
@@ -211,6 +220,18 @@ def _register_commands() -> None:
         module_name = f"solver.cli.{name}"
         if importlib.util.find_spec(module_name) is not None:
             importlib.import_module(module_name).register(app)
+    for typer_app in (app, catalog_app):
+        for info in typer_app.registered_commands:
+            if info.short_help is None and info.callback is not None:
+                info.short_help = _first_sentence(info.help or info.callback.__doc__ or "")
+
+
+def _first_sentence(doc: str) -> str:
+    """A command's summary for the command list: its docstring's first sentence, whole
+    (click would cut the first paragraph to the column with "...")."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[:end + 1]
 
 
 _register_commands()

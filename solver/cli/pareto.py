@@ -9,13 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from solver.cli.solve import CatalogOpt, SolverOpt, check_outputs, check_solver, load
-from solver.common.console import EXIT_INFEASIBLE, err, out
+from solver.common.console import EXIT_INFEASIBLE, err, out, readable
 from solver.common.errors import SolverError
 from solver.common.limits import MAX_PARETO_POINTS, check_range, check_workers
 from solver.optimize.backends import DEFAULT_SOLVER
 
 SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", help="Override a parameter, e.g. gpu.rtx-pro-6000.price_usd=9500.")]
+    "--set", help="Override a parameter, e.g. gpu.l4.price_usd=2500.")]
 OverridesOpt = Annotated[Path | None, typer.Option(
     "--overrides", help="YAML file of parameter overrides.")]
 RfqArg = Annotated[Path, typer.Argument(help="RFQ file (.yaml, .yml, .json).")]
@@ -56,7 +56,7 @@ def _print_report(report: dict[str, Any]) -> None:
         table.add_column(column, justify="left" if column in ("parameter", "range")
                          else "right")
     for row in report["parameters"]:
-        table.add_row(row["label"], f"{row['low']:g} .. {row['high']:g}",
+        table.add_row(row["label"], f"{readable(row['low'])} .. {readable(row['high'])}",
                       _usd(row["tco_low_usd"]), _usd(row["tco_high_usd"]),
                       _usd(row["swing_usd"]), str(len(row["flips"])) if row["flips"] else "-")
     out.print(table)
@@ -66,7 +66,8 @@ def _print_report(report: dict[str, Any]) -> None:
     for row in flipping:
         out.print(f"{row['label']}:", markup=False)
         for flip in row["flips"]:
-            out.print(f"  at {flip['at']:g} → {flip['to']}", markup=False)
+            at = readable(flip["at"], flip.get("below"), flip.get("above"))
+            out.print(f"  at {at} → {flip['to']}", markup=False)
     out.print(f"{report['solves']} solves in {report['seconds']} s", markup=False)
 
 
@@ -80,7 +81,7 @@ def _print_sweep(result: dict[str, Any]) -> None:
                          else "left", overflow="fold")  # node type ids wrap, never cut
     for point in result["points"]:
         if point["choice"] is None:
-            table.add_row(f"{point[kind]:g}", point["status"], "-", "-", "-", "-")
+            table.add_row(readable(point[kind]), point["status"], "-", "-", "-", "-")
             continue
         work = ", ".join(f"{name} {how}" for name, how in point["sourcing"].items())
         bought = point["cluster"]
@@ -88,7 +89,7 @@ def _print_sweep(result: dict[str, Any]) -> None:
             bought += " (nodes at months " + ", ".join(
                 f"{m:g}: {n}" for m, n in zip(point["start_months"], point["nodes_bought"],
                                                strict=True)) + ")"
-        table.add_row(f"{point[kind]:g}", _usd(point["tco_usd"]), _usd(point["rental_usd"]),
+        table.add_row(readable(point[kind]), _usd(point["tco_usd"]), _usd(point["rental_usd"]),
                       point["choice"], work, bought)
     out.print(table)
     if result["note"]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 CatalogOpt = Annotated[
     str | None,
-    typer.Option("--catalog", help="A catalog directory or price overlay on top of the built-in."),
+    typer.Option("--catalog", help="A catalog directory, or a price overlay over the built-in one."),
 ]
 MEMORY_KEYS = ("weights_gb", "kv_cache_gb", "activations_gb", "optimizer_gb", "gradients_gb",
                "reserve_gb", "total_gb", "capacity_gb", "weights_fraction", "utilization")

@@ -24,7 +24,7 @@ TimeLimitOpt = Annotated[float | None, typer.Option(
     help="Seconds for the whole run: the best plan found in time (status feasible, with its "
          "gap), or exit 4 when none was found.")]
 CatalogOpt = Annotated[str | None, typer.Option(
-    "--catalog", help="A catalog directory or price overlay on top of the built-in.")]
+    "--catalog", help="A catalog directory, or a price overlay over the built-in one.")]
 
 
 def load(rfq_path: Path, catalog_dir: str | None, overrides: list[str] | None = None,
@@ -67,7 +67,8 @@ def plan_with_alternatives(rfq: Path, catalog: str | None, solver: str):
     cat, parsed = load(rfq, catalog)
     table = build_candidates(cat, parsed)
     plan = solve_rfq(parsed, cat, solver=solver, table=table, binding=True,
-                     workers=default_workers())  # the binding re-solves of a large RFQ
+                     workers=default_workers(),  # the binding re-solves of a large RFQ
+                     alternative=True)
     alternatives = counterfactuals(parsed, cat, plan, table, solver) if plan.feasible else []
     return cat, parsed, plan, alternatives
 
@@ -113,6 +114,9 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
             print_wrapped(con, line, first="  ", indent="    ")
     specs = {w.name: w for w in rfq.workloads} if rfq is not None else {}
     horizon = assumptions["horizon_years"] if assumptions else None
+    consumer = [w for w in plan.warnings if w.startswith(CONSUMER_WARNING)]
+    if plan.feasible and (consumer or plan.licensed_alternative is not None):
+        _print_licence(plan, consumer, con)  # before the plan, beside its price
     if plan.feasible and plan.cost is not None:
         cluster, cost = plan.cluster, plan.cost
         con.print(f"[bold]Buy[/] (TCO {usd(cost.tco_usd)}"
@@ -152,8 +156,27 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
     elif plan.binding is not None and plan.feasible:
         con.print("[bold]Binding constraints[/]: none (relaxing any one saves nothing)")
     for warning in plan.warnings:
-        print_wrapped(con, warning, first="warning: ", style="yellow")
+        if not (plan.feasible and warning.startswith(CONSUMER_WARNING)):  # shown above
+            print_wrapped(con, warning, first="warning: ", style="yellow")
     _print_infeasibility(plan, horizon, con)
+
+
+CONSUMER_WARNING = "consumer card "
+"""How solver.analysis.realism.consumer_card_warnings begins each warning."""
+
+
+def _print_licence(plan: Plan, consumer: list[str], con: Any) -> None:
+    """A plan on consumer cards: the licence warnings and the datacenter-licensed
+    alternative with its extra cost, before the plan (issue 32)."""
+    from solver.common.wording import licensed_alternative_line
+
+    con.print("[bold yellow]Consumer cards[/] (licence):")
+    for warning in consumer:
+        print_wrapped(con, warning, first="  warning: ", indent="    ", style="yellow")
+    alt = plan.licensed_alternative
+    line = licensed_alternative_line(alt.model_dump() if alt else None, plan.objective)
+    if line is not None:
+        print_wrapped(con, line, first="  ", indent="    ")
 
 
 def _print_workload(work: WorkloadPlan, spec: AnyWorkload | None, con: Any) -> None:
@@ -293,7 +316,9 @@ def _print_bom(plan: Plan, con: Any) -> None:
     table.add_column("total", justify="right", no_wrap=True)
     for line in bill.lines:
         item = f"{line.sku}: {line.description}"
-        if line.as_of:
+        if line.source.startswith("entered "):  # typed on the dashboard
+            item += f" (quote, entered {line.as_of})"
+        elif line.as_of:
             item += f" ({line.price_type} {line.as_of})"
         table.add_row(item, qty(line.quantity), usd(line.unit_price_usd),
                       usd(line.line_total_usd))
@@ -377,7 +402,7 @@ def register(app: typer.Typer) -> None:
         time_limit: TimeLimitOpt = None,
         catalog: CatalogOpt = None,
         set_: Annotated[list[str] | None, typer.Option(
-            "--set", help="Override a parameter, e.g. gpu.rtx-pro-6000.price_usd=9500.")] = None,
+            "--set", help="Override a parameter, e.g. gpu.l4.price_usd=2500.")] = None,
         overrides: Annotated[Path | None, typer.Option(
             "--overrides", help="YAML file of parameter overrides.")] = None,
         binding: Annotated[str, typer.Option(
@@ -402,7 +427,8 @@ def register(app: typer.Typer) -> None:
         with stderr_progress():
             plan = solve_rfq(parsed, cat, solver=solver, time_limit=left_of(time_limit),
                              workers=default_workers(),
-                             binding=time_limit is None, binding_scope=binding)
+                             binding=time_limit is None, binding_scope=binding,
+                             alternative=True)
         if json_out:
             print(json.dumps(plan.to_json(), indent=2))
         else:

@@ -106,6 +106,63 @@ def kill_children_on_sigterm(children: Callable[[], Iterable[int]]) -> Iterator[
         signal.signal(signal.SIGTERM, previous)
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived inside :func:`unwind_on_termination`: raised in the main
+    thread so that ``with`` and ``finally`` blocks (a batch store's run lock) run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _multiprocessing_children() -> list[int]:
+    import multiprocessing
+
+    return [child.pid for child in multiprocessing.active_children() if child.pid]
+
+
+@contextlib.contextmanager
+def unwind_on_termination(children: Callable[[], Iterable[int]] = _multiprocessing_children,
+                          ) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP kill the worker processes ``children()``
+    names (default: this process's multiprocessing children) and unwind the block (raising
+    :class:`Terminated`), so its cleanup runs; then the process ends by the same signal, as
+    it would have without the block (exit status -SIGTERM / -SIGHUP). A signal this process
+    ignores (``nohup``) or handles itself is left as it is; off the main thread, or in a
+    process forked inside the block, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+    names = ("SIGTERM", "SIGHUP")
+    signums = [getattr(signal, name) for name in names if hasattr(signal, name)]
+    previous = {signum: signal.getsignal(signum) for signum in signums}
+    taken = [signum for signum, handler in previous.items() if handler in (signal.SIG_DFL, None)]
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if os.getpid() != owner:  # a forked child inherited the handler: die as before
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        for pid in list(children()):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        raise Terminated(signum)
+
+    for signum in taken:
+        signal.signal(signum, on_signal)
+    try:
+        yield
+    except Terminated as exc:
+        for signum in taken:
+            signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), exc.signum)  # ends here, by the signal
+        raise  # pragma: no cover - only where the signal did not end the process
+    finally:
+        for signum in taken:
+            signal.signal(signum, previous[signum] or signal.SIG_DFL)
+
+
 class _Subprocess:
     """The ``subprocess`` module as one library sees it: ``Popen`` with the hook added."""
 

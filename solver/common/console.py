@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import os
 import sys
 from typing import IO, NoReturn, cast
@@ -32,6 +33,28 @@ def terminal_width(default: int = PIPED_WIDTH) -> int:
     if text.isdigit() and MIN_WIDTH <= int(text) <= MAX_WIDTH:
         return int(text)
     return default
+
+
+def _round_significant(value: float, digits: int) -> float:
+    return round(value, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+def readable(value: float, low: float | None = None, high: float | None = None,
+             digits: int = 3) -> str:
+    """``value`` rounded for reading (issue 32: ``0.765625`` is ``0.766``): ``digits``
+    significant figures, or, given the interval ``[low, high]`` it is known within (a
+    break-even found by bisection), the fewest (two or more) whose rounding stays inside
+    it. Thousands separated; no trailing zeros after the point."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    bracket = low is not None and high is not None and low <= value <= high
+    for used in range(2 if bracket else digits, 7 if bracket else digits + 1):
+        rounded = _round_significant(value, used)
+        if not bracket or (low is not None and high is not None and low <= rounded <= high):
+            break
+    decimals = max(0, used - 1 - math.floor(math.log10(abs(rounded or value))))
+    text = f"{rounded:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _size(text: str) -> int:

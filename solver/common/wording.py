@@ -97,6 +97,38 @@ def binding_lines(binding: list[dict[str, Any]] | None, objective: str = "tco") 
     return lines
 
 
+def licensed_alternative_line(alt: dict[str, Any] | None, objective: str = "tco",
+                               technical: bool = True, lead: bool = False) -> str | None:
+    """A plan's ``licensed_alternative`` in one sentence (None when the plan has none): the
+    datacenter-licensed plan's cost and what it costs more than this plan, or why there is
+    no figure. ``technical``: name the --time-limit flag where it skipped the re-solve
+    (terminal, explain); off, in a customer's words (quote, dashboard). ``lead``: first say
+    which cards are consumer cards and that the site is the buyer's call."""
+    if not alt:
+        return None
+    cards = ", ".join(alt.get("consumer_gpus") or [])
+    first = (f"{cards}: a consumer (GeForce) card, not licensed for datacenter deployment "
+             "(whether your site counts as one is your call). " if lead else "")
+    if alt.get("extra_usd") is None:
+        status = alt.get("status")
+        if status == "skipped":
+            why = ("not computed within --time-limit" if technical
+                   else "not computed for this plan")
+        elif status == "timeout":
+            why = "none found in the time left"
+        else:
+            why = "no plan on datacenter-licensed GPUs meets the requirements"
+        return f"{first}Datacenter-licensed alternative: {why}."
+    measure = "capex" if objective == "capex" else "TCO"
+    value = alt.get("capex_usd") if objective == "capex" else alt.get("tco_usd")
+    extra = float(alt["extra_usd"])
+    more = (f"{usd(extra)} more than this plan" if extra >= 0.5 else
+            "the same as this plan" if extra > -0.5 else f"{usd(-extra)} less than this plan")
+    cluster = str(alt.get("cluster") or "")
+    buys = f" ({cluster})" if cluster else ""
+    return f"{first}Datacenter-licensed alternative{buys}: {measure} {usd(value)}, {more}."
+
+
 def years(value: float) -> str:
     """``3 years``, ``1 year``, ``2.5 years``."""
     return f"{value:g} year" + ("" if value == 1 else "s")
@@ -137,12 +169,15 @@ def assumptions(catalog: Any, rfq: Any, plan: dict[str, Any] | None = None) -> d
             elif server is not None:
                 prices.append({"item": key, "kind": kind, "price_usd": server.price_usd,
                                "as_of": server.price_as_of or server.as_of,
-                               "source": server.source})
+                               "source": server.price_source or server.source})
     fabric = catalog.fabrics.get(cluster.get("fabric", "none"))
     if fabric is not None and cluster.get("coupled"):
         prices.append({"item": fabric.id, "kind": "fabric (NIC + switch port)",
                        "price_usd": fabric.nic_price_usd + fabric.switch_port_price_usd,
                        "as_of": fabric.as_of, "source": fabric.source})
+        if fabric.nic_price_source.startswith("entered "):  # the NIC's price was typed
+            prices[-1].update(as_of=fabric.nic_price_as_of or fabric.as_of,
+                              source=fabric.nic_price_source)
     return {
         "horizon_years": rfq.horizon_years,
         "electricity_usd_per_kwh": costs.electricity_usd_per_kwh.value,
@@ -179,8 +214,9 @@ def assumption_lines(a: dict[str, Any]) -> list[str]:
                      f"{w['target_utilization']:.0%} utilization, redundancy "
                      f"{w['redundancy']}, engine {w['engine']}")
     for p in a.get("prices") or []:
+        entered = str(p.get("source") or "").startswith("entered ")  # typed on the dashboard
         lines.append(f"price {p['item']} ({p['kind']}) {usd(p['price_usd'])}, "
-                     f"as of {p['as_of']}")
+                     + (f"quote, entered {p['as_of']}" if entered else f"as of {p['as_of']}"))
     return lines
 
 

@@ -129,7 +129,7 @@ def _hardware_lines(catalog: Catalog, nodes: list[dict[str, Any]]) -> list[dict[
         server = catalog.servers[server_id]
         lines.append(_line(server_id, f"{server.name} (without GPUs)", qty, server.price_usd,
                            _price_type(server), server.price_as_of or server.as_of,
-                           server.source, "servers_usd"))
+                           server.price_source or server.source, "servers_usd"))
     return lines
 
 
@@ -168,7 +168,8 @@ def _fabric_lines(catalog: Catalog, groups: dict[str, dict[str, Any]]) -> list[d
     for fabric_id, count in ports.items():
         fab = catalog.fabrics[fabric_id]
         lines.append(_line(f"{fabric_id}-nic", f"{fab.name} NIC", count, fab.nic_price_usd,
-                           _price_type(fab), fab.as_of, fab.source, "network_usd"))
+                           fab.nic_price_type or _price_type(fab), fab.nic_price_as_of
+                           or fab.as_of, fab.nic_price_source or fab.source, "network_usd"))
         lines += _switch_lines(fabric_id, fab.name, count, fab.ports_per_switch,
                                fab.switch_price_usd, fab.cable_price_usd, fab.as_of, fab.source)
     return lines

@@ -282,6 +282,27 @@ class Binding(Record):
                                          "relaxed, 0..1 (the plan's own is in served)")
 
 
+class LicensedAlternative(Record):
+    """A plan on consumer cards (GeForce: not licensed for datacenter deployment) beside
+    the cheapest plan without them: the same RFQ re-solved with only datacenter-licensed
+    GPUs (solver/analysis/licence.py). Whether a site counts as a datacenter is the
+    buyer's call."""
+
+    consumer_gpus: list[str] = Field(description="the plan's GPUs not licensed for "
+                                     "datacenter deployment")
+    status: Literal["optimal", "feasible", "infeasible", "timeout", "skipped"] = Field(
+        description="the re-solve's status; skipped: not computed (the time limit left too "
+        "little time for it, see note)")
+    tco_usd: float | None = Field(description="the alternative's TCO, USD (null: no plan)")
+    capex_usd: float | None = Field(description="the alternative's capex, USD (null: no "
+                                    "plan)")
+    extra_usd: float | None = Field(description="what it costs more than this plan in the "
+                                    "RFQ's objective (TCO, or capex), USD (null: no plan)")
+    cluster: str | None = Field(description="what the alternative buys, in words (null: no "
+                                "plan)")
+    note: str = Field(description="in words: what was re-solved, or why there is no figure")
+
+
 class UnitCost(Record):
     """What a serving workload's tokens cost at the planned load over the horizon: the unit
     price buyers compare with cloud APIs (solver/optimize/unit_cost.py)."""
@@ -602,6 +623,9 @@ class Plan(Record):
         default=None, description="each binding constraint with the saving of its next "
         "relaxation, largest first ([] when nothing binds; null when not computed: an "
         "infeasible plan, or a library/batch solve without binding=True)")
+    licensed_alternative: LicensedAlternative | None = omitted(
+        "a plan with consumer (GeForce) cards, from procure solve, explain, quote and the "
+        "dashboard: the cheapest plan on datacenter-licensed GPUs and its extra cost")
     phasing: Phasing | None = omitted("demand over time: phased against buy-all-now")
     schedule: list[Period] = Field(default_factory=list, description="purchases over time "
                                    "(one period at month 0 unless phased; empty without a plan)")

@@ -24,6 +24,7 @@ from solver.common.wording import (
     binding_lines,
     cluster_sentence,
     layout_rows,
+    licensed_alternative_line,
     money_delta,
     opex_rows,
     plural,
@@ -191,7 +192,21 @@ def quote_context(plan: Plan, rfq: Rfq, catalog: Catalog,
                             for c in [w.calibration] + [u.calibration
                                                          for u in w.layouts or []]),
         **rental_context(plan, rfq.horizon_years, feasible),
+        **licence_context(plan, feasible),
     }
+
+
+def licence_context(plan: Plan, feasible: bool) -> dict[str, Any]:
+    """A plan on consumer (GeForce) cards: the datacenter-licensed alternative beside it,
+    in the customer's words (``licence``, empty when none) and as figures."""
+    alt = plan.licensed_alternative if feasible else None
+    if alt is None:
+        return {"licence": "", "licence_tco_usd": None, "licence_extra_usd": None}
+    line = licensed_alternative_line(alt.model_dump(), plan.objective, technical=False,
+                                     lead=True)
+    return {"licence": customer_text(line or ""),
+            "licence_tco_usd": alt.capex_usd if plan.objective == "capex" else alt.tco_usd,
+            "licence_extra_usd": alt.extra_usd}
 
 
 def _bom_row(line: dict[str, Any]) -> dict[str, Any]:
@@ -445,6 +460,13 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
     sheet.append(["Summary", context["summary"]])
     for label, value in context["costs"]:
         _append_figures(sheet, [label, value])
+    if context.get("licence"):
+        sheet.append(["Datacenter-licensed alternative", context["licence"]])
+        for label, key in (("Its cost (USD)", "licence_tco_usd"),
+                           ("Extra cost (USD)", "licence_extra_usd")):
+            if context.get(key) is not None:
+                sheet.append([label, context[key]])
+                sheet.cell(sheet.max_row, 2).number_format = '"$"#,##0;"-$"#,##0'
     bom = book.create_sheet("Bill of materials")
     bom.append(["SKU", "Description", "Quantity", "Unit price (USD)", "Price type", "As of",
                 "Source", "Line total (USD)"])
