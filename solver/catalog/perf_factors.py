@@ -208,6 +208,18 @@ class ServingFactors(_Frozen):
     activation_bytes: Factor = Field(description="bytes per activation element on the wire")
     min_prefill_chunk_fraction: Factor = Field(
         description="smallest share of the token budget left to a new prompt's prefill")
+    moe_ep_load_imbalance: Factor | None = Field(
+        default=None, description="expert parallelism: routed tokens on the busiest GPU "
+        "of an EP group over the mean (>= 1; multiplies the expert GEMMs and the all-to-all "
+        "bytes; None = 1, perfect balance)")
+
+    @model_validator(mode="after")
+    def _imbalance_physical(self) -> ServingFactors:
+        f = self.moe_ep_load_imbalance
+        if f is not None and not 1.0 <= f.value <= 4.0:
+            raise ValueError("serving.moe_ep_load_imbalance must lie in [1, 4] (the busiest "
+                             f"GPU holds at least the mean load), got {f.value}")
+        return self
 
 
 class TrainingStack(_Frozen):
