@@ -70,6 +70,14 @@ class Layout:
         return -(-self.gpus // self.gpus_per_node)
 
 
+def expert_tag(layout: Layout) -> str:
+    """``ep8adp8`` for a layout with expert parallelism ('' without): part of a
+    candidate's name, so layouts that differ only there stay apart."""
+    if layout.ep == 1 and layout.attention_dp == 1:
+        return ""
+    return f"ep{layout.ep}adp{layout.attention_dp}"
+
+
 @dataclass(frozen=True)
 class Workload:
     """What a layout is asked to do (the physics-facing view of an RFQ workload).
@@ -92,6 +100,8 @@ class Workload:
     multiple). ``global_batch_tokens`` None = the catalog's micro-batches per stage.
     ``calibration_margin`` False predicts serving without the uncertainty margin of an
     uncalibrated GPU family or engine (comparisons with measurements do).
+    ``expert_parallel`` False keeps MoE serving layouts to TP x PP (no expert-parallel /
+    attention-DP candidates; the RFQ's ``expert_parallel: false``).
     """
 
     kind: Kind
@@ -112,6 +122,7 @@ class Workload:
     interleave: int | None = None
     context_parallel: int = 1
     calibration_margin: bool = True  # serving: plan with the family x engine's margin
+    expert_parallel: bool = True  # MoE serving: candidates with EP x attention DP
 
 
 @dataclass(frozen=True)

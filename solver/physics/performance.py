@@ -581,7 +581,7 @@ def expert_splits(catalog: Catalog, model: str, workload: Workload, tp: int, res
         return [(ep or 1, attention_dp or 1)]
     pairs = [(1, 1)]
     found = catalog.model(model)
-    if workload.kind not in SERVING_KINDS or not found.is_moe:
+    if workload.kind not in SERVING_KINDS or not found.is_moe or not workload.expert_parallel:
         return pairs
     experts = found.experts or 0
     pairs += [(tp * a, a) for a in _divisors(rest) if a > 1 and experts % (tp * a) == 0]
