@@ -141,7 +141,8 @@ def estimate_json(est) -> dict:  # noqa: ANN001 - solver.physics.layout.Estimate
     lay, mem, pred = est.layout, asdict(est.memory), asdict(est.predicted)
     return {
         "model": lay.model, "gpu": lay.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
-        "dp": lay.dp, "gpus_per_node": lay.gpus_per_node, "nodes_spanned": lay.nodes_spanned,
+        "dp": lay.dp, "ep": lay.ep, "attention_dp": lay.attention_dp,
+        "gpus_per_node": lay.gpus_per_node, "nodes_spanned": lay.nodes_spanned,
         "fabric": lay.fabric, "precision": lay.precision, "kind": est.workload.kind,
         "fits": est.fits, "comfortable": est.comfortable, "reason": est.reason,
         "memory": {k: _round(mem[k]) for k in MEMORY_KEYS},
@@ -199,10 +200,51 @@ def _check_context(cat: Catalog, model: str, kind: str, workload_kwargs: dict,
     return [note] if note else []
 
 
+def _expert_layout(cat: Catalog, model: str, kind: str, gpus: int, tp: int | None,
+                   pp: int | None, ep: int | None,
+                   attention_dp: bool) -> tuple[int | None, int | None, int | None]:
+    """``--ep`` / ``--attention-dp`` checked against the model and the GPUs: (tp, ep,
+    attention_dp) for the layout search (None: free). ``--ep N --attention-dp``: attention
+    TP ``--tp`` (default 1) on N / tp data-parallel ranks, the experts over all N GPUs;
+    ``--ep N`` alone: experts over N GPUs inside the TP group (``--tp``, default N).
+    A bad combination raises :class:`InputError` naming the flags (exit 2)."""
+    if ep is None:
+        if attention_dp:
+            raise _bad("--attention-dp", True, "needs --ep N: attention is data-parallel "
+                       "over the ranks the experts are sharded on")
+        return tp, None, None
+    _within("--ep", ep, gpus)
+    if kind not in ("inference", "batch_inference"):
+        raise _bad("--ep", ep, f"expert parallelism is a serving layout here; --kind {kind} "
+                   "spreads a MoE's experts over its data-parallel GPUs")
+    entry = cat.model(model)
+    if not entry.is_moe:
+        raise _bad("--ep", ep, f"{entry.id} is a dense model (no experts to shard)")
+    if gpus % ep:
+        raise _bad("--ep", ep, f"does not divide --gpus {gpus}")
+    experts = entry.experts or 0
+    if experts % ep:
+        raise _bad("--ep", ep, f"does not divide the {experts} routed experts of {entry.id}")
+    if attention_dp:
+        tp = tp or 1
+        if ep % tp:
+            raise _bad("--tp", tp, f"with --attention-dp, --tp must divide --ep {ep} (the "
+                       f"EP group is tp x attention-DP ranks)")
+        if gpus % (ep * (pp or 1)):
+            raise _bad("--gpus", gpus, f"not divisible by --ep {ep} x --pp {pp or 1}")
+        return tp, ep, ep // tp
+    tp = tp or ep
+    if tp % ep:
+        raise _bad("--ep", ep, f"without --attention-dp the experts are sharded inside the "
+                   f"TP group: --ep must divide --tp {tp}")
+    return tp, ep, 1
+
+
 def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
                   precision: str | None,
                   gpus_per_node: int | None, tp: int | None, pp: int | None,
-                  fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
+                  fabric: str, workload_kwargs: dict, context_flag: str | None = None,
+                  ep: int | None = None, attention_dp: bool = False) -> dict:
     from solver.catalog.data import PRECISIONS
     from solver.catalog.load import load_catalog
     from solver.common.limits import MAX_GPUS, MAX_GPUS_PER_NODE
@@ -231,8 +273,15 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
         from solver.physics.serving import engine_factors
 
         engine_factors(cat, workload.engine, gpu)  # an engine off its vendors: exit 2
+    ranks: int | None = None
+    if ep is not None or attention_dp:
+        from solver.physics.performance import check_ids
+
+        check_ids(cat, model, gpu, fabric)
+        tp, ep, ranks = _expert_layout(cat, model, kind, gpus, tp, pp, ep, attention_dp)
     est = best_layout(cat, model, gpu, gpus, workload, precision=precision,
-                      gpus_per_node=per_node, fabric=fabric, tp=tp, pp=pp)
+                      gpus_per_node=per_node, fabric=fabric, tp=tp, pp=pp, ep=ep,
+                      attention_dp=ranks)
     data = estimate_json(est)
     data["notes"] = notes + data["notes"]
     return data
@@ -344,6 +393,16 @@ def estimate(
     gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
     tp: Annotated[int | None, typer.Option("--tp", help="Tensor parallel (default: best).")] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="Pipeline parallel (default: best).")] = None,
+    ep: Annotated[int | None, typer.Option(
+        "--ep", help="Serving a MoE model: expert parallelism, the routed experts sharded "
+        "over N GPUs (all-to-all dispatch/combine of the routed tokens). Alone: inside the "
+        "TP group (--tp defaults to N); with --attention-dp: over N / tp attention ranks. "
+        "Must divide --gpus and the model's experts. Default: TP only (or the best layout "
+        "when --tp is not given either).")] = None,
+    attention_dp: Annotated[bool, typer.Option(
+        "--attention-dp", help="With --ep: attention data-parallel, each rank of --tp GPUs "
+        "(default 1) with its own requests and KV cache, the experts sharded by EP "
+        "(TensorRT-LLM DEP, SGLang --enable-dp-attention, vLLM -dp with EP).")] = False,
     precision: Annotated[str | None, typer.Option(
         "--precision", help="bf16|fp8|int8|int4|fp4 (default: serving the checkpoint's own "
         "quantisation, else bf16)")] = None,
@@ -393,7 +452,7 @@ def estimate(
                                 context_parallel, ttft_ms, tpot_ms, concurrency, qps, engine,
                                 percentile)
     data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
-                         fabric, request)
+                         fabric, request, ep=ep, attention_dp=attention_dp)
     _print_estimate(data, gpus, gpu, kind, percentile, as_json)
 
 
@@ -438,9 +497,11 @@ def _print_estimate(data: dict, gpus: int, gpu: str, kind: str, percentile: int,
     if as_json:
         out.print_json(json.dumps(data))
         return
+    expert = (f" ep{data['ep']} attention-dp{data['attention_dp']}"
+              if data.get("ep", 1) > 1 else "")
     _memory_table(f"{data['model']} on {gpus} x {gpu} ({data['precision']}, {kind}, "
-                  f"tp{data['tp']} pp{data['pp']} dp{data['dp']}, fabric {data['fabric']})",
-                  data["memory"])
+                  f"tp{data['tp']}{expert} pp{data['pp']} dp{data['dp']}, fabric "
+                  f"{data['fabric']})", data["memory"])
     _predicted_table(data["predicted"])
     _latency_table(data["predicted"], percentile)
     if "training" in data:

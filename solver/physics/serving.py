@@ -244,21 +244,29 @@ def all_to_all_s(catalog: Catalog, layout: Layout, geo: Geometry,
     into (seconds of latency, seconds per token of the replica's step): a dispatch and a
     combine per MoE layer, each one latency hop of the group's link (NVLink inside a node,
     the fabric across nodes) plus the bytes of :func:`all_to_all_bytes` at the link's
-    bandwidth, the busiest GPU carrying the imbalance. With attention data parallelism
+    bandwidth (across nodes: the share bound for other nodes at this GPU's share of its
+    node's fabric NICs, the rest on NVLink, whichever takes longer), the busiest GPU
+    carrying the imbalance. With attention data parallelism
     only: EP inside a TP group (no attention DP) needs no dispatch (every TP rank holds
     every token) and keeps the TP all-reduces."""
     if layout.ep <= 1 or layout.attention_dp <= 1 or not geo.experts:
         return 0.0, 0.0
     gpu = catalog.gpus[layout.gpu]
-    link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, layout.stage_gpus,
-                      layout.server)
+    stage, per_node = layout.stage_gpus, layout.gpus_per_node
+    link = group_link(catalog, gpu, layout.fabric, per_node, stage, layout.server)
     moe_layers = geo.moe_layer_count * geo.stage_layers(layout.pp) / geo.layers
-    per_token = all_to_all_bytes(geo, 1.0, layout.ep, layout.stage_gpus, activation_bytes)
+    per_token = all_to_all_bytes(geo, 1.0, layout.ep, stage, activation_bytes)
     fixed = 2.0 * moe_layers * p2p_s(link, 1e-30)
     if link.busbw_gbs <= 0:
         return float("inf"), float("inf")
-    return fixed, (2.0 * moe_layers * per_token * ep_imbalance(catalog, layout)
-                   / (link.busbw_gbs * 1e9))
+    seconds = per_token / (link.busbw_gbs * 1e9)
+    if stage > per_node:  # across nodes: the share bound for other nodes leaves on this
+        # GPU's share of its node's NICs, the rest stays on NVLink, both at once
+        nvlink = group_link(catalog, gpu, layout.fabric, per_node, per_node, layout.server)
+        off_node = (stage - per_node) / (stage - 1)
+        seconds = max(per_token * off_node / (link.busbw_gbs / per_node * 1e9),
+                      per_token * (1.0 - off_node) / (nvlink.busbw_gbs * 1e9))
+    return fixed, 2.0 * moe_layers * seconds * ep_imbalance(catalog, layout)
 
 
 # --------------------------------------------------------------------------- physics
