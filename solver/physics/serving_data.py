@@ -84,6 +84,7 @@ class Observation:
     released: str | None = None  # when the measured software ran: 'YYYY-MM', 'YYYY' or None
     ep: int = 1  # expert parallelism (issue 27; only the expert-parallel check reads these)
     attention_dp: int = 1  # attention data-parallel ranks per replica
+    fabric: str = "none"  # between the nodes a replica spans (the expert-parallel check)
 
     @property
     def gpus(self) -> int:
@@ -93,9 +94,10 @@ class Observation:
     def layout(self) -> Layout:
         return Layout(model=self.model, gpu=self.gpu, precision=self.precision, tp=self.tp,
                       pp=self.pp, dp=self.replicas,
-                      gpus_per_node=max(self.gpus_per_node,
-                                        self.tp * self.attention_dp * self.pp),
-                      ep=self.ep, attention_dp=self.attention_dp)
+                      gpus_per_node=(self.gpus_per_node if self.fabric != "none" else
+                                     max(self.gpus_per_node,
+                                         self.tp * self.attention_dp * self.pp)),
+                      ep=self.ep, attention_dp=self.attention_dp, fabric=self.fabric)
 
     @property
     def workload(self) -> Workload:
@@ -164,9 +166,18 @@ def _serving_precision(catalog: Catalog, gpu: str, stated: str | None) -> str:
     return precision
 
 
-def load_silicon(catalog: Catalog, path: Path) -> tuple[list[Observation], list[Skipped]]:
+EP_FABRIC = "ib-ndr-400"
+"""The fabric assumed between the nodes of a measured expert-parallel instance wider than
+one node (the source does not say; NDR InfiniBand is what such B200/H200 runs use)."""
+
+
+def load_silicon(catalog: Catalog, path: Path,
+                 expert_parallel: bool = False) -> tuple[list[Observation], list[Skipped]]:
     """``serving_latency.csv``: closed-loop TTFT and TPOT (statistic not stated: taken as
-    the median)."""
+    the median). Rows with attention data parallelism are left out of the serving fit;
+    ``expert_parallel`` reads only those (attention TP ``tp`` on ``attention_dp`` ranks,
+    experts over ``moe_ep`` GPUs, each split ``moe_tp`` ways): the held-out check of
+    docs/expert-parallel.md."""
     obs: list[Observation] = []
     skipped: list[Skipped] = []
     with path.open(newline="", encoding="utf-8") as handle:
@@ -174,10 +185,20 @@ def load_silicon(catalog: Catalog, path: Path) -> tuple[list[Observation], list[
             rid = row["row_id"]
             adp = max(1, int(float(row["attention_dp"] or 1)))
             tp, pp = int(float(row["tp"])), int(float(row["pp"]))
-            if adp > 1 or tp > 8:
+            # the serving fit keeps its TP layouts as they were (EP inside TP unmodelled
+            # there); only the attention-DP rows of the check take the experts' EP
+            ep = max(1, int(float(row.get("moe_ep") or 1))) if adp > 1 else 1
+            if expert_parallel != (adp > 1):
                 skipped.append(Skipped(rid, "aic-silicon", path.name,
-                                       "attention data parallelism / expert parallelism "
-                                       "beyond 8 GPUs (issue 27)"))
+                                       "attention data parallelism with expert parallelism: "
+                                       "held out of the serving fit, the expert-parallel "
+                                       "check (docs/expert-parallel.md)" if adp > 1 else
+                                       "not an attention-DP row"))
+                continue
+            if tp > 8 or (adp > 1 and ep == 1):
+                skipped.append(Skipped(rid, "aic-silicon", path.name,
+                                       "TP beyond 8 GPUs, or attention data parallelism "
+                                       "with the experts split by TP only (not modelled)"))
                 continue
             try:
                 model = catalog.model(row["model_hf"]).id
@@ -192,10 +213,14 @@ def load_silicon(catalog: Catalog, path: Path) -> tuple[list[Observation], list[
                 catalog, gpu, _precision_word(row["gemm_quant"], row["precision"]))
             base = dict(source="aic-silicon", file=path.name, model=model, gpu=gpu,
                         precision=precision, engine=row["engine"], tp=tp, pp=pp, replicas=1,
+                        ep=ep, attention_dp=adp,
+                        fabric=EP_FABRIC if tp * adp * pp > 8 else "none",
                         input_tokens=int(float(row["input_tokens"])),
                         output_tokens=int(float(row["output_tokens"])), load="closed",
-                        concurrency=float(row["batch_size"] or row["concurrency"]), rate=None,
-                        statistic="median")
+                        # attention DP: the instance's requests, all ranks together
+                        concurrency=float(row["concurrency"] if adp > 1
+                                          else row["batch_size"] or row["concurrency"]),
+                        rate=None, statistic="median")
             obs.append(Observation(id=f"{rid}:ttft", metric="ttft_ms",
                                    value=float(row["ttft_ms"]), **base))
             obs.append(Observation(id=f"{rid}:tpot", metric="tpot_ms",
