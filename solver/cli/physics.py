@@ -393,6 +393,17 @@ def estimate(
     gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
     tp: Annotated[int | None, typer.Option("--tp", help="Tensor parallel (default: best).")] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="Pipeline parallel (default: best).")] = None,
+    prefill_gpus: Annotated[int | None, typer.Option(
+        "--prefill-gpus", help="Disaggregated serving (with --prefill-tp and --decode-gpus; "
+        "--gpus = prefill + decode GPUs): GPUs of the prefill pool. TTFT = prefill + the "
+        "prompt's KV transfer to the decode pool (NVLink inside a node, else --fabric); "
+        "TPOT from the decode pool, laid out by --tp/--ep/--attention-dp. Needs "
+        "--concurrency N.")] = None,
+    prefill_tp: Annotated[int | None, typer.Option(
+        "--prefill-tp", help="Disaggregated serving: tensor parallel of each prefill "
+        "replica (must divide --prefill-gpus).")] = None,
+    decode_gpus: Annotated[int | None, typer.Option(
+        "--decode-gpus", help="Disaggregated serving: GPUs of the decode pool.")] = None,
     ep: Annotated[int | None, typer.Option(
         "--ep", help="Serving a MoE model: expert parallelism, the routed experts sharded "
         "over N GPUs (all-to-all dispatch/combine of the routed tokens). Alone: inside the "
@@ -451,9 +462,114 @@ def estimate(
                                 global_batch, recompute, sequence_parallel, zero, interleave,
                                 context_parallel, ttft_ms, tpot_ms, concurrency, qps, engine,
                                 percentile)
+    pools = (prefill_gpus, prefill_tp, decode_gpus)
+    if any(v is not None for v in pools):
+        data = _run_disaggregated(catalog, model, gpu, gpus, kind, precision, gpus_per_node,
+                                  tp, pp, fabric, request, ep, attention_dp, pools)
+        _print_disaggregated(data, gpus, gpu, as_json)
+        return
     data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
                          fabric, request, ep=ep, attention_dp=attention_dp)
     _print_estimate(data, gpus, gpu, kind, percentile, as_json)
+
+
+def _run_disaggregated(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
+                       precision: str | None, gpus_per_node: int | None, tp: int | None,
+                       pp: int | None, fabric: str, request: dict, ep: int | None,
+                       attention_dp: bool,
+                       pools: tuple[int | None, int | None, int | None]) -> dict:
+    """``procure estimate --prefill-gpus P --prefill-tp T --decode-gpus D``: the flags
+    checked (exit 2 naming them), the decode pool's best layout of D GPUs (``--tp``,
+    ``--ep``, ``--attention-dp`` pin it) and :func:`solver.physics.disagg.estimate`."""
+    from solver.catalog.load import load_catalog
+    from solver.common.limits import MAX_GPUS_PER_NODE
+    from solver.physics import disagg
+    from solver.physics.layout import Layout, Workload
+    from solver.physics.performance import best_layout, check_ids
+
+    names = ("--prefill-gpus", "--prefill-tp", "--decode-gpus")
+    missing = [name for name, value in zip(names, pools, strict=True) if value is None]
+    if missing:
+        raise _bad(missing[0], None, "disaggregated serving needs --prefill-gpus, "
+                   "--prefill-tp and --decode-gpus together")
+    p_gpus, p_tp, d_gpus = (int(v or 0) for v in pools)
+    if kind != "inference":
+        raise _bad("--prefill-gpus", p_gpus, f"disaggregated serving is online inference; "
+                   f"--kind {kind} is not")
+    if request.get("concurrency") is None or request.get("qps") is not None:
+        raise _bad("--concurrency", request.get("concurrency"), "disaggregated serving is "
+                   "estimated at a closed loop of N users: give --concurrency N (not max, "
+                   "not --qps)")
+    _within("--prefill-gpus", p_gpus, gpus)
+    _within("--decode-gpus", d_gpus, gpus)
+    _within("--prefill-tp", p_tp, p_gpus)
+    if p_gpus % p_tp:
+        raise _bad("--prefill-tp", p_tp, f"does not divide --prefill-gpus {p_gpus}")
+    if p_gpus + d_gpus != gpus:
+        raise _bad("--gpus", gpus, f"must be --prefill-gpus + --decode-gpus = "
+                   f"{p_gpus + d_gpus}")
+    cat = load_catalog(catalog)
+    check_ids(cat, model, gpu, fabric)
+    per_node = _gpus_per_node(cat, gpu, gpus, gpus_per_node)
+    _within("--gpus-per-node", per_node, MAX_GPUS_PER_NODE)
+    if p_tp > per_node:
+        raise _bad("--prefill-tp", p_tp, f"larger than a node ({per_node} GPUs)")
+    if gpus > per_node and cat.fabrics[fabric].effective_gbs <= 0:
+        raise _bad("--fabric", fabric, f"the two pools ({gpus} GPUs) span nodes of "
+                   f"{per_node}: the prompt's KV moves over a fabric; name one")
+    cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
+    notes = notes + _check_context(cat, model, kind, request, None)
+    if "engine" in request:
+        request = {**request, "engine": _engine(cat, request["engine"])}
+    workload = Workload(kind="inference", **request)
+    ranks: int | None = None
+    if ep is not None or attention_dp:
+        tp, ep, ranks = _expert_layout(cat, model, kind, d_gpus, tp, pp, ep, attention_dp)
+    for name, value in (("--tp", tp), ("--pp", pp)):
+        if value is not None and d_gpus % value:
+            raise _bad(name, value, f"does not divide --decode-gpus {d_gpus}")
+    decode = best_layout(cat, model, gpu, d_gpus, workload, precision=precision,
+                         gpus_per_node=per_node, fabric=fabric if d_gpus > per_node
+                         else "none", tp=tp, pp=pp, ep=ep, attention_dp=ranks).layout
+    prefill = Layout(model=cat.model(model).id, gpu=gpu, precision=precision, tp=p_tp,
+                     dp=p_gpus // p_tp, gpus_per_node=per_node, fabric=fabric)
+    found = disagg.estimate(cat, prefill, decode, workload)
+    return {"mode": "disaggregated", "model": prefill.model, "gpu": gpu, "gpus": gpus,
+            "precision": precision, "kind": kind, "fits": found.fits, "reason": found.reason,
+            "prefill": {"gpus": p_gpus, "tp": p_tp, "replicas": prefill.dp},
+            "decode": {"gpus": d_gpus, "tp": decode.tp, "pp": decode.pp, "ep": decode.ep,
+                       "attention_dp": decode.attention_dp, "replicas": decode.dp},
+            "gpus_per_node": per_node, "fabric": fabric,
+            "predicted": found.to_dict(), "notes": notes,
+            "load": {"concurrency": workload.concurrency, "engine": workload.engine}}
+
+
+def _print_disaggregated(data: dict, gpus: int, gpu: str, as_json: bool) -> None:
+    """A disaggregated estimate as JSON, or as one table and the verdict."""
+    from rich.table import Table
+
+    from solver.common.wording import layout_words
+
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    pre, dec, pred = data["prefill"], data["decode"], data["predicted"]
+    table = Table(title=f"{data['model']} on {gpus} x {gpu} ({data['precision']}, "
+                  f"disaggregated: prefill {pre['gpus']} GPUs as {pre['replicas']} x TP"
+                  f"{pre['tp']}, decode {dec['gpus']} GPUs as {dec['replicas']} x "
+                  f"{layout_words(dec['tp'], dec['pp'], dec['ep'], dec['attention_dp'])}, "
+                  f"{data['load']['concurrency']} users)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in ("ttft_ms", "prefill_ms", "prefill_queue_ms", "kv_transfer_ms",
+                "kv_transfer_bytes", "prefill_load", "tpot_ms", "decode_batch",
+                "tokens_per_s"):
+        value = pred.get(key)
+        table.add_row(key, "-" if value is None else f"{value:,.2f}")
+    out.print(table)
+    _verdict({"fits": data["fits"], "comfortable": data["fits"], "reason": data["reason"]})
+    for note in data["notes"]:
+        out.print(f"note: {note}")
 
 
 def _estimate_request(kind: str, input_tokens: int, output_tokens: int, seq_len: int,

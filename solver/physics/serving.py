@@ -376,6 +376,12 @@ def _engine_decode_s(e: EngineFactors, f: Features) -> float:
             + e.tpot_per_request_us.value * f.batch * 1e-6)
 
 
+def decode_step_s(e: EngineFactors, f: Features) -> float:
+    """A decode step of ``f.batch`` requests on engine ``e`` with no prefill beside it (a
+    disaggregated decode pool), seconds."""
+    return _engine_decode_s(e, f)
+
+
 def cycle_s(e: EngineFactors, f: Features, out: int, margin: float = 0.0) -> float:
     """Mean time a request of a batch that starts together spends running (mean TTFT + ``out``
     x mean TPOT), seconds: its own prefill, every other prompt's prefill once, ``out`` engine
