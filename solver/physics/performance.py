@@ -570,18 +570,21 @@ def ranked_layouts(catalog: Catalog, model_id: str, gpu_id: str, gpus: int,
 
 
 def expert_splits(catalog: Catalog, model: str, workload: Workload, tp: int, rest: int,
-                  ep: int | None, attention_dp: int | None) -> list[tuple[int, int]]:
+                  ep: int | None, attention_dp: int | None,
+                  pp: int = 1) -> list[tuple[int, int]]:
     """(ep, attention_dp) pairs to try for ``tp`` GPUs of attention with ``rest`` GPUs per
     TP group left for attention ranks x replicas. Pinned values are taken as given
     (``ep`` without ``attention_dp``: EP inside the TP group, ``ep`` alone with
-    ``attention_dp`` 1). Free: the plain layout (1, 1) and, for MoE serving, every
+    ``attention_dp`` 1). Free: the plain layout (1, 1) and, for MoE serving without
+    pipeline stages (``pp`` 1: how EP is deployed; pinned values may add stages), every
     attention-DP degree ``a`` dividing ``rest`` with EP over the whole stage (``ep = tp x a``)
     where that divides the experts."""
     if ep is not None or attention_dp is not None:
         return [(ep or 1, attention_dp or 1)]
     pairs = [(1, 1)]
     found = catalog.model(model)
-    if workload.kind not in SERVING_KINDS or not found.is_moe or not workload.expert_parallel:
+    if (workload.kind not in SERVING_KINDS or not found.is_moe or not workload.expert_parallel
+            or pp > 1):
         return pairs
     experts = found.experts or 0
     pairs += [(tp * a, a) for a in _divisors(rest) if a > 1 and experts % (tp * a) == 0]
@@ -598,7 +601,7 @@ def _ranked(catalog: Catalog, model: str, gpu_id: str, gpus: int, workload: Work
             if gpus % (t * p):
                 continue
             for e, a in expert_splits(catalog, model, workload, t, gpus // (t * p), ep,
-                                      attention_dp):
+                                      attention_dp, p):
                 if gpus % (t * a * p) or (dp is not None and t * a * p * dp != gpus):
                     continue
                 layout = Layout(model=model, gpu=gpu_id, precision=precision, tp=t, pp=p,
