@@ -55,6 +55,15 @@ Capacity for the planner: ``max_concurrency`` = the largest closed-loop C <= B_m
 TTFT/TPOT at the workload's SLO percentile meet the SLOs; ``qps_capacity`` = the largest
 arrival rate whose open-loop percentiles meet them with N + z_p √N <= B_max.
 
+**Expert parallelism and attention data parallelism** (MoE, issue 27; docs/expert-parallel.md).
+A replica of ``attention_dp`` ranks runs in lockstep: every per-token term is per token of the
+replica's step on one GPU — linear-layer FLOPs over the stage's ``tp x attention_dp`` GPUs
+(the expert share times the labelled ``serving.moe_ep_load_imbalance`` when ``ep > 1``),
+attention and KV reads for the rank's own ``1 / attention_dp`` of the tokens, TP all-reduces
+of the rank's tokens, and the all-to-all dispatch + combine of :func:`all_to_all_s`; the
+token budget and ``max_running_requests`` are per rank, and a prompt's prefill runs on one
+rank within its budget while the other ranks prefill theirs.
+
 **Calibration margin.** Each GPU family x engine carries its calibration (rows, error with
 whole sources held out; ``serving.calibration`` in efficiency.yaml, written by ``procure
 calibrate --write-factors``). Where a family or engine has too few measurements, the
