@@ -12,6 +12,7 @@ from solver.common.errors import InputError, Problem
 from solver.common.wording import (
     binding_lines,
     cost_label,
+    layout_words,
     licensed_alternative_line,
     node_lines,
     opex_rows,
@@ -174,6 +175,7 @@ def layout_table(plan: Plan) -> pd.DataFrame:
         mem = w.memory
         row = {  # key columns first: what runs where, then the details (issue 32)
             "workload": w.name, "GPU": w.gpu,
+            "layout": layout_words(w.tp, w.pp, w.ep, w.attention_dp),
             "TP × PP × DP": f"{w.tp} × {w.pp} × {w.dp}", "GPUs": w.gpus,
             "nodes per replica/job": w.nodes_spanned, "precision": w.precision,
             "memory per GPU (GB)": f"{mem.total_gb:.1f} / {mem.capacity_gb:.0f}",
@@ -186,13 +188,16 @@ def layout_table(plan: Plan) -> pd.DataFrame:
             continue
         # several layouts serve this workload: one row each, so GPUs add up per row
         for index, layout in enumerate(layouts):
-            gpus = layout.tp * layout.pp * layout.replicas
+            ranks = layout.attention_dp or 1
+            gpus = layout.tp * ranks * layout.pp * layout.replicas
             first = index == 0
             rows.append({**row, "workload": f"{w.name} ({index + 1}/{len(layouts)})",
                          "precision": layout.precision, "GPU": layout.gpu,
                          "TP × PP × DP": f"{layout.tp} × {layout.pp} × {layout.replicas}",
+                         "layout": layout_words(layout.tp, layout.pp, layout.ep,
+                                                layout.attention_dp),
                          "GPUs": gpus,
-                         "nodes per replica/job": max(1, -(-layout.tp * layout.pp
+                         "nodes per replica/job": max(1, -(-layout.tp * ranks * layout.pp
                                                          // layout.gpus_per_node)),
                          "memory per GPU (GB)": row["memory per GPU (GB)"] if first else "—",
                          "weights share": row["weights share"] if first else "—"})

@@ -19,6 +19,7 @@ from solver.common.wording import (
     COST_LABELS,
     COST_TERMS,
     axis_words,
+    layout_words,
     unit_cost_text,
 )
 from solver.optimize.plan_model import Cluster, Cost, LayoutUse, Plan, WorkloadPlan
@@ -80,6 +81,7 @@ def _units(entry: WorkloadPlan) -> list[tuple[str, int, int, str]]:
     training = entry.kind not in ("inference", "batch_inference")
     layouts = entry.layouts or [LayoutUse(
         gpu=entry.gpu, precision=entry.precision, tp=entry.tp, pp=entry.pp,
+        ep=entry.ep, attention_dp=entry.attention_dp,
         replicas=1 if training else entry.dp, gpus_per_node=entry.gpus_per_node,
         fabric=entry.fabric)]
     for layout in layouts:
@@ -89,8 +91,10 @@ def _units(entry: WorkloadPlan) -> list[tuple[str, int, int, str]]:
             label = (f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
                      f"×DP{entry.dp}")
         else:
-            size = layout.tp * layout.pp
-            label = f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
+            size = layout.tp * (layout.attention_dp or 1) * layout.pp
+            label = (f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
+                     if not layout.ep else f"{entry.name}: {layout.precision} "
+                     + layout_words(layout.tp, layout.pp, layout.ep, layout.attention_dp))
         for replica in range(replicas):
             suffix = f" (replica {replica + 1}/{replicas})" if replicas > 1 else ""
             units.append((layout.gpu, layout.gpus_per_node, size, label + suffix))

@@ -181,7 +181,9 @@ def test_deepseek_fp8_on_gb200_runs_in_the_rack_not_over_the_fabric(catalog):
     work = plan["workloads"][0]
     in_rack = [lay for lay in work.get("layouts", [{**work, "replicas": work["dp"]}])
                if lay["gpus_per_node"] == 72]
-    assert in_rack and all(lay["fabric"] == "none" and lay["tp"] * lay["pp"] >= 8
+    # a replica of >= 8 GPUs (TP, or attention-DP ranks with EP: issue 27) inside the rack
+    assert in_rack and all(lay["fabric"] == "none"
+                           and lay["tp"] * lay.get("attention_dp", 1) * lay["pp"] >= 8
                            for lay in in_rack)
 
 

@@ -282,7 +282,37 @@ def _check_budget(plan, catalog):  # issue 29: the best plan within a budget
     assert roomy["cost"]["tco_usd"] > rfq.budget_usd  # serving everything costs more
 
 
+def _check_moe_ep(plan, catalog):  # issue 27: EP x attention DP serves from one box
+    assert plan["cluster"]["total_nodes"] == 1 and plan["cluster"]["fabric"] == "none"
+    (entry,) = plan["workloads"]
+    # the verdict is the layout: experts sharded over all 8 GPUs of the one replica, with
+    # data-parallel attention ranks (each TP GPUs) filling the box
+    assert entry["ep"] == 8 and entry["tp"] * entry["attention_dp"] == 8
+    assert entry["attention_dp"] > 1 and entry["gpus"] == 8
+    _margins_positive(entry)
+    # the counterfactual: experts split by TP only need a second box, at > 1.5x the TCO
+    tp_only = _resolve(catalog, _scenario(catalog, "moe-ep-vs-tp"),
+                       workload={"expert_parallel": False})
+    assert "ep" not in tp_only["workloads"][0] and "attention_dp" not in tp_only["workloads"][0]
+    assert tp_only["cluster"]["total_nodes"] >= 2
+    assert tp_only["cost"]["tco_usd"] > 1.5 * plan["cost"]["tco_usd"]
+
+
+def _check_small_moe(plan, catalog):  # issue 27: a small MoE, EP does not pay
+    assert plan["cluster"]["total_nodes"] == 1 and plan["cluster"]["fabric"] == "none"
+    (entry,) = plan["workloads"]
+    assert "ep" not in entry and "attention_dp" not in entry  # no expert parallelism
+    assert entry["tp"] == 1 and entry["pp"] == 1 and entry["dp"] >= 2  # single-GPU replicas
+    _margins_positive(entry)
+    # forbidding EP changes nothing: the plan never needed it
+    no_ep = _resolve(catalog, _scenario(catalog, "small-moe-no-ep"),
+                     workload={"expert_parallel": False})
+    assert no_ep["cost"]["tco_usd"] == plan["cost"]["tco_usd"]
+
+
 EXPECTED = {
+    "moe-ep-vs-tp.yaml": _check_moe_ep,
+    "small-moe-no-ep.yaml": _check_small_moe,
     "day-chat-night-batch.yaml": _check_day_night,
     "best-for-a-budget.yaml": _check_budget,
     "chat-n-plus-1.yaml": _check_n_plus_1,

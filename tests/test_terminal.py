@@ -67,8 +67,11 @@ def test_every_layout_listed_and_counts_add_up(catalog, solved, name):
         rows = layout_rows(entry)
         assert sum(r["gpus"] for r in rows) == entry["gpus"]
         for row in rows:
-            assert row["tp"] * row["pp"] * row["dp"] == row["gpus"]
+            # attention data parallelism (issue 27): tp x attention-DP ranks per stage
+            assert row["tp"] * row["attention_dp"] * row["pp"] * row["dp"] == row["gpus"]
             assert f"{row['tp']}×{row['pp']}×{row['dp']}" in text
+            if row["ep"] > 1:
+                assert row["layout"] in text
         if entry.get("layouts"):
             assert len(rows) == len(entry["layouts"]) >= 2
     data = plan.to_json()

@@ -21,7 +21,7 @@ from solver.analysis.binding import binding_constraints, prices_workloads
 from solver.analysis.realism import realism_warnings
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
-from solver.common.wording import COST_LABELS, COST_TERMS, money_delta, plural
+from solver.common.wording import COST_LABELS, COST_TERMS, layout_words, money_delta, plural
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates, physics_workload
 from solver.optimize.linear import Constraint
@@ -102,13 +102,15 @@ def workload_facts(entry: WorkloadPlan, total_nodes: int | None = None) -> dict[
     spanned = entry.nodes_spanned or 1
     layouts = entry.layouts or [LayoutUse(
         gpu=entry.gpu, precision=entry.precision, tp=entry.tp, pp=entry.pp,
+        ep=entry.ep, attention_dp=entry.attention_dp,
         replicas=1 if training else entry.dp, gpus_per_node=per_node, fabric=entry.fabric)]
     if training:
         replicas = 1
         nodes_used = max(spanned, -(-entry.gpus // per_node))
     else:
         replicas = sum(lay.replicas for lay in layouts)
-        nodes_used = sum(max(1, -(-(lay.replicas * lay.tp * lay.pp) // (lay.gpus_per_node or 1)))
+        nodes_used = sum(max(1, -(-(lay.replicas * lay.tp * (lay.attention_dp or 1) * lay.pp)
+                                  // (lay.gpus_per_node or 1)))
                          for lay in layouts) * spanned
     if total_nodes is not None:
         nodes_used = max(min(nodes_used, total_nodes), spanned)
@@ -171,8 +173,9 @@ def _step1_note(catalog: Catalog, spec: AnyWorkload, entry: WorkloadPlan,
     mem = entry.memory
     unit = "job" if training else "replica"
     shape = (f"TP{entry.tp}×PP{entry.pp}×DP{entry.dp}" if training
-             else f"TP{entry.tp}×PP{entry.pp}")
-    unit_gpus = entry.tp * entry.pp * (entry.dp if training else 1)
+             else f"TP{entry.tp}×PP{entry.pp}" if not entry.ep
+             else layout_words(entry.tp, entry.pp, entry.ep, entry.attention_dp))
+    unit_gpus = entry.tp * (entry.attention_dp or 1) * entry.pp * (entry.dp if training else 1)
     usage = (f"weights {weights:,.1f} GB = {100 * weights / node_gb:.0f} % of one node at "
              f"{precision.upper()}; one {unit} runs {shape} on {plural(unit_gpus, 'GPU')}, "
              f"{mem.total_gb:,.1f} of {mem.capacity_gb:,.0f} GB per "

@@ -213,6 +213,18 @@ class ServingFactors(_Frozen):
         description="coefficient of variation of the prompt lengths of dataset-driven "
         "Poisson benchmarks (MLPerf Server): fitted so that their median and p99 TTFT are "
         "read right; RFQ workloads are planned at their stated prompt length")
+    moe_ep_load_imbalance: Factor | None = Field(
+        default=None, description="expert parallelism: routed tokens on the busiest GPU "
+        "of an EP group over the mean (>= 1; multiplies the expert GEMMs and the all-to-all "
+        "bytes; None = 1, perfect balance)")
+
+    @model_validator(mode="after")
+    def _imbalance_physical(self) -> ServingFactors:
+        f = self.moe_ep_load_imbalance
+        if f is not None and not 1.0 <= f.value <= 4.0:
+            raise ValueError("serving.moe_ep_load_imbalance must lie in [1, 4] (the busiest "
+                             f"GPU holds at least the mean load), got {f.value}")
+        return self
 
 
 class TrainingStack(_Frozen):

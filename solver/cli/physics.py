@@ -141,7 +141,8 @@ def estimate_json(est) -> dict:  # noqa: ANN001 - solver.physics.layout.Estimate
     lay, mem, pred = est.layout, asdict(est.memory), asdict(est.predicted)
     return {
         "model": lay.model, "gpu": lay.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
-        "dp": lay.dp, "gpus_per_node": lay.gpus_per_node, "nodes_spanned": lay.nodes_spanned,
+        "dp": lay.dp, "ep": lay.ep, "attention_dp": lay.attention_dp,
+        "gpus_per_node": lay.gpus_per_node, "nodes_spanned": lay.nodes_spanned,
         "fabric": lay.fabric, "precision": lay.precision, "kind": est.workload.kind,
         "fits": est.fits, "comfortable": est.comfortable, "reason": est.reason,
         "memory": {k: _round(mem[k]) for k in MEMORY_KEYS},
@@ -199,10 +200,51 @@ def _check_context(cat: Catalog, model: str, kind: str, workload_kwargs: dict,
     return [note] if note else []
 
 
+def _expert_layout(cat: Catalog, model: str, kind: str, gpus: int, tp: int | None,
+                   pp: int | None, ep: int | None,
+                   attention_dp: bool) -> tuple[int | None, int | None, int | None]:
+    """``--ep`` / ``--attention-dp`` checked against the model and the GPUs: (tp, ep,
+    attention_dp) for the layout search (None: free). ``--ep N --attention-dp``: attention
+    TP ``--tp`` (default 1) on N / tp data-parallel ranks, the experts over all N GPUs;
+    ``--ep N`` alone: experts over N GPUs inside the TP group (``--tp``, default N).
+    A bad combination raises :class:`InputError` naming the flags (exit 2)."""
+    if ep is None:
+        if attention_dp:
+            raise _bad("--attention-dp", True, "needs --ep N: attention is data-parallel "
+                       "over the ranks the experts are sharded on")
+        return tp, None, None
+    _within("--ep", ep, gpus)
+    if kind not in ("inference", "batch_inference"):
+        raise _bad("--ep", ep, f"expert parallelism is a serving layout here; --kind {kind} "
+                   "spreads a MoE's experts over its data-parallel GPUs")
+    entry = cat.model(model)
+    if not entry.is_moe:
+        raise _bad("--ep", ep, f"{entry.id} is a dense model (no experts to shard)")
+    if gpus % ep:
+        raise _bad("--ep", ep, f"does not divide --gpus {gpus}")
+    experts = entry.experts or 0
+    if experts % ep:
+        raise _bad("--ep", ep, f"does not divide the {experts} routed experts of {entry.id}")
+    if attention_dp:
+        tp = tp or 1
+        if ep % tp:
+            raise _bad("--tp", tp, f"with --attention-dp, --tp must divide --ep {ep} (the "
+                       f"EP group is tp x attention-DP ranks)")
+        if gpus % (ep * (pp or 1)):
+            raise _bad("--gpus", gpus, f"not divisible by --ep {ep} x --pp {pp or 1}")
+        return tp, ep, ep // tp
+    tp = tp or ep
+    if tp % ep:
+        raise _bad("--ep", ep, f"without --attention-dp the experts are sharded inside the "
+                   f"TP group: --ep must divide --tp {tp}")
+    return tp, ep, 1
+
+
 def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
                   precision: str | None,
                   gpus_per_node: int | None, tp: int | None, pp: int | None,
-                  fabric: str, workload_kwargs: dict, context_flag: str | None = None) -> dict:
+                  fabric: str, workload_kwargs: dict, context_flag: str | None = None,
+                  ep: int | None = None, attention_dp: bool = False) -> dict:
     from solver.catalog.data import PRECISIONS
     from solver.catalog.load import load_catalog
     from solver.common.limits import MAX_GPUS, MAX_GPUS_PER_NODE
@@ -231,8 +273,15 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
         from solver.physics.serving import engine_factors
 
         engine_factors(cat, workload.engine, gpu)  # an engine off its vendors: exit 2
+    ranks: int | None = None
+    if ep is not None or attention_dp:
+        from solver.physics.performance import check_ids
+
+        check_ids(cat, model, gpu, fabric)
+        tp, ep, ranks = _expert_layout(cat, model, kind, gpus, tp, pp, ep, attention_dp)
     est = best_layout(cat, model, gpu, gpus, workload, precision=precision,
-                      gpus_per_node=per_node, fabric=fabric, tp=tp, pp=pp)
+                      gpus_per_node=per_node, fabric=fabric, tp=tp, pp=pp, ep=ep,
+                      attention_dp=ranks)
     data = estimate_json(est)
     data["notes"] = notes + data["notes"]
     return data
@@ -344,6 +393,27 @@ def estimate(
     gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
     tp: Annotated[int | None, typer.Option("--tp", help="Tensor parallel (default: best).")] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="Pipeline parallel (default: best).")] = None,
+    prefill_gpus: Annotated[int | None, typer.Option(
+        "--prefill-gpus", help="Disaggregated serving (with --prefill-tp and --decode-gpus; "
+        "--gpus = prefill + decode GPUs): GPUs of the prefill pool. TTFT = prefill + the "
+        "prompt's KV transfer to the decode pool (NVLink inside a node, else --fabric); "
+        "TPOT from the decode pool, laid out by --tp/--ep/--attention-dp. Needs "
+        "--concurrency N.")] = None,
+    prefill_tp: Annotated[int | None, typer.Option(
+        "--prefill-tp", help="Disaggregated serving: tensor parallel of each prefill "
+        "replica (must divide --prefill-gpus).")] = None,
+    decode_gpus: Annotated[int | None, typer.Option(
+        "--decode-gpus", help="Disaggregated serving: GPUs of the decode pool.")] = None,
+    ep: Annotated[int | None, typer.Option(
+        "--ep", help="Serving a MoE model: expert parallelism, the routed experts sharded "
+        "over N GPUs (all-to-all dispatch/combine of the routed tokens). Alone: inside the "
+        "TP group (--tp defaults to N); with --attention-dp: over N / tp attention ranks. "
+        "Must divide --gpus and the model's experts. Default: TP only (or the best layout "
+        "when --tp is not given either).")] = None,
+    attention_dp: Annotated[bool, typer.Option(
+        "--attention-dp", help="With --ep: attention data-parallel, each rank of --tp GPUs "
+        "(default 1) with its own requests and KV cache, the experts sharded by EP "
+        "(TensorRT-LLM DEP, SGLang --enable-dp-attention, vLLM -dp with EP).")] = False,
     precision: Annotated[str | None, typer.Option(
         "--precision", help="bf16|fp8|int8|int4|fp4 (default: serving the checkpoint's own "
         "quantisation, else bf16)")] = None,
@@ -392,9 +462,114 @@ def estimate(
                                 global_batch, recompute, sequence_parallel, zero, interleave,
                                 context_parallel, ttft_ms, tpot_ms, concurrency, qps, engine,
                                 percentile)
+    pools = (prefill_gpus, prefill_tp, decode_gpus)
+    if any(v is not None for v in pools):
+        data = _run_disaggregated(catalog, model, gpu, gpus, kind, precision, gpus_per_node,
+                                  tp, pp, fabric, request, ep, attention_dp, pools)
+        _print_disaggregated(data, gpus, gpu, as_json)
+        return
     data = _run_estimate(catalog, model, gpu, gpus, kind, precision, gpus_per_node, tp, pp,
-                         fabric, request)
+                         fabric, request, ep=ep, attention_dp=attention_dp)
     _print_estimate(data, gpus, gpu, kind, percentile, as_json)
+
+
+def _run_disaggregated(catalog: str | None, model: str, gpu: str, gpus: int, kind: str,
+                       precision: str | None, gpus_per_node: int | None, tp: int | None,
+                       pp: int | None, fabric: str, request: dict, ep: int | None,
+                       attention_dp: bool,
+                       pools: tuple[int | None, int | None, int | None]) -> dict:
+    """``procure estimate --prefill-gpus P --prefill-tp T --decode-gpus D``: the flags
+    checked (exit 2 naming them), the decode pool's best layout of D GPUs (``--tp``,
+    ``--ep``, ``--attention-dp`` pin it) and :func:`solver.physics.disagg.estimate`."""
+    from solver.catalog.load import load_catalog
+    from solver.common.limits import MAX_GPUS_PER_NODE
+    from solver.physics import disagg
+    from solver.physics.layout import Layout, Workload
+    from solver.physics.performance import best_layout, check_ids
+
+    names = ("--prefill-gpus", "--prefill-tp", "--decode-gpus")
+    missing = [name for name, value in zip(names, pools, strict=True) if value is None]
+    if missing:
+        raise _bad(missing[0], None, "disaggregated serving needs --prefill-gpus, "
+                   "--prefill-tp and --decode-gpus together")
+    p_gpus, p_tp, d_gpus = (int(v or 0) for v in pools)
+    if kind != "inference":
+        raise _bad("--prefill-gpus", p_gpus, f"disaggregated serving is online inference; "
+                   f"--kind {kind} is not")
+    if request.get("concurrency") is None or request.get("qps") is not None:
+        raise _bad("--concurrency", request.get("concurrency"), "disaggregated serving is "
+                   "estimated at a closed loop of N users: give --concurrency N (not max, "
+                   "not --qps)")
+    _within("--prefill-gpus", p_gpus, gpus)
+    _within("--decode-gpus", d_gpus, gpus)
+    _within("--prefill-tp", p_tp, p_gpus)
+    if p_gpus % p_tp:
+        raise _bad("--prefill-tp", p_tp, f"does not divide --prefill-gpus {p_gpus}")
+    if p_gpus + d_gpus != gpus:
+        raise _bad("--gpus", gpus, f"must be --prefill-gpus + --decode-gpus = "
+                   f"{p_gpus + d_gpus}")
+    cat = load_catalog(catalog)
+    check_ids(cat, model, gpu, fabric)
+    per_node = _gpus_per_node(cat, gpu, gpus, gpus_per_node)
+    _within("--gpus-per-node", per_node, MAX_GPUS_PER_NODE)
+    if p_tp > per_node:
+        raise _bad("--prefill-tp", p_tp, f"larger than a node ({per_node} GPUs)")
+    if gpus > per_node and cat.fabrics[fabric].effective_gbs <= 0:
+        raise _bad("--fabric", fabric, f"the two pools ({gpus} GPUs) span nodes of "
+                   f"{per_node}: the prompt's KV moves over a fabric; name one")
+    cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
+    notes = notes + _check_context(cat, model, kind, request, None)
+    if "engine" in request:
+        request = {**request, "engine": _engine(cat, request["engine"])}
+    workload = Workload(kind="inference", **request)
+    ranks: int | None = None
+    if ep is not None or attention_dp:
+        tp, ep, ranks = _expert_layout(cat, model, kind, d_gpus, tp, pp, ep, attention_dp)
+    for name, value in (("--tp", tp), ("--pp", pp)):
+        if value is not None and d_gpus % value:
+            raise _bad(name, value, f"does not divide --decode-gpus {d_gpus}")
+    decode = best_layout(cat, model, gpu, d_gpus, workload, precision=precision,
+                         gpus_per_node=per_node, fabric=fabric if d_gpus > per_node
+                         else "none", tp=tp, pp=pp, ep=ep, attention_dp=ranks).layout
+    prefill = Layout(model=cat.model(model).id, gpu=gpu, precision=precision, tp=p_tp,
+                     dp=p_gpus // p_tp, gpus_per_node=per_node, fabric=fabric)
+    found = disagg.estimate(cat, prefill, decode, workload)
+    return {"mode": "disaggregated", "model": prefill.model, "gpu": gpu, "gpus": gpus,
+            "precision": precision, "kind": kind, "fits": found.fits, "reason": found.reason,
+            "prefill": {"gpus": p_gpus, "tp": p_tp, "replicas": prefill.dp},
+            "decode": {"gpus": d_gpus, "tp": decode.tp, "pp": decode.pp, "ep": decode.ep,
+                       "attention_dp": decode.attention_dp, "replicas": decode.dp},
+            "gpus_per_node": per_node, "fabric": fabric,
+            "predicted": found.to_dict(), "notes": notes,
+            "load": {"concurrency": workload.concurrency, "engine": workload.engine}}
+
+
+def _print_disaggregated(data: dict, gpus: int, gpu: str, as_json: bool) -> None:
+    """A disaggregated estimate as JSON, or as one table and the verdict."""
+    from rich.table import Table
+
+    from solver.common.wording import layout_words
+
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    pre, dec, pred = data["prefill"], data["decode"], data["predicted"]
+    table = Table(title=f"{data['model']} on {gpus} x {gpu} ({data['precision']}, "
+                  f"disaggregated: prefill {pre['gpus']} GPUs as {pre['replicas']} x TP"
+                  f"{pre['tp']}, decode {dec['gpus']} GPUs as {dec['replicas']} x "
+                  f"{layout_words(dec['tp'], dec['pp'], dec['ep'], dec['attention_dp'])}, "
+                  f"{data['load']['concurrency']} users)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in ("ttft_ms", "prefill_ms", "prefill_queue_ms", "kv_transfer_ms",
+                "kv_transfer_bytes", "prefill_load", "tpot_ms", "decode_batch",
+                "tokens_per_s"):
+        value = pred.get(key)
+        table.add_row(key, "-" if value is None else f"{value:,.2f}")
+    out.print(table)
+    _verdict({"fits": data["fits"], "comfortable": data["fits"], "reason": data["reason"]})
+    for note in data["notes"]:
+        out.print(f"note: {note}")
 
 
 def _estimate_request(kind: str, input_tokens: int, output_tokens: int, seq_len: int,
@@ -438,9 +613,11 @@ def _print_estimate(data: dict, gpus: int, gpu: str, kind: str, percentile: int,
     if as_json:
         out.print_json(json.dumps(data))
         return
+    expert = (f" ep{data['ep']} attention-dp{data['attention_dp']}"
+              if data.get("ep", 1) > 1 else "")
     _memory_table(f"{data['model']} on {gpus} x {gpu} ({data['precision']}, {kind}, "
-                  f"tp{data['tp']} pp{data['pp']} dp{data['dp']}, fabric {data['fabric']})",
-                  data["memory"])
+                  f"tp{data['tp']}{expert} pp{data['pp']} dp{data['dp']}, fabric "
+                  f"{data['fabric']})", data["memory"])
     _predicted_table(data["predicted"])
     _latency_table(data["predicted"], percentile)
     if "training" in data:
@@ -578,7 +755,10 @@ def _write_calibration_report(report: Path | None, results: list[RowResult],
     text = report_markdown(results, summary, cat.version)
     text += "\n" + training_fit_markdown(train_fit)
     if serving is not None:
+        from solver.physics import expert_check
+
         text += "\n" + serving_fit.report_markdown(cat, serving)
+        text += "\n" + expert_check.markdown(cat)
     target.write_text(text, encoding="utf-8")
 
 

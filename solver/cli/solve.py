@@ -191,16 +191,20 @@ def _print_workload(work: WorkloadPlan, spec: AnyWorkload | None, con: Any) -> N
     w = work.model_dump(mode="json")  # the wording helpers read the plan JSON
     rows = layout_rows(w)
     layouts = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
-    for column in ("GPU", "precision", "TP×PP×DP", "GPUs", "nodes each"):
-        layouts.add_column(column, justify="left" if column == "GPU" else "right",
+    expert = any(r["ep"] > 1 for r in rows)  # expert parallelism: say it per row
+    columns = ("GPU", "precision", "TP×PP×DP") + (("layout",) if expert else ()) + (
+        "GPUs", "nodes each")
+    for column in columns:
+        layouts.add_column(column, justify="left" if column in ("GPU", "layout") else "right",
                            no_wrap=True)
     for row in rows:
         layouts.add_row(row["gpu"], row["precision"],
-                        f"{row['tp']}×{row['pp']}×{row['dp']}", str(row["gpus"]),
+                        f"{row['tp']}×{row['pp']}×{row['dp']}",
+                        *((row["layout"],) if expert else ()), str(row["gpus"]),
                         str(row["nodes_per_replica"]))
     if len(rows) > 1:
-        layouts.add_row("total", "", "", str(sum(r["gpus"] for r in rows)), "",
-                        style="bold")
+        layouts.add_row("total", "", "", *(("",) if expert else ()),
+                        str(sum(r["gpus"] for r in rows)), "", style="bold")
     con.print(layouts)
     mem = work.memory
     training = work.kind in ("lora", "qlora", "full_finetune", "pretrain")

@@ -220,28 +220,54 @@ def assumption_lines(a: dict[str, Any]) -> list[str]:
     return lines
 
 
-def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every layout of a workload: TP × PP × DP per replica group, with GPUs = TP·PP·DP.
+def layout_words(tp: int, pp: int, ep: int | None = None, attention_dp: int | None = None,
+                 dp: int | None = None) -> str:
+    """A layout as people write it: ``TP8``, ``TP4 PP2``, ``TP1 EP8 attention-DP8``
+    (``DPn`` appended when given and > 1)."""
+    words = [f"TP{tp}"]
+    if ep and ep > 1:
+        words.append(f"EP{ep}")
+    if attention_dp and attention_dp > 1:
+        words.append(f"attention-DP{attention_dp}")
+    if pp > 1:
+        words.append(f"PP{pp}")
+    if dp and dp > 1:
+        words.append(f"DP{dp}")
+    return " ".join(words)
 
-    Serving: each row is one layout with ``dp`` = its number of independent replicas.
-    Training: one row, the job's TP × PP × DP.
+
+def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every layout of a workload: TP × PP × DP per replica group, with GPUs = TP·PP·DP
+    (× attention-DP ranks where the layout uses expert parallelism).
+
+    Serving: each row is one layout with ``dp`` = its number of independent replicas;
+    ``ep`` / ``attention_dp`` are 1 for a plain layout and ``layout`` says it in words
+    (``TP1 EP8 attention-DP8``). Training: one row, the job's TP × PP × DP.
     """
     training = entry["kind"] in TRAINING
     layouts = entry.get("layouts")
     if training or not layouts:
         dp = entry["dp"]
+        ep, ranks = entry.get("ep") or 1, entry.get("attention_dp") or 1
         return [{"gpu": entry["gpu"], "precision": entry["precision"], "tp": entry["tp"],
-                 "pp": entry["pp"], "dp": dp, "gpus": entry["tp"] * entry["pp"] * dp,
+                 "pp": entry["pp"], "dp": dp, "ep": ep, "attention_dp": ranks,
+                 "layout": layout_words(entry["tp"], entry["pp"], ep, ranks),
+                 "gpus": entry["tp"] * ranks * entry["pp"] * dp,
                  "gpus_per_node": entry.get("gpus_per_node"),
                  "nodes_per_replica": entry.get("nodes_spanned", 1),
                  "replicas": 1 if training else dp}]
-    return [{"gpu": lay["gpu"], "precision": lay["precision"], "tp": lay["tp"],
-             "pp": lay["pp"], "dp": lay["replicas"],
-             "gpus": lay["tp"] * lay["pp"] * lay["replicas"],
-             "gpus_per_node": lay.get("gpus_per_node"),
-             "nodes_per_replica": max(1, -(-(lay["tp"] * lay["pp"])
-                                         // (lay.get("gpus_per_node") or 1))),
-             "replicas": lay["replicas"]} for lay in layouts]
+    rows = []
+    for lay in layouts:
+        ep, ranks = lay.get("ep") or 1, lay.get("attention_dp") or 1
+        rows.append({"gpu": lay["gpu"], "precision": lay["precision"], "tp": lay["tp"],
+                     "pp": lay["pp"], "dp": lay["replicas"], "ep": ep, "attention_dp": ranks,
+                     "layout": layout_words(lay["tp"], lay["pp"], ep, ranks),
+                     "gpus": lay["tp"] * ranks * lay["pp"] * lay["replicas"],
+                     "gpus_per_node": lay.get("gpus_per_node"),
+                     "nodes_per_replica": max(1, -(-(lay["tp"] * ranks * lay["pp"])
+                                                 // (lay.get("gpus_per_node") or 1))),
+                     "replicas": lay["replicas"]})
+    return rows
 
 
 def _num(value: float | None, digits: int = 1) -> str:

@@ -41,7 +41,7 @@ from solver.optimize.records import (
 from solver.optimize.rental import owned_allowed, rented_candidates
 from solver.optimize.storage import training_storage
 from solver.physics.goodput import hours_at_goodput, job_goodput
-from solver.physics.layout import Estimate
+from solver.physics.layout import Estimate, expert_tag
 from solver.physics.memory import microbatches, weight_bytes_per_param
 from solver.physics.performance import (
     clear_caches as clear_physics_caches,
@@ -216,7 +216,7 @@ def _serving_candidate(name: str, spec: ServingWorkload, node: NodeType, est: Es
         concurrency_capacity=float(est.predicted.max_concurrency or 0),
         qps_capacity=float(est.predicted.qps_capacity or 0.0),
         name=f"{name}|{node.key}|{est.layout.precision}|tp{est.layout.tp}pp{est.layout.pp}"
-             f"|{nodes}n|{fabric}")
+             f"{expert_tag(est.layout)}|{nodes}n|{fabric}")
 
 
 ZERO_STAGES = (3, 2, 1, 0)  # the default (FSDP full shard) first: kept on a tie

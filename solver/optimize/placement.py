@@ -66,4 +66,6 @@ def _run(cand: Candidate, index: int, gpus_here: int) -> dict[str, Any]:
     return {"workload": cand.workload, "unit": label, "group": f"{cand.name}#{index}",
             "gpus": gpus_here, "group_gpus": cand.gpus, "nodes_spanned": cand.nodes_spanned,
             "fabric": cand.fabric, "precision": layout.precision, "tp": layout.tp,
-            "pp": layout.pp, "dp": layout.dp}
+            "pp": layout.pp, "dp": layout.dp,
+            **({} if layout.ep == 1 and layout.attention_dp == 1
+               else {"ep": layout.ep, "attention_dp": layout.attention_dp})}

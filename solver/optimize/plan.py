@@ -31,7 +31,7 @@ from solver.optimize.schedule import schedule_for
 from solver.optimize.unit_cost import add_unit_costs
 from solver.physics.coverage import serving_calibration
 from solver.physics.goodput import goodput
-from solver.physics.layout import TRAINING_KINDS, Estimate
+from solver.physics.layout import TRAINING_KINDS, Estimate, Layout
 from solver.physics.performance import estimate as estimate_layout
 from solver.rfq.schema import (
     AnyWorkload,
@@ -197,6 +197,14 @@ def redundancy_check(plan: dict[str, Any], picks: dict[str, list[tuple[Candidate
                              "qps_one_node_down": _round(worst[1], 3)}
 
 
+def expert_parallel(layout: Layout) -> dict[str, int]:
+    """``ep`` and ``attention_dp`` of a layout for the plan, where it uses expert
+    parallelism (nothing for a plain TP x PP layout)."""
+    if layout.ep == 1 and layout.attention_dp == 1:
+        return {}
+    return {"ep": layout.ep, "attention_dp": layout.attention_dp}
+
+
 def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candidate, int]]
                    ) -> dict[str, Any]:
     """The plan's entry for one workload: its main layout, memory and predictions."""
@@ -216,6 +224,7 @@ def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candid
         "memory": memory,
         "predicted": _predicted_at_load(spec, cand, replicas, loaded),
     }
+    entry.update(expert_parallel(layout))
     if isinstance(spec, TrainingWorkload):  # the training knobs, goodput, deadline margin
         entry["training"] = training_entry(catalog, spec, cand)
     demand = demand_of(spec)
@@ -234,7 +243,8 @@ def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candid
         entry["margins"] = slo_margins(catalog, spec, picks)
     if len(picks) > 1:
         entry["layouts"] = [{"gpu": c.layout.gpu, "precision": c.layout.precision,
-                             "tp": c.layout.tp, "pp": c.layout.pp, "replicas": n,
+                             "tp": c.layout.tp, "pp": c.layout.pp,
+                             **expert_parallel(c.layout), "replicas": n,
                              "gpus_per_node": c.layout.gpus_per_node, "fabric": c.fabric,
                              **({} if engine is None else {"calibration": serving_calibration(
                                  catalog, c.layout.gpu, engine).to_dict()})}

@@ -174,6 +174,12 @@ class LayoutUse(Record):
     precision: str = Field(description="numeric precision (bf16, fp8, int8, int4, fp4)")
     tp: int = Field(description="tensor-parallel degree")
     pp: int = Field(description="pipeline-parallel degree")
+    ep: int | None = omitted("MoE serving with expert parallelism: the routed experts of "
+                             "each pipeline stage sharded over this many GPUs (absent: "
+                             "experts split by TP)")
+    attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
+                                       "data-parallel ranks per replica (each TP GPUs with "
+                                       "its own requests and KV cache; absent: 1)")
     replicas: int = Field(description="replicas of this layout")
     gpus_per_node: int = Field(description="GPUs per node of the node type it runs on")
     fabric: str = Field(description="fabric id between its nodes ('none': one node)")
@@ -332,6 +338,12 @@ class WorkloadPlan(Record):
     gpu: str = Field(description="GPU id of the main layout")
     tp: int = Field(description="tensor-parallel degree")
     pp: int = Field(description="pipeline-parallel degree")
+    ep: int | None = omitted("MoE serving with expert parallelism: the routed experts of "
+                             "each pipeline stage sharded over this many GPUs (absent: "
+                             "experts split by TP)")
+    attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
+                                       "data-parallel ranks per replica (each TP GPUs with "
+                                       "its own requests and KV cache; absent: 1)")
     dp: int = Field(description="serving: replicas of the main layout; training: "
                     "data-parallel degree")
     gpus: int = Field(description="GPUs the workload uses, all layouts")
@@ -404,6 +416,12 @@ class Run(Record):
     tp: int = Field(description="tensor-parallel degree")
     pp: int = Field(description="pipeline-parallel degree")
     dp: int = Field(description="data-parallel degree")
+    ep: int | None = omitted("MoE serving with expert parallelism: the routed experts of "
+                             "each pipeline stage sharded over this many GPUs (absent: "
+                             "experts split by TP)")
+    attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
+                                       "data-parallel ranks per replica (each TP GPUs with "
+                                       "its own requests and KV cache; absent: 1)")
 
 
 class Placement(Record):

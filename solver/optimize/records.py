@@ -121,7 +121,10 @@ def physics_workload(spec: AnyWorkload) -> Workload:
 
 
 def _engine(spec: ServingWorkload, work: Workload) -> Workload:
-    """``work`` with the RFQ's engine, when it names one (else the physics' default)."""
+    """``work`` with the RFQ's engine, when it names one (else the physics' default), and
+    whether expert-parallel layouts may be tried."""
+    if not spec.expert_parallel:
+        work = replace(work, expert_parallel=False)
     return replace(work, engine=spec.engine) if spec.engine else work
 
 

@@ -48,7 +48,7 @@ from solver.optimize.records import (
     precisions_for,
     usable_serving,
 )
-from solver.physics.layout import TRAINING_KINDS
+from solver.physics.layout import TRAINING_KINDS, expert_tag
 from solver.physics.performance import best_layout
 from solver.rfq.schema import AnyWorkload, Rfq, TrainingWorkload
 
@@ -220,7 +220,7 @@ def _rented_serving(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, offer: Any, n
                                       * runs_over_horizon(spec, params.horizon_years)),
             replicas_per_unit=per_unit, runs=runs_over_horizon(spec, params.horizon_years),
             name=f"{spec.name}|{RENTED_PREFIX}{offer.id}|{precision}|tp{est.layout.tp}"
-                 f"pp{est.layout.pp}x{per_unit}|{m}i|{fabric}"))
+                 f"pp{est.layout.pp}{expert_tag(est.layout)}x{per_unit}|{m}i|{fabric}"))
         if m > 1 and len(out) == 2:
             break
     if not out:

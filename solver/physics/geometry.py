@@ -57,6 +57,14 @@ class Geometry:
     checkpoint_bits: int = 0
     checkpoint_scale_bytes: float = 0.0
     checkpoint_experts_only: bool = False
+    moe_layers: int = 0  # layers with routed experts (0 with experts: every layer)
+
+    @property
+    def moe_layer_count(self) -> int:
+        """Layers with routed experts (every layer of a catalog MoE entry without config)."""
+        if not self.experts:
+            return 0
+        return self.moe_layers or self.layers
 
     @property
     def full_layers(self) -> int:
@@ -160,7 +168,7 @@ def _from_architecture(model: Model) -> Geometry:
         attn_topk=arch.index_topk, index_flops_per_ctx=index, linear_flops_per_token=linear,
         vocab_embedding_params=one, checkpoint_bits=arch.checkpoint_bits,
         checkpoint_scale_bytes=arch.checkpoint_scale_bytes,
-        checkpoint_experts_only=arch.checkpoint_experts_only)
+        checkpoint_experts_only=arch.checkpoint_experts_only, moe_layers=arch.moe_layers)
 
 
 _GEOMETRIES: dict[int, tuple[Model, Geometry]] = {}

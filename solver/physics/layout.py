@@ -25,11 +25,18 @@ SERVING_KINDS: tuple[Kind, ...] = ("inference", "batch_inference")
 class Layout:
     """How one job (a training run) or one serving replica is laid out.
 
-    ``gpus = tp * pp * dp``; ``gpus_per_node`` is how many GPUs each node of the layout
+    ``gpus = tp * attention_dp * pp * dp``; ``gpus_per_node`` is how many GPUs each node of the layout
     holds (so the job spans ``ceil(gpus / gpus_per_node)`` nodes), and ``fabric`` is the
     inter-node fabric id (``none`` when it stays inside one node). ``server`` is the node
     type's chassis id (its fabric NICs per node bound inter-node collectives); None = the
     smallest catalog server that holds ``gpus_per_node`` (``procure estimate``).
+
+    MoE serving (issue 27): ``ep`` shards the routed experts of each pipeline stage over
+    ``ep`` GPUs (expert parallelism; the stage's ``tp * attention_dp`` GPUs hold the
+    experts, each expert split ``tp * attention_dp / ep`` ways), and ``attention_dp``
+    replicates attention (and the dense layers) over that many ranks of ``tp`` GPUs, each
+    rank with its own requests and KV cache; a replica is ``tp * attention_dp * pp`` GPUs
+    and ``dp`` counts replicas. ``ep = 1, attention_dp = 1`` is the plain TP layout.
     """
 
     model: str
@@ -41,14 +48,34 @@ class Layout:
     gpus_per_node: int = 8
     fabric: str = "none"
     server: str | None = None
+    ep: int = 1
+    attention_dp: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.attention_dp * self.pp * self.dp
+
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs of one replica (one engine): ``tp * attention_dp * pp``."""
+        return self.tp * self.attention_dp * self.pp
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one pipeline stage of a replica, over which the experts are sharded."""
+        return self.tp * self.attention_dp
 
     @property
     def nodes_spanned(self) -> int:
         return -(-self.gpus // self.gpus_per_node)
+
+
+def expert_tag(layout: Layout) -> str:
+    """``ep8adp8`` for a layout with expert parallelism ('' without): part of a
+    candidate's name, so layouts that differ only there stay apart."""
+    if layout.ep == 1 and layout.attention_dp == 1:
+        return ""
+    return f"ep{layout.ep}adp{layout.attention_dp}"
 
 
 @dataclass(frozen=True)
@@ -73,6 +100,8 @@ class Workload:
     multiple). ``global_batch_tokens`` None = the catalog's micro-batches per stage.
     ``calibration_margin`` False predicts serving without the uncertainty margin of an
     uncalibrated GPU family or engine (comparisons with measurements do).
+    ``expert_parallel`` False keeps MoE serving layouts to TP x PP (no expert-parallel /
+    attention-DP candidates; the RFQ's ``expert_parallel: false``).
     """
 
     kind: Kind
@@ -93,6 +122,7 @@ class Workload:
     interleave: int | None = None
     context_parallel: int = 1
     calibration_margin: bool = True  # serving: plan with the family x engine's margin
+    expert_parallel: bool = True  # MoE serving: candidates with EP x attention DP
 
 
 @dataclass(frozen=True)

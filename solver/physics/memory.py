@@ -4,7 +4,10 @@ All sizes are vendor GB (1e9 bytes) on the fullest GPU of the layout.
 
 Serving (``inference``, ``batch_inference``)
     weights (precision bytes + quantisation scales; embeddings/LM head in 16 bit; MoE: all
-    experts resident) split over TP and PP; KV cache = concurrency x (input + output)
+    experts resident) split over TP and PP; with attention data parallelism (issue 27) the
+    attention/dense part is replicated on each of the ``attention_dp`` ranks and the routed
+    experts are split over all ``tp x attention_dp`` GPUs of the stage (expert parallelism),
+    and each rank holds the KV cache of its own requests; KV cache = concurrency x (input + output)
     tokens x KV elements per token per GPU x KV bytes x (1 + paging overhead) (MLA: the
     latent + RoPE key per layer; sliding-window layers at most their window of tokens;
     linear-attention layers a fixed state per request instead) — engines that
@@ -80,28 +83,40 @@ def kv_bytes_per_element(eff: EfficiencyFactors, precision: str) -> float:
     return eff.precisions.kv_bytes[precision].value
 
 
-def serving_weights_gb(eff: EfficiencyFactors, geo: Geometry, precision: str,
-                       tp: int, pp: int) -> float:
-    """Serving weights on the fullest GPU, GB.
+def serving_weight_parts(eff: EfficiencyFactors, geo: Geometry, precision: str,
+                         pp: int) -> tuple[float, float]:
+    """Serving weights of the fullest pipeline stage, bytes, split into (routed experts,
+    everything else: attention, dense and shared MLPs, router, embeddings).
 
     Served at the width of the model's own quantised checkpoint (4-bit for an MXFP4/INT4
     checkpoint, 8-bit for FP8), the checkpoint is taken as shipped: its own scale bytes, and
     when it quantises only the routed experts (gpt-oss, Kimi) the rest of each layer stays
     16-bit. Otherwise every body weight is at ``precision`` with the catalog's scales."""
     bits = 8.0 * eff.precisions.weight_bytes[precision].value
+    experts = geo.stage_expert_params(pp)
+    rest = geo.stage_layer_params(pp) - experts
     if geo.checkpoint_bits and abs(bits - geo.checkpoint_bits) < 0.5:
         quantised = eff.precisions.weight_bytes[precision].value + geo.checkpoint_scale_bytes
-        experts = geo.stage_expert_params(pp)
-        rest = geo.stage_layer_params(pp) - experts
         rest_bytes = eff.precisions.embedding_bytes.value if geo.checkpoint_experts_only \
             else quantised
-        body = experts * quantised + rest * rest_bytes
+        expert_body, rest_body = experts * quantised, rest * rest_bytes
     else:
-        body = geo.stage_layer_params(pp) * weight_bytes_per_param(eff, precision)
+        per_param = weight_bytes_per_param(eff, precision)
+        expert_body, rest_body = experts * per_param, rest * per_param
     emb_bytes = max(eff.precisions.embedding_bytes.value,
                     eff.precisions.weight_bytes[precision].value)
     emb = geo.stage_embedding_params(pp) * emb_bytes
-    return (body + emb) / tp / GB
+    return expert_body, rest_body + emb
+
+
+def serving_weights_gb(eff: EfficiencyFactors, geo: Geometry, precision: str,
+                       tp: int, pp: int, attention_dp: int = 1) -> float:
+    """Serving weights on the fullest GPU, GB: attention, dense layers and embeddings split
+    over ``tp`` (replicated on each of the ``attention_dp`` ranks), the routed experts over
+    every GPU of the stage (``tp * attention_dp``: expert parallelism, expert TP or both
+    hold 1 / (tp x attention_dp) of them each). See :func:`serving_weight_parts`."""
+    experts, rest = serving_weight_parts(eff, geo, precision, pp)
+    return (rest / tp + experts / (tp * attention_dp)) / GB
 
 
 def sequence_parallel(gpu: Gpu, layout: Layout, workload: Workload | None = None) -> bool:
@@ -152,15 +167,15 @@ def _lora_adapter_params(eff: EfficiencyFactors, geo: Geometry, pp: int) -> floa
 
 def _serving(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
              layout: Layout, workload: Workload) -> MemoryPlan:
-    tp, pp = layout.tp, layout.pp
+    tp, pp, ranks = layout.tp, layout.pp, layout.attention_dp
     usable = gpu.memory_gb * catalog.costs.usable_memory_fraction.value
-    weights = serving_weights_gb(eff, geo, layout.precision, tp, pp)
+    weights = serving_weights_gb(eff, geo, layout.precision, tp, pp, ranks)
     serving = eff.serving
     engine = serving.engines.get(workload.engine) or serving.engines[serving.default_engine]
     workspace = (engine.token_budget.value * geo.hidden
                  * serving.workspace_bytes_per_token_hidden.value / tp / GB)
     reserve = serving.runtime_reserve_gb.value + (
-        serving.nccl_buffer_gb.value if tp * pp > 1 else 0.0)
+        serving.nccl_buffer_gb.value if tp * ranks * pp > 1 else 0.0)
     seq_tokens = max(workload.input_tokens + workload.output_tokens, 1)
     # sliding-window layers cache at most their window; linear-attention layers hold a fixed
     # recurrent state per request instead of a per-token KV cache
@@ -171,10 +186,14 @@ def _serving(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
     kv_token = per_request_bytes / seq_tokens  # average over the sequence
     per_request_gb = per_request_bytes / GB
     free = usable - weights - workspace - reserve
-    max_conc = int(free // per_request_gb) if free > 0 and per_request_gb > 0 else 0
-    # workload.concurrency is the layout's total; each of the dp replicas holds its share
-    conc = (-(-workload.concurrency // layout.dp) if workload.concurrency is not None
-            else max(max_conc, 0))
+    # attention data parallelism: each of the replica's ``ranks`` attention ranks holds the
+    # KV cache of its own requests (``max_conc`` counts the replica's, all ranks together)
+    per_rank = int(free // per_request_gb) if free > 0 and per_request_gb > 0 else 0
+    max_conc = per_rank * ranks
+    # workload.concurrency is the layout's total; each of the dp replicas holds its share,
+    # each attention rank its share of that
+    conc = (-(-workload.concurrency // (layout.dp * ranks)) if workload.concurrency is not None
+            else max(per_rank, 0))
     kv = conc * per_request_gb
     total = weights + kv + workspace + reserve
     cap = gpu.memory_gb
@@ -188,7 +207,7 @@ def _serving(catalog: Catalog, gpu: Gpu, eff: EfficiencyFactors, geo: Geometry,
                   f"cache; only {free:.1f} GB free per GPU")
     elif not fits:
         reason = (f"KV cache for {conc} concurrent x {seq_tokens:,} tokens needs {kv:.1f} GB; "
-                  f"only {free:.1f} GB free per GPU (max concurrency {max_conc})")
+                  f"only {free:.1f} GB free per GPU (max concurrency {per_rank})")
     costs = catalog.costs
     comfortable = (fits and weights <= costs.weights_vram_fraction_max.value * cap
                    and (cap - weights) >= costs.vram_reserve_fraction.value * cap)
@@ -433,7 +452,7 @@ def memory_plan(catalog: Catalog, layout: Layout, workload: Workload) -> MemoryP
     # nor on the fabric or the server chassis (nothing in _plan reads them): one plan
     # serves a span on every fabric the candidate stage tries
     key = (content_key(catalog), layout.model, layout.gpu, layout.precision, layout.tp,
-           layout.pp, layout.dp, layout.gpus_per_node, workload)
+           layout.pp, layout.dp, layout.gpus_per_node, layout.attention_dp, workload)
     return MEMORY_PLANS.get(key, lambda: _plan(catalog, layout, workload))
 
 

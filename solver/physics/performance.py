@@ -78,8 +78,12 @@ def unsupported_reason(catalog: Catalog, layout: Layout, workload: Workload) -> 
     prec = layout.precision
     if prec not in ("bf16", "fp8", "int8", "int4", "fp4"):
         return f"unknown precision {prec!r}"
-    if min(layout.tp, layout.pp, layout.dp, layout.gpus_per_node) < 1:
-        return "tp, pp, dp and gpus_per_node must be >= 1"
+    if min(layout.tp, layout.pp, layout.dp, layout.gpus_per_node, layout.ep,
+           layout.attention_dp) < 1:
+        return "tp, pp, dp, ep, attention_dp and gpus_per_node must be >= 1"
+    expert_reason = expert_parallel_reason(catalog, layout, workload)
+    if expert_reason:
+        return expert_reason
     if prec == "fp4" and "fp4" not in gpu.dense_tflops:
         return f"fp4 (W4A4) needs Blackwell FP4 tensor cores; {gpu.id} has none"
     if workload.kind not in SERVING_KINDS:
@@ -98,6 +102,33 @@ def unsupported_reason(catalog: Catalog, layout: Layout, workload: Workload) -> 
     if layout.nodes_spanned > 1 and catalog.fabrics[layout.fabric].effective_gbs <= 0:
         return (f"the layout spans {layout.nodes_spanned} nodes but fabric "
                 f"{layout.fabric!r} connects none")
+    return ""
+
+
+def expert_parallel_reason(catalog: Catalog, layout: Layout, workload: Workload) -> str:
+    """Why ``layout``'s expert parallelism / attention data parallelism cannot run ('' when
+    it can): both are serving layouts of MoE models; ``ep`` divides the stage's GPUs
+    (``tp x attention_dp``) and the routed experts; attention DP needs EP over its ranks."""
+    ep, ranks = layout.ep, layout.attention_dp
+    if ep == 1 and ranks == 1:
+        return ""
+    model = catalog.model(layout.model)
+    if workload.kind not in SERVING_KINDS:
+        return ("expert parallelism / attention data parallelism are serving layouts "
+                f"(training spreads experts over its data-parallel GPUs); {workload.kind} "
+                "takes ep = attention_dp = 1")
+    if not model.is_moe:
+        return f"ep {ep} / attention_dp {ranks}: {model.id} is a dense model (no experts)"
+    if ranks > 1 and ep == 1:
+        return (f"attention_dp {ranks} needs expert parallelism over its ranks (ep > 1): "
+                "the experts are sharded by EP")
+    stage = layout.stage_gpus
+    if stage % ep:
+        return (f"ep {ep} must divide the GPUs of a pipeline stage (tp {layout.tp} x "
+                f"attention_dp {ranks} = {stage})")
+    experts = model.experts or 0
+    if experts % ep:
+        return f"ep {ep} must divide the {experts} routed experts of {model.id}"
     return ""
 
 
@@ -504,7 +535,8 @@ def _score(est: Estimate) -> tuple:
 def best_layout(catalog: Catalog, model_id: str, gpu_id: str, gpus: int, workload: Workload,
                 *, precision: str, gpus_per_node: int = 8, fabric: str = "none",
                 tp: int | None = None, pp: int | None = None,
-                dp: int | None = None, server: str | None = None) -> Estimate:
+                dp: int | None = None, server: str | None = None,
+                ep: int | None = None, attention_dp: int | None = None) -> Estimate:
     """The best TP x PP x DP split of ``gpus`` GPUs (TP/PP/DP free unless given).
 
     ``server`` is the node type's chassis (its fabric NICs bound inter-node collectives);
@@ -514,41 +546,73 @@ def best_layout(catalog: Catalog, model_id: str, gpu_id: str, gpus: int, workloa
     """
     return ranked_layouts(catalog, model_id, gpu_id, gpus, workload, precision=precision,
                           gpus_per_node=gpus_per_node, fabric=fabric, tp=tp, pp=pp, dp=dp,
-                          server=server)[0]
+                          server=server, ep=ep, attention_dp=attention_dp)[0]
 
 
 def ranked_layouts(catalog: Catalog, model_id: str, gpu_id: str, gpus: int,
                    workload: Workload, *, precision: str, gpus_per_node: int = 8,
                    fabric: str = "none", tp: int | None = None, pp: int | None = None,
-                   dp: int | None = None, server: str | None = None) -> list[Estimate]:
+                   dp: int | None = None, server: str | None = None,
+                   ep: int | None = None, attention_dp: int | None = None) -> list[Estimate]:
     """Every TP x PP x DP split of ``gpus`` GPUs, best first (:func:`best_layout`'s order;
-    equal scores keep the enumeration order)."""
+    equal scores keep the enumeration order). MoE serving also tries attention data
+    parallelism with expert parallelism over each stage (:func:`expert_splits`);
+    ``ep`` / ``attention_dp`` pin them (``ep`` alone: EP inside the TP group)."""
     check_ids(catalog, model_id, gpu_id, fabric)
     if gpus < 1:
         raise InputError([Problem("command line", "gpus", gpus, "must be >= 1")])
     model = catalog.model(model_id).id
     key = (content_key(catalog), model, gpu_id, gpus, workload, precision, gpus_per_node,
-           fabric, tp, pp, dp, server)
+           fabric, tp, pp, dp, server, ep, attention_dp)
     return list(RANKINGS.get(key, lambda: _ranked(catalog, model, gpu_id, gpus, workload,
                                                   precision, gpus_per_node, fabric, tp, pp,
-                                                  dp, server)))
+                                                  dp, server, ep, attention_dp)))
+
+
+def expert_splits(catalog: Catalog, model: str, workload: Workload, tp: int, rest: int,
+                  ep: int | None, attention_dp: int | None,
+                  pp: int = 1) -> list[tuple[int, int]]:
+    """(ep, attention_dp) pairs to try for ``tp`` GPUs of attention with ``rest`` GPUs per
+    TP group left for attention ranks x replicas. Pinned values are taken as given
+    (``ep`` without ``attention_dp``: EP inside the TP group, ``ep`` alone with
+    ``attention_dp`` 1). Free: the plain layout (1, 1) and, for MoE serving without
+    pipeline stages (``pp`` 1: how EP is deployed; pinned values may add stages), every
+    attention-DP degree ``a`` dividing ``rest`` with EP over the whole stage (``ep = tp x a``)
+    where that divides the experts."""
+    if ep is not None or attention_dp is not None:
+        return [(ep or 1, attention_dp or 1)]
+    pairs = [(1, 1)]
+    found = catalog.model(model)
+    if (workload.kind not in SERVING_KINDS or not found.is_moe or not workload.expert_parallel
+            or pp > 1):
+        return pairs
+    experts = found.experts or 0
+    pairs += [(tp * a, a) for a in _divisors(rest) if a > 1 and experts % (tp * a) == 0]
+    return pairs
 
 
 def _ranked(catalog: Catalog, model: str, gpu_id: str, gpus: int, workload: Workload,
             precision: str, gpus_per_node: int, fabric: str, tp: int | None, pp: int | None,
-            dp: int | None, server: str | None) -> tuple[Estimate, ...]:
+            dp: int | None, server: str | None, ep: int | None = None,
+            attention_dp: int | None = None) -> tuple[Estimate, ...]:
     found: list[Estimate] = []
     for t in ([tp] if tp else _divisors(gpus)):
         for p in ([pp] if pp else _divisors(gpus // t if gpus % t == 0 else 0)):
-            if gpus % (t * p) or (dp is not None and t * p * dp != gpus):
+            if gpus % (t * p):
                 continue
-            layout = Layout(model=model, gpu=gpu_id, precision=precision, tp=t, pp=p,
-                            dp=gpus // (t * p), gpus_per_node=gpus_per_node, fabric=fabric,
-                            server=server)
-            found.append(estimate(catalog, layout, workload))
+            for e, a in expert_splits(catalog, model, workload, t, gpus // (t * p), ep,
+                                      attention_dp, p):
+                if gpus % (t * a * p) or (dp is not None and t * a * p * dp != gpus):
+                    continue
+                layout = Layout(model=model, gpu=gpu_id, precision=precision, tp=t, pp=p,
+                                dp=gpus // (t * a * p), gpus_per_node=gpus_per_node,
+                                fabric=fabric, server=server, ep=e, attention_dp=a)
+                found.append(estimate(catalog, layout, workload))
     if not found:
         raise InputError([Problem("command line", "gpus", gpus,
-                                  f"not divisible into tp={tp} x pp={pp}")])
+                                  f"not divisible into tp={tp} x pp={pp}"
+                                  + (f" x attention_dp={attention_dp}" if attention_dp
+                                     else ""))])
     ranked = sorted(enumerate(found), key=lambda item: (_score(item[1]), -item[0]),
                     reverse=True)
     return tuple(est for _, est in ranked)

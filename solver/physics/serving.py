@@ -55,6 +55,15 @@ Capacity for the planner: ``max_concurrency`` = the largest closed-loop C <= B_m
 TTFT/TPOT at the workload's SLO percentile meet the SLOs; ``qps_capacity`` = the largest
 arrival rate whose open-loop percentiles meet them with N + z_p √N <= B_max.
 
+**Expert parallelism and attention data parallelism** (MoE, issue 27; docs/expert-parallel.md).
+A replica of ``attention_dp`` ranks runs in lockstep: every per-token term is per token of the
+replica's step on one GPU — linear-layer FLOPs over the stage's ``tp x attention_dp`` GPUs
+(the expert share times the labelled ``serving.moe_ep_load_imbalance`` when ``ep > 1``),
+attention and KV reads for the rank's own ``1 / attention_dp`` of the tokens, TP all-reduces
+of the rank's tokens, and the all-to-all dispatch + combine of :func:`all_to_all_s`; the
+token budget and ``max_running_requests`` are per rank, and a prompt's prefill runs on one
+rank within its budget while the other ranks prefill theirs.
+
 **Calibration margin.** Each GPU family x engine carries its calibration (rows, error with
 whole sources held out; ``serving.calibration`` in efficiency.yaml, written by ``procure
 calibrate --write-factors``). Where a family or engine has too few measurements, the
@@ -74,7 +83,7 @@ from solver.physics.coverage import serving_calibration
 from solver.physics.geometry import Geometry, geometry
 from solver.physics.layout import Layout, Prediction, Workload
 from solver.physics.links import Link, all_reduce_s, group_link, p2p_s
-from solver.physics.memory import MemoryPlan
+from solver.physics.memory import GB, MemoryPlan, serving_weights_gb
 
 PERCENTILES = (50, 90, 95, 99)
 _Z = {50: 0.0, 90: 1.2816, 95: 1.6449, 99: 2.3263}
@@ -108,6 +117,9 @@ class Constants:
     expert_miss: float = 1.0   # 1 - k / E: chance a token skips one expert
     hop_fixed_s: float = 0.0   # pipeline hops of one step: latency part ...
     hop_per_token_s: float = 0.0  # ... and the part per token
+    ranks: int = 1             # attention data-parallel ranks of the replica (budget each)
+    a2a_fixed_s: float = 0.0   # expert-parallel all-to-alls of one step: latency part ...
+    a2a_per_token_s: float = 0.0  # ... and the part per token of the replica's step
     memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
@@ -151,14 +163,20 @@ def constants(catalog: Catalog, layout: Layout, plan: MemoryPlan,
     gpu = catalog.gpus[layout.gpu]
     geo = geometry(catalog.model(layout.model))
     fam = eff.family(gpu.family)
-    tp, pp = layout.tp, layout.pp
+    tp, pp, ranks = layout.tp, layout.pp, layout.attention_dp
+    stage_gpus = tp * ranks  # attention-DP ranks x TP: the GPUs the experts are spread over
     compute = _compute_precision(catalog, layout.gpu, layout.precision)
     gemm = fam.gemm(compute)
+    share = 0.0
     if geo.experts:  # expert GEMMs (few rows per expert, imbalance) at their own efficiency
         share = min(geo.expert_params * geo.experts_per_token / geo.experts
                     / geo.matmul_active_params, 1.0)
         gemm /= (1.0 - share) + share / eff.serving.moe_expert_gemm_efficiency.value
-    weights = plan.breakdown.weights_gb * 1e9
+    imbalance = ep_imbalance(catalog, layout)
+    # weights per GPU at the attention TP, split into the routed experts (1 / ranks of it
+    # per GPU under attention data parallelism) and the rest (replicated per rank)
+    weights = (plan.breakdown.weights_gb * GB if ranks == 1 else
+               serving_weights_gb(eff, geo, layout.precision, tp, pp) * GB)
     expert_share = geo.expert_params / geo.params if geo.experts else 0.0
     bw_eff = fam.mem_bw_efficiency.value * eff.precisions.weight_only_bw_efficiency[
         layout.precision].value
@@ -168,10 +186,12 @@ def constants(catalog: Catalog, layout: Layout, plan: MemoryPlan,
     ar_bytes = geo.hidden * eff.serving.activation_bytes.value
     overlap = 1.0 - eff.serving.tp_comm_overlap.value
     per_step = 2.0 * geo.stage_layers(pp) * overlap
-    # all_reduce_s is affine in the bytes: split it once into latency and per-token parts
+    # all_reduce_s is affine in the bytes: split it once into latency and per-token parts;
+    # an attention rank all-reduces its own tokens only (1 / ranks of the replica's step)
     fixed = per_step * all_reduce_s(tp_link, tp, 1e-30) if tp > 1 else 0.0
     per_token = (per_step * (all_reduce_s(tp_link, tp, ar_bytes * 1e6)
-                             - all_reduce_s(tp_link, tp, 1e-30)) / 1e6) if tp > 1 else 0.0
+                             - all_reduce_s(tp_link, tp, 1e-30)) / 1e6 / ranks) if tp > 1 else 0.0
+    a2a_fixed, a2a_token = all_to_all_s(catalog, layout, geo, ar_bytes / geo.hidden)
     pp_link = group_link(catalog, gpu, layout.fabric, layout.gpus_per_node, tp * pp,
                          layout.server)
     # p2p_s is affine in the bytes as well
@@ -180,20 +200,82 @@ def constants(catalog: Catalog, layout: Layout, plan: MemoryPlan,
                  if pp > 1 else 0.0)
     return Constants(
         geo=geo, tp=tp, pp=pp,
-        dense_bytes=weights * (1.0 - expert_share), expert_bytes=weights * expert_share,
-        kv_bytes_token=plan.kv_bytes_per_token_gpu,
-        flops_per_token=2.0 * geo.matmul_active_params * stage_share / tp,
-        attn_flops_per_ctx=geo.attention_flops_per_token(1.0) * stage_share / tp,
+        dense_bytes=weights * (1.0 - expert_share),
+        expert_bytes=weights * expert_share / ranks,
+        # per token of the replica's step on one GPU: each token's attention and dense
+        # layers run on its rank's tp GPUs (1 / ranks of the step's tokens per rank), its
+        # routed experts on the stage's GPUs; the busiest GPU of an EP group carries
+        # ``imbalance`` x the mean expert work
+        kv_bytes_token=plan.kv_bytes_per_token_gpu / ranks,
+        flops_per_token=(2.0 * geo.matmul_active_params * stage_share / stage_gpus
+                         * ((1.0 - share) + share * imbalance)),
+        attn_flops_per_ctx=geo.attention_flops_per_token(1.0) * stage_share / stage_gpus,
         peak_flops=gpu.dense_tflops[compute] * 1e12 * gemm,
         mem_bw=gpu.mem_bw_gbs * 1e9 * bw_eff, overhead_s=ovh,
         tp_group_link=tp_link,
         pp_link=pp_link, hop_fixed_s=hop_fixed, hop_per_token_s=hop_token,
-        budget=engine.token_budget.value,
+        budget=engine.token_budget.value * ranks, ranks=ranks,
+        a2a_fixed_s=a2a_fixed, a2a_per_token_s=a2a_token,
         min_chunk=eff.serving.min_prefill_chunk_fraction.value,
         decode_fill=eff.serving.kv_decode_fill.value,
         layers=geo.stage_layers(pp), comm_fixed_s=fixed, comm_per_token_s=per_token,
         expert_miss=(1.0 - geo.experts_per_token / geo.experts) if geo.experts else 1.0,
     )
+
+
+def ep_imbalance(catalog: Catalog, layout: Layout) -> float:
+    """The expert-parallel load imbalance of ``layout``: routed tokens on the busiest GPU of
+    an EP group over the mean (``serving.moe_ep_load_imbalance``; 1 without EP)."""
+    factor = factors(catalog).serving.moe_ep_load_imbalance
+    return factor.value if layout.ep > 1 and factor is not None else 1.0
+
+
+def all_to_all_bytes(geo: Geometry, tokens: float, ep: int, stage_gpus: int,
+                     activation_bytes: float) -> float:
+    """Bytes one GPU sends in one expert-parallel dispatch (the combine sends as many back)
+    of one MoE layer for a step of ``tokens`` tokens of the replica: every token goes to
+    its ``top-k`` experts (``hidden`` activations of ``activation_bytes`` each); the
+    ``stage_gpus`` GPUs share the tokens, a token's expert sits on another EP rank with
+    chance ``(ep - 1) / ep``, and an expert split over ``stage_gpus / ep`` GPUs (expert TP
+    inside EP) receives the token on each of them::
+
+        tokens x k x hidden x bytes x (ep - 1) / ep x (stage_gpus / ep) / stage_gpus
+    """
+    if ep <= 1 or not geo.experts or tokens <= 0:
+        return 0.0
+    return (tokens * geo.experts_per_token * geo.hidden * activation_bytes
+            * (ep - 1) / ep * (stage_gpus / ep) / stage_gpus)
+
+
+def all_to_all_s(catalog: Catalog, layout: Layout, geo: Geometry,
+                 activation_bytes: float) -> tuple[float, float]:
+    """Expert-parallel all-to-alls of one step of ``layout`` on its fullest stage, split
+    into (seconds of latency, seconds per token of the replica's step): a dispatch and a
+    combine per MoE layer, each one latency hop of the group's link (NVLink inside a node,
+    the fabric across nodes) plus the bytes of :func:`all_to_all_bytes` at the link's
+    bandwidth (across nodes: the share bound for other nodes at this GPU's share of its
+    node's fabric NICs, the rest on NVLink, whichever takes longer), the busiest GPU
+    carrying the imbalance. With attention data parallelism
+    only: EP inside a TP group (no attention DP) needs no dispatch (every TP rank holds
+    every token) and keeps the TP all-reduces."""
+    if layout.ep <= 1 or layout.attention_dp <= 1 or not geo.experts:
+        return 0.0, 0.0
+    gpu = catalog.gpus[layout.gpu]
+    stage, per_node = layout.stage_gpus, layout.gpus_per_node
+    link = group_link(catalog, gpu, layout.fabric, per_node, stage, layout.server)
+    moe_layers = geo.moe_layer_count * geo.stage_layers(layout.pp) / geo.layers
+    per_token = all_to_all_bytes(geo, 1.0, layout.ep, stage, activation_bytes)
+    fixed = 2.0 * moe_layers * p2p_s(link, 1e-30)
+    if link.busbw_gbs <= 0:
+        return float("inf"), float("inf")
+    seconds = per_token / (link.busbw_gbs * 1e9)
+    if stage > per_node:  # across nodes: the share bound for other nodes leaves on this
+        # GPU's share of its node's NICs, the rest stays on NVLink, both at once
+        nvlink = group_link(catalog, gpu, layout.fabric, per_node, per_node, layout.server)
+        off_node = (stage - per_node) / (stage - 1)
+        seconds = max(per_token * off_node / (link.busbw_gbs / per_node * 1e9),
+                      per_token * (1.0 - off_node) / (nvlink.busbw_gbs * 1e9))
+    return fixed, 2.0 * moe_layers * seconds * ep_imbalance(catalog, layout)
 
 
 # --------------------------------------------------------------------------- physics
@@ -213,7 +295,8 @@ def stage_step_s(c: Constants, prefill: float, prompt_ctx: float, decode: float,
     attn_prefill = c.attn_flops_per_ctx * prefill * prompt_ctx / c.peak_flops
     attn_decode = max(c.attn_flops_per_ctx * decode * decode_ctx / c.peak_flops,
                       decode * decode_ctx * c.kv_bytes_token / c.mem_bw)
-    comm = c.comm_fixed_s + c.comm_per_token_s * tokens if tokens > 0 else 0.0
+    comm = (c.comm_fixed_s + c.comm_per_token_s * tokens
+            + c.a2a_fixed_s + c.a2a_per_token_s * tokens) if tokens > 0 else 0.0
     return gemm + attn_prefill + attn_decode + comm + c.overhead_s
 
 
@@ -255,14 +338,19 @@ def features(c: Constants, batch: float, inp: int, out: int) -> Features:
     ctx = inp + c.decode_fill * out
     per_micro = batch / c.pp
     decode = c.pp * stage_step_s(c, 0.0, inp / 2.0, per_micro, ctx) + _hops_s(c, per_micro)
-    # a new prompt's own chunks, each beside the other requests' decodes
+    # a new prompt's own chunks, each beside the other requests' decodes; with attention
+    # data parallelism the prompt runs on one rank, within that rank's budget, while the
+    # other ranks prefill theirs in the same steps (``ranks`` chunks a step)
     others = (batch - 1.0) / c.pp
-    chunk = max(c.budget - others, c.budget * c.min_chunk)
+    ranks = c.ranks
+    budget = c.budget / ranks
+    chunk = max(budget - others / ranks, budget * c.min_chunk)
     chunks = max(1, math.ceil(inp / chunk))
     full = math.floor(inp / chunk)  # full chunks, then what is left of the prompt
     last = inp - full * chunk
-    own = c.pp * (full * stage_step_s(c, chunk, inp / 2.0, others, ctx)
-                  + (stage_step_s(c, last, inp / 2.0, others, ctx) if last > 0 else 0.0))
+    own = c.pp * (full * stage_step_s(c, ranks * chunk, inp / 2.0, others, ctx)
+                  + (stage_step_s(c, ranks * last, inp / 2.0, others, ctx) if last > 0
+                     else 0.0))
     own += _hops_s(c, min(inp, chunk) + others)
     per_token = prefill_rate_s(c, inp, out)
     wait = (batch - 1.0) * inp * per_token
@@ -296,6 +384,12 @@ def _engine_decode_s(e: EngineFactors, f: Features) -> float:
     per-step time and the CPU time per running request."""
     return (e.tpot_kernel_scale.value * f.decode + e.tpot_overhead_ms.value * 1e-3
             + e.tpot_per_request_us.value * f.batch * 1e-6)
+
+
+def decode_step_s(e: EngineFactors, f: Features) -> float:
+    """A decode step of ``f.batch`` requests on engine ``e`` with no prefill beside it (a
+    disaggregated decode pool), seconds."""
+    return _engine_decode_s(e, f)
 
 
 def cycle_s(e: EngineFactors, f: Features, out: int, margin: float = 0.0) -> float:
@@ -564,14 +658,15 @@ def qps_capacity(c: Constants, e: EngineFactors, slots: int, w: Workload,
     return _rate_at(c, e, lo, inp, out, margin)
 
 
-def slots(e: EngineFactors, plan: MemoryPlan, w: Workload, fill: float) -> int:
+def slots(e: EngineFactors, plan: MemoryPlan, w: Workload, fill: float,
+          ranks: int = 1) -> int:
     """Requests one replica runs at once: what its KV memory holds at the average request's
     occupancy (paged KV grows with the output, so a running request holds its prompt and
     on average ``kv_decode_fill`` of its output; the memory plan reserves whole sequences),
     at most the engine's ``max_running_requests``."""
     inp, out = max(w.input_tokens, 1), max(w.output_tokens, 1)
     held = int(plan.max_concurrency * (inp + out) / (inp + min(fill, 1.0) * out))
-    return min(held, int(e.max_running_requests.value))
+    return min(held, int(e.max_running_requests.value) * ranks)  # per attention rank
 
 
 def prediction(catalog: Catalog, layout: Layout, w: Workload, plan: MemoryPlan) -> Prediction:
@@ -582,7 +677,7 @@ def prediction(catalog: Catalog, layout: Layout, w: Workload, plan: MemoryPlan) 
     if plan.max_concurrency < 1:
         return ZERO
     c = constants(catalog, layout, plan, e)
-    running = slots(e, plan, w, c.decode_fill)
+    running = slots(e, plan, w, c.decode_fill, layout.attention_dp)
     margin = (serving_calibration(catalog, layout.gpu, w.engine).margin
               if w.calibration_margin else 0.0)
     inp, out = max(w.input_tokens, 1), max(w.output_tokens, 1)
@@ -603,7 +698,7 @@ def prediction(catalog: Catalog, layout: Layout, w: Workload, plan: MemoryPlan) 
         if lat.queued > 0:
             wait_s = lat.ttft[50] - closed_loop(c, e, running, inp, out, margin).ttft[50]
             notes = (f"{w.concurrency} users exceed the {running * layout.dp} requests the "
-                     f"engine runs at once ({_slot_limit(e, plan)}); "
+                     f"engine runs at once ({_slot_limit(e, plan, layout.attention_dp)}); "
                      f"{lat.queued * layout.dp:,.0f} wait for a slot, adding "
                      f"{wait_s:,.1f} s to TTFT",)
         tokens = (lat.live + lat.queued) * layout.dp * out / lat.cycle
@@ -627,9 +722,9 @@ def prediction(catalog: Catalog, layout: Layout, w: Workload, plan: MemoryPlan) 
         ttft_ms_slo=lat.ttft[p] * 1e3, tpot_ms_slo=lat.tpot[p] * 1e3)
 
 
-def _slot_limit(e: EngineFactors, plan: MemoryPlan) -> str:
+def _slot_limit(e: EngineFactors, plan: MemoryPlan, ranks: int = 1) -> str:
     """What limits the requests a replica runs at once, in words."""
-    engine_cap = int(e.max_running_requests.value)
+    engine_cap = int(e.max_running_requests.value) * ranks
     if plan.max_concurrency <= engine_cap:
         return f"KV memory holds {plan.max_concurrency} per replica"
     return f"the engine runs at most {engine_cap} per replica"

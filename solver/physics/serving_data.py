@@ -82,16 +82,22 @@ class Observation:
     live: float | None = None  # server: requests in flight per replica (Little's law on the
     # measured rate and mean latencies: MLPerf's harness batches up to its TPOT limit)
     released: str | None = None  # when the measured software ran: 'YYYY-MM', 'YYYY' or None
+    ep: int = 1  # expert parallelism (issue 27; only the expert-parallel check reads these)
+    attention_dp: int = 1  # attention data-parallel ranks per replica
+    fabric: str = "none"  # between the nodes a replica spans (the expert-parallel check)
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.replicas
+        return self.tp * self.attention_dp * self.pp * self.replicas
 
     @property
     def layout(self) -> Layout:
         return Layout(model=self.model, gpu=self.gpu, precision=self.precision, tp=self.tp,
                       pp=self.pp, dp=self.replicas,
-                      gpus_per_node=max(self.gpus_per_node, self.tp * self.pp))
+                      gpus_per_node=(self.gpus_per_node if self.fabric != "none" else
+                                     max(self.gpus_per_node,
+                                         self.tp * self.attention_dp * self.pp)),
+                      ep=self.ep, attention_dp=self.attention_dp, fabric=self.fabric)
 
     @property
     def workload(self) -> Workload:
@@ -160,9 +166,18 @@ def _serving_precision(catalog: Catalog, gpu: str, stated: str | None) -> str:
     return precision
 
 
-def load_silicon(catalog: Catalog, path: Path) -> tuple[list[Observation], list[Skipped]]:
+EP_FABRIC = "ib-ndr-400"
+"""The fabric assumed between the nodes of a measured expert-parallel instance wider than
+one node (the source does not say; NDR InfiniBand is what such B200/H200 runs use)."""
+
+
+def load_silicon(catalog: Catalog, path: Path,
+                 expert_parallel: bool = False) -> tuple[list[Observation], list[Skipped]]:
     """``serving_latency.csv``: closed-loop TTFT and TPOT (statistic not stated: taken as
-    the median)."""
+    the median). Rows with attention data parallelism are left out of the serving fit;
+    ``expert_parallel`` reads only those (attention TP ``tp`` on ``attention_dp`` ranks,
+    experts over ``moe_ep`` GPUs, each split ``moe_tp`` ways): the held-out check of
+    docs/expert-parallel.md."""
     obs: list[Observation] = []
     skipped: list[Skipped] = []
     with path.open(newline="", encoding="utf-8") as handle:
@@ -170,10 +185,20 @@ def load_silicon(catalog: Catalog, path: Path) -> tuple[list[Observation], list[
             rid = row["row_id"]
             adp = max(1, int(float(row["attention_dp"] or 1)))
             tp, pp = int(float(row["tp"])), int(float(row["pp"]))
-            if adp > 1 or tp > 8:
+            # the serving fit keeps its TP layouts as they were (EP inside TP unmodelled
+            # there); only the attention-DP rows of the check take the experts' EP
+            ep = max(1, int(float(row.get("moe_ep") or 1))) if adp > 1 else 1
+            if expert_parallel != (adp > 1):
                 skipped.append(Skipped(rid, "aic-silicon", path.name,
-                                       "attention data parallelism / expert parallelism "
-                                       "beyond 8 GPUs (issue 27)"))
+                                       "attention data parallelism with expert parallelism: "
+                                       "held out of the serving fit, the expert-parallel "
+                                       "check (docs/expert-parallel.md)" if adp > 1 else
+                                       "not an attention-DP row"))
+                continue
+            if tp > 8 or (adp > 1 and ep == 1):
+                skipped.append(Skipped(rid, "aic-silicon", path.name,
+                                       "TP beyond 8 GPUs, or attention data parallelism "
+                                       "with the experts split by TP only (not modelled)"))
                 continue
             try:
                 model = catalog.model(row["model_hf"]).id
@@ -188,10 +213,14 @@ def load_silicon(catalog: Catalog, path: Path) -> tuple[list[Observation], list[
                 catalog, gpu, _precision_word(row["gemm_quant"], row["precision"]))
             base = dict(source="aic-silicon", file=path.name, model=model, gpu=gpu,
                         precision=precision, engine=row["engine"], tp=tp, pp=pp, replicas=1,
+                        ep=ep, attention_dp=adp,
+                        fabric=EP_FABRIC if tp * adp * pp > 8 else "none",
                         input_tokens=int(float(row["input_tokens"])),
                         output_tokens=int(float(row["output_tokens"])), load="closed",
-                        concurrency=float(row["batch_size"] or row["concurrency"]), rate=None,
-                        statistic="median")
+                        # attention DP: the instance's requests, all ranks together
+                        concurrency=float(row["concurrency"] if adp > 1
+                                          else row["batch_size"] or row["concurrency"]),
+                        rate=None, statistic="median")
             obs.append(Observation(id=f"{rid}:ttft", metric="ttft_ms",
                                    value=float(row["ttft_ms"]), **base))
             obs.append(Observation(id=f"{rid}:tpot", metric="tpot_ms",
@@ -281,13 +310,17 @@ def _load_of(text: str) -> tuple[Load, float | None] | None:
         return None
 
 
-def load_published(catalog: Catalog, path: Path,
-                   source_column: str | None = None) -> tuple[list[Observation], list[Skipped]]:
+def load_published(catalog: Catalog, path: Path, source_column: str | None = None,
+                   expert_parallel: bool = False) -> tuple[list[Observation], list[Skipped]]:
     """``serving_published.csv`` / ``serving_found.csv``: one measured number per row (the
     columns of the files' .md). The source is the ``source`` column where the file has one,
     else the row id's prefix. Rows of one operating point (everything equal but the metric
     and value) are read together: a Poisson-arrival row's requests in flight come from its
-    point's mean TTFT and TPOT (Little's law)."""
+    point's mean TTFT and TPOT (Little's law).
+
+    TensorRT-LLM ``DEPn`` rows (attention data parallelism n with expert parallelism n) are
+    left out of the serving fit; ``expert_parallel`` reads those rows only (attention TP 1,
+    ``attention_dp = ep = n``): the held-out check of docs/expert-parallel.md."""
     obs: list[Observation] = []
     skipped: list[Skipped] = []
     if not path.exists():
@@ -303,7 +336,7 @@ def load_published(catalog: Catalog, path: Path,
             rid = row["id"]
             source = ((row.get(source_column) or "").strip() if source_column else "") \
                 or rid.split("-", 1)[0].lower()
-            found = _published(catalog, row, rid, source, path.name, means)
+            found = _published(catalog, row, rid, source, path.name, means, expert_parallel)
             (obs if isinstance(found, Observation) else skipped).append(found)
     return obs, skipped
 
@@ -347,15 +380,20 @@ def _lengths(model: str, row: dict[str, str]) -> tuple[int, int] | None:
 
 
 def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
-               file: str, means: dict[str, str]) -> Observation | Skipped:
+               file: str, means: dict[str, str],
+               expert_parallel: bool = False) -> Observation | Skipped:
     def skip(why: str) -> Skipped:
         return Skipped(rid, source, file, why)
 
     notes = f"{row.get('notes', '')} {row.get('tp', '')}"
-    if "DEP" in notes or "attention data-parallel" in notes.lower() \
-            or "disagg" in notes.lower():
-        return skip("attention data parallelism with expert parallelism, or disaggregated "
-                    "serving (issue 27)")
+    if "disagg" in notes.lower():
+        return skip("disaggregated prefill/decode serving (issue 27)")
+    dep = "DEP" in notes or "attention data-parallel" in notes.lower()
+    if dep and not expert_parallel:
+        return skip("attention data parallelism with expert parallelism: held out of the "
+                    "serving fit, the expert-parallel check (docs/expert-parallel.md)")
+    if expert_parallel and not dep:
+        return skip("not an attention-DP / expert-parallel row")
     try:
         model = catalog.model(re.sub(r"\s*\(.*$", "", row["model"]).strip()).id
     except KeyError:
@@ -396,6 +434,10 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
     if isinstance(layout, str):
         return skip(layout)
     tp, pp = layout
+    ranks = ep = 1
+    if dep:  # DEPn: stored as tp = ep = n; attention runs TP 1 on n data-parallel ranks
+        ranks = ep = tp
+        tp = 1
     rate = live = None
     if kind == "server":
         try:
@@ -403,7 +445,7 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
         except ValueError:
             return skip("Poisson arrivals without a request rate")
         try:
-            live = rate / (num_gpus // (tp * pp)) * (
+            live = rate / (num_gpus // (tp * ranks * pp)) * (
                 float(means["ttft_ms_mean"]) + osl * float(means["tpot_ms_mean"])) / 1e3
         except (KeyError, ValueError):
             live = None
@@ -412,10 +454,11 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
     gpn = 72 if catalog.gpus[gpu].form_factor == "superchip" else 8
     return Observation(id=rid, source=source, file=file, model=model, gpu=gpu,
                        precision=precision, engine=engine, tp=tp, pp=pp,
-                       replicas=num_gpus // (tp * pp), input_tokens=isl, output_tokens=osl,
-                       load=kind, concurrency=concurrency, rate=rate, metric=metric,
-                       statistic=statistic, value=value, gpus_per_node=gpn, live=live,
-                       released=released_of(row.get("source_date", "")))
+                       replicas=num_gpus // (tp * ranks * pp), input_tokens=isl,
+                       output_tokens=osl, load=kind, concurrency=concurrency, rate=rate,
+                       metric=metric, statistic=statistic, value=value, gpus_per_node=gpn,
+                       live=live, released=released_of(row.get("source_date", "")),
+                       ep=ep, attention_dp=ranks)
 
 
 def _model_precision(name: str) -> str:
@@ -603,7 +646,7 @@ def prepare(catalog: Catalog, obs: Observation) -> Prepared | str:
     if plan.max_concurrency < 1:
         return plan.reason or "does not fit memory"
     if obs.live is not None and obs.live > OVERLOAD_FACTOR * serving_slots(
-            engine, plan, obs.workload, eff.serving.kv_decode_fill.value):
+            engine, plan, obs.workload, eff.serving.kv_decode_fill.value, obs.attention_dp):
         return ("offered rate far above what the replica holds: the benchmark measured a "
                 "finite backlog, not a steady state")
     compute = eff.precisions.compute_precision[obs.precision]
@@ -636,7 +679,7 @@ def predict(p: Prepared, engine: EngineFactors, gemm: float | None = None,
         c = replace(c, memo={}, peak_flops=c.peak_flops * scale,
                     mem_bw=c.mem_bw * ((bw or p.bw0) / p.bw0))
     inp, out = o.input_tokens, o.output_tokens
-    slots = max(1, serving_slots(engine, p.plan, o.workload, c.decode_fill))
+    slots = max(1, serving_slots(engine, p.plan, o.workload, c.decode_fill, o.attention_dp))
     per_replica = (o.concurrency or 1.0) / o.replicas
     if o.load == "server":
         rate = (o.rate or 0.0) / o.replicas

@@ -483,11 +483,12 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
                 cell.number_format = '"$"#,##0'
     work = book.create_sheet("Workloads")
     work.append(["Workload", "GPU", "Precision", "TP", "PP", "DP", "GPUs", "Metric",
-                 "Predicted", "Target", "Verdict"])
+                 "Predicted", "Target", "Verdict", "EP", "Attention DP", "Layout"])
     for w in context["workloads"]:
         for lay in w["layouts"]:
             work.append([w["name"], lay["gpu"], lay["precision"], lay["tp"], lay["pp"],
-                         lay["dp"], lay["gpus"]])
+                         lay["dp"], lay["gpus"], "", "", "", "", lay.get("ep", 1),
+                         lay.get("attention_dp", 1), lay.get("layout", "")])
         for t in w["targets"]:
             _append_figures(work, [w["name"], "", "", "", "", "", "", t["metric"],
                                    t["predicted"], t["target"], t["verdict"]])

@@ -333,6 +333,11 @@ class _ServingBase(_WorkloadBase):
         default=None, pattern=ID_PATTERN, max_length=64,
         description="serving engine whose measured factors the physics uses: one of the "
         "catalog's efficiency.yaml serving.engines; default its serving.default_engine")
+    expert_parallel: bool = Field(
+        default=True, description="MoE models: the solver may lay a replica out with "
+        "expert parallelism and attention data parallelism (experts sharded over the "
+        "replica's GPUs, attention replicated per rank with its own KV cache); false keeps "
+        "experts split by TP (an engine or deployment without EP)")
 
     @model_validator(mode="before")
     @classmethod
