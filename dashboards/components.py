@@ -175,9 +175,9 @@ def layout_table(plan: Plan) -> pd.DataFrame:
         mem = w.memory
         row = {  # key columns first: what runs where, then the details (issue 32)
             "workload": w.name, "GPU": w.gpu,
-            "layout": layout_words(w.tp, w.pp, w.ep, w.attention_dp),
             "TP × PP × DP": f"{w.tp} × {w.pp} × {w.dp}", "GPUs": w.gpus,
-            "nodes per replica/job": w.nodes_spanned, "precision": w.precision,
+            "nodes per replica/job": w.nodes_spanned,
+            "layout": layout_words(w.tp, w.pp, w.ep, w.attention_dp), "precision": w.precision,
             "memory per GPU (GB)": f"{mem.total_gb:.1f} / {mem.capacity_gb:.0f}",
             "weights share": f"{mem.weights_fraction:.0%}",
             "kind": w.kind.replace("_", " "), "model": w.model,

@@ -268,8 +268,9 @@ def test_every_presenter_names_the_expert_layout(catalog, cli):
 
 def test_held_out_dep_rows_stay_where_the_docs_say(catalog):
     """The TensorRT-LLM DEP rows (left out of the serving fit): all 15 predicted, errors as
-    docs/expert-parallel.md reports them (median 24.8 %, geomean 1.14); the silicon sample's
-    attention-DP points likewise (TPOT median 32.4 %)."""
+    docs/expert-parallel.md reports them at the catalog's factors (median 22.9 %, geomean
+    1.09); the silicon sample's attention-DP points likewise (TPOT median 33.1 %). A refit of
+    the serving factors moves these: regenerate the doc's figures with it."""
     from solver.physics import expert_check, serving_data
 
     found, skipped = expert_check.rows(catalog, "published")
@@ -277,11 +278,11 @@ def test_held_out_dep_rows_stay_where_the_docs_say(catalog):
     assert {r.layout.split()[0] for r in found} == {"TP1"}  # DEPn = TP1 EPn attention-DPn
     s = expert_check.summary(found)
     assert s["predicted"] == 15
-    assert s["median_abs_error_pct"] == pytest.approx(24.8, abs=0.1)
-    assert s["geomean_ratio"] == pytest.approx(1.14, abs=0.01)
+    assert s["median_abs_error_pct"] == pytest.approx(22.9, abs=0.1)
+    assert s["geomean_ratio"] == pytest.approx(1.09, abs=0.01)
     silicon, _ = expert_check.rows(catalog, "silicon")
     tpot = expert_check.summary([r for r in silicon if r.metric == "tpot_ms"])
-    assert tpot["predicted"] == 120 and tpot["median_abs_error_pct"] == pytest.approx(32.4, abs=0.1)
+    assert tpot["predicted"] == 120 and tpot["median_abs_error_pct"] == pytest.approx(33.1, abs=0.1)
     # and the serving fit does not see them
     fit_obs, _ = serving_data.load_all(catalog)
     assert all(o.attention_dp == 1 and o.ep == 1 for o in fit_obs)

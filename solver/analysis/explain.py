@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from solver.analysis.binding import binding_constraints, prices_workloads
+from solver.analysis.licence import licensed_alternative
 from solver.analysis.realism import realism_warnings
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
@@ -370,8 +371,6 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
                 "solves each); `procure solve --binding all` prices them")]
         plan = plan.model_copy(update=update)
     if alternative and plan.feasible:
-        from solver.analysis.licence import licensed_alternative
-
         left = None if time_limit is None else time_limit - (time.perf_counter() - started)
         licensed = licensed_alternative(rfq, catalog, plan, solver=solver, time_left=left,
                                         plan_seconds=plan_seconds, time_limit=time_limit)
