@@ -6,7 +6,7 @@ the Pareto build) and three seeded portfolios. A change that must not move the p
 
     python bench/candidate_dump.py                 # one hash per table and the total
     python bench/candidate_dump.py --write d.json  # the whole canonical dump, to diff
-    python bench/candidate_dump.py --check bench/candidate_dump.json  # main's, before issue 31
+    python bench/candidate_dump.py --check bench/candidate_dump.json  # against main's hashes
 """
 
 from __future__ import annotations
