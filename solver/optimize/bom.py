@@ -24,6 +24,7 @@ from solver.optimize.costs import (
     HOURS_PER_YEAR,
     CostParams,
     coupled_hosts,
+    disaggregated_hosts,
     liquid_cooling_usd,
     liquid_cooling_usd_per_kw,
     node_cost,
@@ -322,7 +323,13 @@ def _coupled_groups(catalog: Catalog, placement: list[dict[str, Any]],
     for node in placement:
         hosts = catalog.servers[node["server"]].hosts
         for run in node["runs"]:
-            if run["nodes_spanned"] == 1:
+            if run["nodes_spanned"] == 1 and run.get("mode") == "disaggregated":
+                count = disaggregated_hosts(hosts, node["gpus"], [
+                    (pool["gpus"] // pool["replicas"], pool["replicas"])
+                    for pool in (run["prefill"], run["decode"])])
+                if count > 1:
+                    out.append(count)
+            elif run["nodes_spanned"] == 1:
                 count = coupled_hosts(hosts, node["gpus"], run["group_gpus"], 1)
                 if count > 1:
                     out.append(count)

@@ -25,6 +25,7 @@ from solver.common.progress import report
 from solver.optimize import candidate_cache
 from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
+from solver.optimize.disaggregated import disaggregated_candidates
 from solver.optimize.linear import TimeLimitReached
 from solver.optimize.records import (
     POWERS_OF_TWO,
@@ -584,6 +585,9 @@ def _workload_candidates(catalog: Catalog, rfq: Rfq, spec: AnyWorkload,
             else:
                 found += _serving_candidates(catalog, spec, node, fabrics, precision, why,
                                              deadline)
+                check_deadline(deadline, spec.name)
+                found += disaggregated_candidates(catalog, spec, node, fabrics, precision,
+                                                  why)
     found += rented_candidates(catalog, rfq, spec, params, why)
     check_deadline(deadline, spec.name)
     loss = None

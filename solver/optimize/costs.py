@@ -154,6 +154,18 @@ def coupled_hosts(hosts_per_node: int, node_gpus: int, group_gpus: int,
     return max(1, -(-group_gpus // per_host))
 
 
+def disaggregated_hosts(hosts_per_node: int, node_gpus: int,
+                        engines: list[tuple[int, int]]) -> int:
+    """Hosts a disaggregated unit inside one node couples for the multi-node overhead: its
+    engines (``(GPUs of one replica, replicas)`` of the prefill and the decode pool) each
+    couple the hosts their GPUs take, as the same replicas would aggregated (the unit is
+    ``1 + Σ (hosts of an engine - 1)``); the prefill/decode split itself adds none (not
+    priced: docs/expert-parallel.md)."""
+    extra = sum(count * (coupled_hosts(hosts_per_node, node_gpus, gpus, 1) - 1)
+                for gpus, count in engines)
+    return 1 + extra
+
+
 def liquid_cooling_usd(params: CostParams, server: Server, power_kw: float) -> float:
     """Capex of a liquid-cooled node's cooling: its full-load kW x
     :func:`liquid_cooling_usd_per_kw`; 0 for air-cooled."""

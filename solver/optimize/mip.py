@@ -153,7 +153,7 @@ import math
 from dataclasses import dataclass
 
 from solver.optimize.bounds import tighten_bounds
-from solver.optimize.costs import coupled_hosts
+from solver.optimize.costs import coupled_hosts, disaggregated_hosts
 from solver.optimize.linear import LinearModel
 from solver.optimize.network import add_switch_network, leaf_var, spine_var, uplink_var
 from solver.optimize.records import Candidate, CandidateTable
@@ -331,6 +331,10 @@ def candidate_hosts(table: CandidateTable, cand: Candidate) -> int:
     if cand.rented:
         return 1
     node = table.node_types[cand.node_type]
+    if cand.prefill is not None and cand.nodes_spanned == 1:  # a disaggregated unit
+        return disaggregated_hosts(node.hosts, node.gpus, [
+            (cand.prefill.replica_gpus, cand.prefill.dp),
+            (cand.layout.replica_gpus, cand.layout.dp)])
     return coupled_hosts(node.hosts, node.gpus, cand.gpus, cand.nodes_spanned)
 
 

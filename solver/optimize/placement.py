@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from solver.optimize.records import Candidate, CandidateTable
+from solver.physics.layout import Layout
 
 
 class PlacementError(RuntimeError):
@@ -68,4 +69,26 @@ def _run(cand: Candidate, index: int, gpus_here: int) -> dict[str, Any]:
             "fabric": cand.fabric, "precision": layout.precision, "tp": layout.tp,
             "pp": layout.pp, "dp": layout.dp,
             **({} if layout.ep == 1 and layout.attention_dp == 1
+               else {"ep": layout.ep, "attention_dp": layout.attention_dp}),
+            **({} if cand.is_job else {"mode": mode(cand)}),
+            **pools(cand)}
+
+
+def mode(cand: Candidate) -> str:
+    """How a serving candidate runs: ``disaggregated`` (a prefill pool + a decode pool) or
+    ``aggregated`` (each replica prefills and decodes)."""
+    return "disaggregated" if cand.prefill is not None else "aggregated"
+
+
+def pool(layout: Layout) -> dict[str, Any]:
+    """One pool of a disaggregated unit for the plan: GPUs, replicas and their layout."""
+    return {"gpus": layout.gpus, "replicas": layout.dp, "tp": layout.tp, "pp": layout.pp,
+            **({} if layout.ep == 1 and layout.attention_dp == 1
                else {"ep": layout.ep, "attention_dp": layout.attention_dp})}
+
+
+def pools(cand: Candidate) -> dict[str, Any]:
+    """``prefill`` and ``decode`` of a disaggregated candidate (nothing otherwise)."""
+    if cand.prefill is None:
+        return {}
+    return {"prefill": pool(cand.prefill), "decode": pool(cand.layout)}

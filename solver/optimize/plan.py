@@ -23,13 +23,14 @@ from solver.optimize.mip import (
     served_share,
     target_utilization,
 )
-from solver.optimize.placement import place
+from solver.optimize.placement import mode, place, pools
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.rental import add_sourcing
 from solver.optimize.schedule import schedule_for
 from solver.optimize.unit_cost import add_unit_costs
 from solver.physics.coverage import serving_calibration
+from solver.physics.disagg import unit_estimate
 from solver.physics.goodput import goodput
 from solver.physics.layout import TRAINING_KINDS, Estimate, Layout
 from solver.physics.performance import estimate as estimate_layout
@@ -84,6 +85,9 @@ def at_load(catalog: Catalog, spec: AnyWorkload, cand: Candidate, replicas: int,
         share = max(1, math.ceil(spec.concurrency * cand.concurrency_capacity
                                  / max(total_replicas_capacity, 1e-9) / per_layout - 1e-9))
         share = min(share, int(cand.concurrency_capacity / per_layout) or share)
+        if cand.prefill is not None:  # a disaggregated unit: both pools at its share
+            return unit_estimate(catalog, cand.prefill, est.layout,
+                                 replace(est.workload, concurrency=share))[0]
         return estimate_layout(catalog, est.layout, replace(est.workload, concurrency=share))
     return est
 
@@ -205,6 +209,18 @@ def expert_parallel(layout: Layout) -> dict[str, int]:
     return {"ep": layout.ep, "attention_dp": layout.attention_dp}
 
 
+def serving_mode(catalog: Catalog, cand: Candidate) -> dict[str, Any]:
+    """``mode`` of a serving candidate and, disaggregated, its ``prefill`` and ``decode``
+    pools and the KV transfer of one prompt between them (nothing for a training job)."""
+    if cand.is_job:
+        return {}
+    if cand.prefill is None:
+        return {"mode": mode(cand)}
+    found = unit_estimate(catalog, cand.prefill, cand.layout, cand.estimate.workload)[1]
+    return {"mode": mode(cand), **pools(cand),
+            "kv_transfer_ms": _round(found.kv_transfer_ms if found else None, 3)}
+
+
 def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candidate, int]]
                    ) -> dict[str, Any]:
     """The plan's entry for one workload: its main layout, memory and predictions."""
@@ -225,6 +241,7 @@ def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candid
         "predicted": _predicted_at_load(spec, cand, replicas, loaded),
     }
     entry.update(expert_parallel(layout))
+    entry.update(serving_mode(catalog, cand))
     if isinstance(spec, TrainingWorkload):  # the training knobs, goodput, deadline margin
         entry["training"] = training_entry(catalog, spec, cand)
     demand = demand_of(spec)
@@ -244,7 +261,8 @@ def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candid
     if len(picks) > 1:
         entry["layouts"] = [{"gpu": c.layout.gpu, "precision": c.layout.precision,
                              "tp": c.layout.tp, "pp": c.layout.pp,
-                             **expert_parallel(c.layout), "replicas": n,
+                             **expert_parallel(c.layout), **serving_mode(catalog, c),
+                             "replicas": n,
                              "gpus_per_node": c.layout.gpus_per_node, "fabric": c.fabric,
                              **({} if engine is None else {"calibration": serving_calibration(
                                  catalog, c.layout.gpu, engine).to_dict()})}

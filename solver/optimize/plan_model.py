@@ -167,6 +167,17 @@ class Calibration(Record):
                        "borrows")
 
 
+class Pool(Record):
+    """One pool of a disaggregated serving unit (issue 27)."""
+
+    gpus: int = Field(description="GPUs of the pool in one unit")
+    replicas: int = Field(description="engines (replicas) the pool runs")
+    tp: int = Field(description="tensor-parallel degree of each")
+    pp: int = Field(description="pipeline-parallel degree of each")
+    ep: int | None = omitted("expert parallelism of each (absent: experts split by TP)")
+    attention_dp: int | None = omitted("attention data-parallel ranks of each (absent: 1)")
+
+
 class LayoutUse(Record):
     """One of several layouts a workload runs on (when it uses more than one)."""
 
@@ -180,6 +191,14 @@ class LayoutUse(Record):
     attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
                                        "data-parallel ranks per replica (each TP GPUs with "
                                        "its own requests and KV cache; absent: 1)")
+    mode: Literal["aggregated", "disaggregated"] | None = omitted(
+        "serving: 'aggregated' (each replica prefills and decodes) or 'disaggregated' (each "
+        "unit a prefill pool and a decode pool, the prompt's KV cache moved between them; "
+        "tp/pp/ep/attention_dp are then the decode pool's and each replica is a unit)")
+    prefill: Pool | None = omitted("disaggregated: the prefill pool of one unit")
+    decode: Pool | None = omitted("disaggregated: the decode pool of one unit")
+    kv_transfer_ms: float | None = omitted("disaggregated: moving one prompt's KV cache "
+                                           "from the prefill to the decode pool, ms")
     replicas: int = Field(description="replicas of this layout")
     gpus_per_node: int = Field(description="GPUs per node of the node type it runs on")
     fabric: str = Field(description="fabric id between its nodes ('none': one node)")
@@ -344,6 +363,14 @@ class WorkloadPlan(Record):
     attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
                                        "data-parallel ranks per replica (each TP GPUs with "
                                        "its own requests and KV cache; absent: 1)")
+    mode: Literal["aggregated", "disaggregated"] | None = omitted(
+        "serving: 'aggregated' (each replica prefills and decodes) or 'disaggregated' (each "
+        "unit a prefill pool and a decode pool, the prompt's KV cache moved between them; "
+        "tp/pp/ep/attention_dp are then the decode pool's and each replica is a unit)")
+    prefill: Pool | None = omitted("disaggregated: the prefill pool of one unit")
+    decode: Pool | None = omitted("disaggregated: the decode pool of one unit")
+    kv_transfer_ms: float | None = omitted("disaggregated: moving one prompt's KV cache "
+                                           "from the prefill to the decode pool, ms")
     dp: int = Field(description="serving: replicas of the main layout; training: "
                     "data-parallel degree")
     gpus: int = Field(description="GPUs the workload uses, all layouts")
@@ -422,6 +449,12 @@ class Run(Record):
     attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
                                        "data-parallel ranks per replica (each TP GPUs with "
                                        "its own requests and KV cache; absent: 1)")
+    mode: Literal["aggregated", "disaggregated"] | None = omitted(
+        "serving: 'aggregated' (each replica prefills and decodes) or 'disaggregated' (each "
+        "unit a prefill pool and a decode pool, the prompt's KV cache moved between them; "
+        "tp/pp/ep/attention_dp are then the decode pool's and each replica is a unit)")
+    prefill: Pool | None = omitted("disaggregated: the prefill pool of one unit")
+    decode: Pool | None = omitted("disaggregated: the decode pool of one unit")
 
 
 class Placement(Record):

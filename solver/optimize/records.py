@@ -74,6 +74,13 @@ class Candidate:
     rental_usd: float = 0.0
     replicas_per_unit: int = 1
     runs: int = 1  # a recurring job's rental is paid for every run (rental_usd covers all)
+    # disaggregated serving (solver/optimize/disaggregated.py): the prefill pool of the unit
+    # (``layout`` is then the decode pool: ``layout.dp`` decode replicas); None = aggregated
+    prefill: Layout | None = None
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill is not None
 
     @property
     def rented(self) -> bool:

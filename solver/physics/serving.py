@@ -549,6 +549,18 @@ def _queue_wait_s(rho: float, service: float, p: int, spread: float = 0.0) -> fl
     return service * (1.0 + spread * spread) / (2.0 * (1.0 - rho)) * math.log(rho / tail)
 
 
+def queue_wait_s(rho: float, service: float, p: int) -> float:
+    """Wait at percentile ``p`` of an M/D/1 queue at load ``rho`` and service time
+    ``service`` (the prefill queue; a disaggregated prefill pool's too), seconds."""
+    return _queue_wait_s(rho, service, p)
+
+
+def z_score(p: int) -> float:
+    """The normal quantile of percentile ``p`` (50, 90, 95, 99): live requests at that
+    percentile are ``N + z sqrt(N)`` (Poisson count)."""
+    return _Z[p]
+
+
 def prompt_quantile(spread: float, p: int) -> float:
     """Prompt length at percentile ``p`` over the mean, for lengths spread log-normally with
     coefficient of variation ``spread`` (1.0 for prompts of one length)."""
