@@ -12,13 +12,13 @@ from solver.common.errors import InputError, Problem
 from solver.common.wording import (
     binding_lines,
     cost_label,
-    layout_words,
     licensed_alternative_line,
     node_lines,
     opex_rows,
     qty,
     relaxations,
     unit_cost_text,
+    unit_words,
     usd,
 )
 from solver.optimize.plan_model import Cluster, Plan, WorkloadPlan
@@ -177,7 +177,7 @@ def layout_table(plan: Plan) -> pd.DataFrame:
             "workload": w.name, "GPU": w.gpu,
             "TP × PP × DP": f"{w.tp} × {w.pp} × {w.dp}", "GPUs": w.gpus,
             "nodes per replica/job": w.nodes_spanned,
-            "layout": layout_words(w.tp, w.pp, w.ep, w.attention_dp), "precision": w.precision,
+            "layout": unit_words(w), "precision": w.precision,
             "memory per GPU (GB)": f"{mem.total_gb:.1f} / {mem.capacity_gb:.0f}",
             "weights share": f"{mem.weights_fraction:.0%}",
             "kind": w.kind.replace("_", " "), "model": w.model,
@@ -189,16 +189,17 @@ def layout_table(plan: Plan) -> pd.DataFrame:
         # several layouts serve this workload: one row each, so GPUs add up per row
         for index, layout in enumerate(layouts):
             ranks = layout.attention_dp or 1
-            gpus = layout.tp * ranks * layout.pp * layout.replicas
+            unit = (layout.prefill.gpus + layout.decode.gpus
+                    if layout.prefill is not None and layout.decode is not None
+                    else layout.tp * ranks * layout.pp)
+            gpus = unit * layout.replicas
             first = index == 0
             rows.append({**row, "workload": f"{w.name} ({index + 1}/{len(layouts)})",
                          "precision": layout.precision, "GPU": layout.gpu,
                          "TP × PP × DP": f"{layout.tp} × {layout.pp} × {layout.replicas}",
-                         "layout": layout_words(layout.tp, layout.pp, layout.ep,
-                                                layout.attention_dp),
+                         "layout": unit_words(layout),
                          "GPUs": gpus,
-                         "nodes per replica/job": max(1, -(-layout.tp * ranks * layout.pp
-                                                         // layout.gpus_per_node)),
+                         "nodes per replica/job": max(1, -(-unit // layout.gpus_per_node)),
                          "memory per GPU (GB)": row["memory per GPU (GB)"] if first else "—",
                          "weights share": row["weights share"] if first else "—"})
     return pd.DataFrame(rows)

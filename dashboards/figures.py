@@ -21,6 +21,7 @@ from solver.common.wording import (
     axis_words,
     layout_words,
     unit_cost_text,
+    unit_words,
 )
 from solver.optimize.plan_model import Cluster, Cost, LayoutUse, Plan, WorkloadPlan
 
@@ -81,7 +82,8 @@ def _units(entry: WorkloadPlan) -> list[tuple[str, int, int, str]]:
     training = entry.kind not in ("inference", "batch_inference")
     layouts = entry.layouts or [LayoutUse(
         gpu=entry.gpu, precision=entry.precision, tp=entry.tp, pp=entry.pp,
-        ep=entry.ep, attention_dp=entry.attention_dp,
+        ep=entry.ep, attention_dp=entry.attention_dp, mode=entry.mode,
+        prefill=entry.prefill, decode=entry.decode,
         replicas=1 if training else entry.dp, gpus_per_node=entry.gpus_per_node,
         fabric=entry.fabric)]
     for layout in layouts:
@@ -90,6 +92,9 @@ def _units(entry: WorkloadPlan) -> list[tuple[str, int, int, str]]:
             size = entry.gpus
             label = (f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
                      f"×DP{entry.dp}")
+        elif layout.prefill is not None and layout.decode is not None:
+            size = layout.prefill.gpus + layout.decode.gpus
+            label = f"{entry.name}: {layout.precision} {unit_words(layout)}"
         else:
             size = layout.tp * (layout.attention_dp or 1) * layout.pp
             label = (f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"

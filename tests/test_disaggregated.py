@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,63 @@ def test_estimate_disaggregated_json(cli):
     assert data["prefill"] == {"gpus": 4, "tp": 2, "replicas": 2}
     assert data["decode"]["tp"] == 4 and data["decode"]["replicas"] == 1
     assert data["predicted"]["kv_transfer_bytes"] == 2000 * 80 * 2 * 8 * 128
+
+
+# --------------------------------------------------------------------- the planner (issue 27)
+R1_RACK = Path(__file__).resolve().parent.parent / "scenarios" / "deepseek-r1-rack.yaml"
+
+
+def test_a_unit_at_a_load_is_the_estimate_of_the_same_pools(catalog):
+    """Known answer: the planner's unit at N users = ``disagg.estimate`` of the same pools
+    at N users (latencies, throughput), and its capacity is where a limit binds."""
+    prefill, decode = _lay(4, 1), _lay(4, 1)
+    work = replace(CHAT, tpot_ms=25.0)
+    unit, found = disagg.unit_estimate(catalog, prefill, decode, work)
+    pooled = disagg.estimate(catalog, prefill, decode, work)
+    assert found is not None and unit.fits
+    assert unit.predicted.ttft_ms == pytest.approx(pooled.ttft_ms)
+    assert unit.predicted.tpot_ms == pytest.approx(pooled.tpot_ms)
+    assert unit.predicted.tokens_per_s == pytest.approx(pooled.tokens_per_s)
+    most = unit.predicted.max_concurrency
+    assert most and most > 1
+    at_most = disagg.estimate(catalog, prefill, decode, replace(work, concurrency=most))
+    over = disagg.estimate(catalog, prefill, decode, replace(work, concurrency=most + 1))
+    # the capacity is where the TPOT SLO or (no TTFT SLO) the prefill pool's load cap binds
+    assert at_most.tpot_ms <= 25.0 and at_most.prefill_load <= disagg.PREFILL_LOAD_CAP
+    assert over.tpot_ms > 25.0 or over.prefill_load > disagg.PREFILL_LOAD_CAP
+
+
+def test_planner_candidates_match_procure_estimate(catalog, cli):
+    """A disaggregated candidate of the rack scenario: GPUs = P + D, and its TTFT/TPOT at
+    a load equal ``procure estimate --prefill-gpus P --prefill-tp T --decode-gpus D``."""
+    from solver.optimize.candidates import build_candidates
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(R1_RACK, catalog)
+    table = build_candidates(catalog, rfq)
+    units = [c for c in table.candidates["r1"] if c.disaggregated]
+    assert units
+    cand = next(c for c in units if c.nodes_spanned == 1 and c.gpus == 72)
+    assert cand.prefill is not None
+    assert cand.gpus == cand.prefill.gpus + cand.layout.gpus
+    users = 2048
+    unit, _ = disagg.unit_estimate(catalog, cand.prefill, cand.layout,
+                                   replace(cand.estimate.workload, concurrency=users))
+    lay = cand.layout
+    code, out, err = cli(
+        "estimate", "--model", "deepseek-r1", "--gpu", "gb200", "--kind", "inference",
+        "--precision", lay.precision, "--input-tokens", "2000", "--output-tokens", "1000",
+        "--gpus", str(cand.gpus), "--gpus-per-node", "72",
+        "--prefill-gpus", str(cand.prefill.gpus), "--prefill-tp", str(cand.prefill.tp),
+        "--decode-gpus", str(lay.gpus), "--tp", str(lay.tp), "--ep", str(lay.ep),
+        "--attention-dp", "--concurrency", str(users), "--json")
+    assert code == 0, out + err
+    data = json.loads(out)
+    assert data["decode"]["replicas"] == lay.dp
+    assert data["predicted"]["ttft_ms"] == pytest.approx(unit.predicted.ttft_ms, rel=1e-3)
+    assert data["predicted"]["tpot_ms"] == pytest.approx(unit.predicted.tpot_ms, rel=1e-3)
+    # disaggregated: false removes them; the aggregated candidates stay
+    off = rfq.model_copy(update={"workloads": [
+        rfq.workloads[0].model_copy(update={"disaggregated": False})]})
+    kept = build_candidates(catalog, off).candidates["r1"]
+    assert kept and not any(c.disaggregated for c in kept)

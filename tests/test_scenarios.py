@@ -8,7 +8,9 @@ a bound the demand or deadline rows guarantee anyway, and never dollar figures.
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -310,8 +312,54 @@ def _check_small_moe(plan, catalog):  # issue 27: a small MoE, EP does not pay
     assert no_ep["cost"]["tco_usd"] == plan["cost"]["tco_usd"]
 
 
+def _check_r1_rack(plan, catalog):  # issue 27: the planner chooses disaggregated serving
+    from solver.physics.disagg import unit_estimate
+    from solver.physics.layout import Layout, Workload
+    from solver.physics.performance import estimate
+
+    assert {n["gpu"] for n in plan["cluster"]["nodes"]} == {"gb200"}
+    racks = [n for n in plan["cluster"]["nodes"] if n["gpus_per_node"] == 72]
+    assert racks and racks[0]["count"] >= 1
+    (entry,) = plan["workloads"]
+    _margins_positive(entry)
+    layouts = entry.get("layouts") or [entry]
+    units = [lay for lay in layouts if lay.get("mode") == "disaggregated"]
+    assert units, "a disaggregated unit is chosen"
+    unit = units[0]
+    pre, dec = unit["prefill"], unit["decode"]
+    # one unit = the whole NVLink rack: both pools, and the KV moves over NVLink (well
+    # under a millisecond for a 2,000-token prompt's latent cache)
+    assert pre["gpus"] + dec["gpus"] == 72 and unit["gpus_per_node"] == 72
+    assert 0 < unit["kv_transfer_ms"] < 1.0
+    assert pre["gpus"] < dec["gpus"]  # 1k output tokens a request: decode needs more GPUs
+    # why: the decode pool's step carries no prefill. The unit holds more users at the TPOT
+    # SLO than its 72 GPUs as aggregated replicas of the decode layout, and that layout run
+    # aggregated at the unit's batch per decode replica misses the TPOT target (its p90
+    # carries the other users' prompts); disaggregated it meets it
+    work = Workload(kind="inference", input_tokens=2000, output_tokens=1000, tpot_ms=50)
+    replica = Layout(model="deepseek-r1", gpu="gb200", precision=entry["precision"],
+                     tp=dec["tp"], ep=dec.get("ep", 1), attention_dp=dec.get("attention_dp", 1),
+                     gpus_per_node=72)
+    prefill = Layout(model="deepseek-r1", gpu="gb200", precision=entry["precision"],
+                     tp=pre["tp"], dp=pre["replicas"], gpus_per_node=72)
+    held, _ = unit_estimate(catalog, prefill, replace(replica, dp=dec["replicas"]), work)
+    alone = estimate(catalog, replica, work).predicted
+    assert held.predicted.max_concurrency > 72 // replica.gpus * alone.max_concurrency
+    batch = math.ceil(held.predicted.max_concurrency / dec["replicas"])
+    together = estimate(catalog, replica, replace(work, concurrency=batch)).predicted
+    assert together.tpot_ms_slo > 50.0 >= held.predicted.tpot_ms_slo
+    # the counterfactual: no disaggregation costs more (more GPUs for the same users)
+    agg = _resolve(catalog, _scenario(catalog, "deepseek-r1-rack"),
+                   workload={"disaggregated": False})
+    assert all(lay.get("mode", "aggregated") == "aggregated"
+               for lay in agg["workloads"][0].get("layouts") or [agg["workloads"][0]])
+    assert agg["cluster"]["total_gpus"] > plan["cluster"]["total_gpus"]
+    assert agg["cost"]["tco_usd"] > plan["cost"]["tco_usd"]
+
+
 EXPECTED = {
     "moe-ep-vs-tp.yaml": _check_moe_ep,
+    "deepseek-r1-rack.yaml": _check_r1_rack,
     "small-moe-no-ep.yaml": _check_small_moe,
     "day-chat-night-batch.yaml": _check_day_night,
     "best-for-a-budget.yaml": _check_budget,

@@ -22,7 +22,14 @@ from solver.analysis.licence import licensed_alternative
 from solver.analysis.realism import realism_warnings
 from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import factors
-from solver.common.wording import COST_LABELS, COST_TERMS, layout_words, money_delta, plural
+from solver.common.wording import (
+    COST_LABELS,
+    COST_TERMS,
+    layout_words,
+    money_delta,
+    plural,
+    unit_words,
+)
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates, physics_workload
 from solver.optimize.linear import Constraint
@@ -87,6 +94,13 @@ def _reference_fit(catalog: Catalog, spec: AnyWorkload, precision: str) -> tuple
     return ok, note
 
 
+def _replica_gpus(lay: Any) -> int:
+    """GPUs of one replica of a layout (both pools of a disaggregated unit)."""
+    if lay.mode == "disaggregated" and lay.prefill is not None and lay.decode is not None:
+        return int(lay.prefill.gpus + lay.decode.gpus)
+    return int(lay.tp * (lay.attention_dp or 1) * lay.pp)
+
+
 def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
     return params_b * weight_bytes_per_param(factors(catalog), precision)
 
@@ -103,14 +117,15 @@ def workload_facts(entry: WorkloadPlan, total_nodes: int | None = None) -> dict[
     spanned = entry.nodes_spanned or 1
     layouts = entry.layouts or [LayoutUse(
         gpu=entry.gpu, precision=entry.precision, tp=entry.tp, pp=entry.pp,
-        ep=entry.ep, attention_dp=entry.attention_dp,
+        ep=entry.ep, attention_dp=entry.attention_dp, mode=entry.mode,
+        prefill=entry.prefill, decode=entry.decode,
         replicas=1 if training else entry.dp, gpus_per_node=per_node, fabric=entry.fabric)]
     if training:
         replicas = 1
         nodes_used = max(spanned, -(-entry.gpus // per_node))
     else:
         replicas = sum(lay.replicas for lay in layouts)
-        nodes_used = sum(max(1, -(-(lay.replicas * lay.tp * (lay.attention_dp or 1) * lay.pp)
+        nodes_used = sum(max(1, -(-(lay.replicas * _replica_gpus(lay))
                                   // (lay.gpus_per_node or 1)))
                          for lay in layouts) * spanned
     if total_nodes is not None:
@@ -174,9 +189,13 @@ def _step1_note(catalog: Catalog, spec: AnyWorkload, entry: WorkloadPlan,
     mem = entry.memory
     unit = "job" if training else "replica"
     shape = (f"TP{entry.tp}×PP{entry.pp}×DP{entry.dp}" if training
+             else unit_words(entry) if entry.mode == "disaggregated"
              else f"TP{entry.tp}×PP{entry.pp}" if not entry.ep
              else layout_words(entry.tp, entry.pp, entry.ep, entry.attention_dp))
-    unit_gpus = entry.tp * (entry.attention_dp or 1) * entry.pp * (entry.dp if training else 1)
+    unit_gpus = (_replica_gpus(entry) if entry.mode == "disaggregated" else
+                 entry.tp * (entry.attention_dp or 1) * entry.pp * (entry.dp if training else 1))
+    if entry.mode == "disaggregated":
+        unit = "unit"
     usage = (f"weights {weights:,.1f} GB = {100 * weights / node_gb:.0f} % of one node at "
              f"{precision.upper()}; one {unit} runs {shape} on {plural(unit_gpus, 'GPU')}, "
              f"{mem.total_gb:,.1f} of {mem.capacity_gb:,.0f} GB per "

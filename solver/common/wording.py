@@ -236,6 +236,32 @@ def layout_words(tp: int, pp: int, ep: int | None = None, attention_dp: int | No
     return " ".join(words)
 
 
+def pools_words(prefill: dict[str, Any], decode: dict[str, Any]) -> str:
+    """A disaggregated unit as people write it: ``disaggregated: prefill 16 GPUs (4 x TP4)
+    + decode 56 GPUs (7 x TP1 EP8 attention-DP8)``."""
+    def one(pool: dict[str, Any]) -> str:
+        words = layout_words(pool["tp"], pool.get("pp") or 1, pool.get("ep"),
+                             pool.get("attention_dp"))
+        return f"{pool['gpus']} GPUs ({pool['replicas']} x {words})"
+    return f"disaggregated: prefill {one(prefill)} + decode {one(decode)}"
+
+
+def unit_words(entry: Any) -> str:
+    """The layout of a plan entry (a workload, one of its ``layouts`` or a placement run;
+    a dict or a record) in words: :func:`pools_words` where disaggregated, else
+    :func:`layout_words`."""
+    def get(key: str) -> Any:
+        return entry.get(key) if isinstance(entry, dict) else getattr(entry, key, None)
+
+    def as_dict(pool: Any) -> dict[str, Any]:
+        return pool if isinstance(pool, dict) else pool.model_dump()
+
+    prefill, decode = get("prefill"), get("decode")
+    if get("mode") == "disaggregated" and prefill is not None and decode is not None:
+        return pools_words(as_dict(prefill), as_dict(decode))
+    return layout_words(get("tp"), get("pp"), get("ep"), get("attention_dp"))
+
+
 def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
     """Every layout of a workload: TP × PP × DP per replica group, with GPUs = TP·PP·DP
     (× attention-DP ranks where the layout uses expert parallelism).
@@ -251,8 +277,9 @@ def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
         ep, ranks = entry.get("ep") or 1, entry.get("attention_dp") or 1
         return [{"gpu": entry["gpu"], "precision": entry["precision"], "tp": entry["tp"],
                  "pp": entry["pp"], "dp": dp, "ep": ep, "attention_dp": ranks,
-                 "layout": layout_words(entry["tp"], entry["pp"], ep, ranks),
-                 "gpus": entry["tp"] * ranks * entry["pp"] * dp,
+                 "layout": unit_words(entry),
+                 "gpus": (entry["gpus"] if entry.get("mode") == "disaggregated"
+                          else entry["tp"] * ranks * entry["pp"] * dp),
                  "gpus_per_node": entry.get("gpus_per_node"),
                  "nodes_per_replica": entry.get("nodes_spanned", 1),
                  "replicas": 1 if training else dp}]
@@ -261,13 +288,20 @@ def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
         ep, ranks = lay.get("ep") or 1, lay.get("attention_dp") or 1
         rows.append({"gpu": lay["gpu"], "precision": lay["precision"], "tp": lay["tp"],
                      "pp": lay["pp"], "dp": lay["replicas"], "ep": ep, "attention_dp": ranks,
-                     "layout": layout_words(lay["tp"], lay["pp"], ep, ranks),
-                     "gpus": lay["tp"] * ranks * lay["pp"] * lay["replicas"],
+                     "layout": unit_words(lay),
+                     "gpus": _unit_gpus(lay, ranks) * lay["replicas"],
                      "gpus_per_node": lay.get("gpus_per_node"),
-                     "nodes_per_replica": max(1, -(-(lay["tp"] * ranks * lay["pp"])
+                     "nodes_per_replica": max(1, -(-_unit_gpus(lay, ranks)
                                                  // (lay.get("gpus_per_node") or 1))),
                      "replicas": lay["replicas"]})
     return rows
+
+
+def _unit_gpus(lay: dict[str, Any], ranks: int) -> int:
+    """GPUs of one replica of a layout entry (both pools of a disaggregated unit)."""
+    if lay.get("mode") == "disaggregated" and lay.get("prefill") and lay.get("decode"):
+        return int(lay["prefill"]["gpus"] + lay["decode"]["gpus"])
+    return int(lay["tp"] * ranks * lay["pp"])
 
 
 def _num(value: float | None, digits: int = 1) -> str:
