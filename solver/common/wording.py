@@ -237,12 +237,12 @@ def layout_words(tp: int, pp: int, ep: int | None = None, attention_dp: int | No
 
 
 def pools_words(prefill: dict[str, Any], decode: dict[str, Any]) -> str:
-    """A disaggregated unit as people write it: ``disaggregated: prefill 16 GPUs (4 x TP4)
-    + decode 56 GPUs (7 x TP1 EP8 attention-DP8)``."""
+    """A disaggregated unit as people write it: ``disaggregated: prefill 4×TP4 + decode
+    7×TP1 EP8 attention-DP8`` (engines × layout of each pool)."""
     def one(pool: dict[str, Any]) -> str:
         words = layout_words(pool["tp"], pool.get("pp") or 1, pool.get("ep"),
                              pool.get("attention_dp"))
-        return f"{pool['gpus']} GPUs ({pool['replicas']} x {words})"
+        return f"{pool['replicas']}×{words}"
     return f"disaggregated: prefill {one(prefill)} + decode {one(decode)}"
 
 
