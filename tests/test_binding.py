@@ -78,7 +78,10 @@ def test_issue_28_power_binding_names_the_stated_limit(catalog):
     data = {"id": "p", "constraints": {"vendor": "open", "max_power_kw": 10},
             "workloads": [{"name": "chat", "kind": "inference", "model": "llama-3.1-8b",
                            "precision": "fp8", "concurrency": 1200, "input_tokens": 2000,
-                           "output_tokens": 400, "ttft_ms": 3000, "tpot_ms": 60}]}
+                           "output_tokens": 400, "ttft_ms": 3000, "tpot_ms": 60,
+                           # aggregated: the power limit binds (cheaper disaggregated units,
+                           # 9 GPUs at 7.9 kW, fit within it: then nothing about power binds)
+                           "disaggregated": False}]}
     plan = solve_rfq(validate_rfq(data, catalog), catalog, binding=True)
     power = next(b for b in plan.binding if b.constraint == "constraints.max_power_kw")
     lifted = copy.deepcopy(data)
