@@ -1097,3 +1097,30 @@ def test_pareto_names_the_plan_pages_plan_when_it_ties_on_cost() -> None:
         "tco_usd": plan.cost.tco_usd + 1.0})})
     assert plan_page_note(other, dearer, "tco_usd", "tpot_ms") is None
     assert plan_page_note(other, None, "tco_usd", "tpot_ms") is None
+
+
+def test_pareto_hover_lists_each_layout_with_its_own_gpus() -> None:
+    """A workload on two layouts (chat-n-plus-1: TP4 replicas on an 8-GPU and a 4-GPU box)
+    reads as both layouts with their own GPU counts, which add up to the workload's GPUs -
+    not the first layout's DP on the workload's whole GPU count ("DP8 on 13×", issue 32)."""
+    import re
+
+    from dashboards.figures import hover_layout
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    cat = load_catalog()
+    plan = solve_rfq(load_rfq(SCENARIOS / "chat-n-plus-1.yaml", cat), cat, explain=False)
+    work = plan.workloads[0]
+    assert work.layouts is not None and len(work.layouts) >= 2
+    text = hover_layout(work)
+    parts = text.split(" + ")
+    assert len(parts) == len(work.layouts)
+    counts = [int(re.search(r" on (\d+)× ", part).group(1)) for part in parts]
+    assert sum(counts) == work.gpus
+    for part, use in zip(parts, work.layouts, strict=True):
+        assert f"TP{use.tp}×PP{use.pp}×DP{use.replicas} " in part
+    single = work.model_copy(update={"layouts": None})
+    assert hover_layout(single) == (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp} "
+                                    f"on {work.gpus}× {work.gpu}")

@@ -13,7 +13,7 @@ from solver.common.wording import money_delta
 from solver.optimize.plan_model import Plan
 
 from .. import components, state
-from ..figures import axis_words, cluster_label, frontier_figure
+from ..figures import axis_words, cluster_label, frontier_figure, hover_layout
 
 CHART_KEY = "pareto_chart"
 PICK_KEY = "pareto_pick"
@@ -56,8 +56,7 @@ def _table(result: dict[str, Any]) -> pd.DataFrame:
                      axis_words(cost_key).removesuffix(" (USD)"): f"${point[cost_key]:,.0f}",
                      axis_words(metric): round(point[metric], 3),
                      "cluster": cluster_label(plan.cluster, plan.cost),
-                     "layout": (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp}"
-                                if work else ""),
+                     "layout": hover_layout(work) if work else "",
                      "bought or rented": {"rented": "rented", "hybrid": "bought + rented"}
                      .get((work.sourcing if work else None) or "owned", "bought"),
                      "$ per M output tokens": _per_million(work)})
