@@ -384,12 +384,26 @@ def point_sourcing(point: dict[str, Any], result: dict[str, Any]) -> str:
         (work.sourcing if work else None) or "owned", "bought")
 
 
+def hover_layout(work: Any) -> str:
+    """A workload's layouts for a hover: one ``precision TPa×PPb×DPc on n× GPU`` per layout,
+    each with its own GPUs (a workload on two layouts is not "DP8 on 13×": the summary's
+    TP/PP/DP are its first layout's), rented ones marked."""
+    uses = work.layouts or []
+    if len(uses) < 2:
+        return f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp} on {work.gpus}× {work.gpu}"
+    parts = []
+    for use in uses:
+        gpus = use.tp * (use.attention_dp or 1) * use.pp * use.replicas
+        parts.append(f"{use.precision} TP{use.tp}×PP{use.pp}×DP{use.replicas} on {gpus}× "
+                     f"{use.gpu}" + (" rented" if use.rented else ""))
+    return " + ".join(parts)
+
+
 def _hover(index: int, point: dict[str, Any], result: dict[str, Any]) -> str:
     cost_key, metric = result["axes"]
     plan: Plan = point["plan"]
     work = next((w for w in plan.workloads if w.name == result["workload"]), None)
-    layout = (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp} on "
-              f"{work.gpus}× {work.gpu}" if work else "")
+    layout = hover_layout(work) if work else ""
     sourcing = {"rented": "rented", "hybrid": "bought + rented"}.get(
         (work.sourcing if work else None) or "owned", "bought")
     unit = unit_cost_text(work.cost_per_million_tokens_usd.model_dump()

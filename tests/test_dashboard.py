@@ -1068,3 +1068,59 @@ def test_catalog_tables_key_columns_first_and_no_raw_cells():
         assert frame.columns[-1] in PROVENANCE  # where a figure was read: last
         assert "architecture" not in frame.columns and "config" not in frame.columns
     assert _raw_states(at) == []
+
+
+def test_pareto_names_the_plan_pages_plan_when_it_ties_on_cost() -> None:
+    """Two optima of the MIP: the frontier's cheapest point and the Plan page's plan cost the
+    same but are laid out differently. The Pareto page says so (issue 32), and stays silent
+    when the plans are the same or the costs differ."""
+    from dashboards.views.pareto import plan_page_note
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    cat = load_catalog()
+    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", cat)
+    plan = solve_rfq(rfq, cat, explain=False)
+    work = plan.workloads[0]
+    # the same GPUs, laid out with twice the pipeline stages and half the replicas
+    other = plan.model_copy(update={"workloads": [work.model_copy(update={
+        "pp": work.pp * 2, "dp": work.dp // 2, "layouts": None})]})
+    assert work.dp % 2 == 0
+    assert plan_page_note(plan, plan, "tco_usd", "tpot_ms") is None
+    note = plan_page_note(other, plan, "tco_usd", "tpot_ms")
+    assert note is not None
+    assert f"${plan.cost.tco_usd:,.0f} TCO" in note
+    assert f"{work.tp} × {work.pp} × {work.dp}" in note  # the Plan page's layout, named
+    assert "time per output token" in note
+    dearer = plan.model_copy(update={"cost": plan.cost.model_copy(update={
+        "tco_usd": plan.cost.tco_usd + 1.0})})
+    assert plan_page_note(other, dearer, "tco_usd", "tpot_ms") is None
+    assert plan_page_note(other, None, "tco_usd", "tpot_ms") is None
+
+
+def test_pareto_hover_lists_each_layout_with_its_own_gpus() -> None:
+    """A workload on two layouts (chat-n-plus-1: TP4 replicas on an 8-GPU and a 4-GPU box)
+    reads as both layouts with their own GPU counts, which add up to the workload's GPUs -
+    not the first layout's DP on the workload's whole GPU count ("DP8 on 13×", issue 32)."""
+    import re
+
+    from dashboards.figures import hover_layout
+    from solver.analysis.explain import solve_rfq
+    from solver.catalog.load import load_catalog
+    from solver.rfq.schema import load_rfq
+
+    cat = load_catalog()
+    plan = solve_rfq(load_rfq(SCENARIOS / "chat-n-plus-1.yaml", cat), cat, explain=False)
+    work = plan.workloads[0]
+    assert work.layouts is not None and len(work.layouts) >= 2
+    text = hover_layout(work)
+    parts = text.split(" + ")
+    assert len(parts) == len(work.layouts)
+    counts = [int(re.search(r" on (\d+)× ", part).group(1)) for part in parts]
+    assert sum(counts) == work.gpus
+    for part, use in zip(parts, work.layouts, strict=True):
+        assert f"TP{use.tp}×PP{use.pp}×DP{use.replicas} " in part
+    single = work.model_copy(update={"layouts": None})
+    assert hover_layout(single) == (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp} "
+                                    f"on {work.gpus}× {work.gpu}")

@@ -13,7 +13,7 @@ from solver.common.wording import money_delta
 from solver.optimize.plan_model import Plan
 
 from .. import components, state
-from ..figures import axis_words, cluster_label, frontier_figure
+from ..figures import axis_words, cluster_label, frontier_figure, hover_layout
 
 CHART_KEY = "pareto_chart"
 PICK_KEY = "pareto_pick"
@@ -56,8 +56,7 @@ def _table(result: dict[str, Any]) -> pd.DataFrame:
                      axis_words(cost_key).removesuffix(" (USD)"): f"${point[cost_key]:,.0f}",
                      axis_words(metric): round(point[metric], 3),
                      "cluster": cluster_label(plan.cluster, plan.cost),
-                     "layout": (f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp}"
-                                if work else ""),
+                     "layout": hover_layout(work) if work else "",
                      "bought or rented": {"rented": "rented", "hybrid": "bought + rented"}
                      .get((work.sourcing if work else None) or "owned", "bought"),
                      "$ per M output tokens": _per_million(work)})
@@ -126,6 +125,9 @@ def render() -> None:
     left, right = st.columns(2)
     with left:
         components.plan_card(points[0]["plan"], "Optimum (cheapest)")
+        note = _plan_page_note(points[0], result)
+        if note:
+            st.caption(note)
     with right:
         components.plan_card(points[pick]["plan"], f"Point #{pick + 1}")
         if pick:
@@ -140,6 +142,44 @@ def render() -> None:
         st.dataframe(_table(result), hide_index=True)
     if not served:
         _budget_section(served)
+
+
+def _layout_words(plan: Plan) -> list[str]:
+    """Each layout of a plan in words (the plan card's lines, without the markdown)."""
+    return [f"{row['workload']}: {row['GPUs']} × {row['GPU']}, TP × PP × DP "
+            f"{row['TP × PP × DP']}, {row['precision']}"
+            for row in components.layout_table(plan).to_dict("records")]
+
+
+def plan_page_note(cheapest: Plan, plan_page: Plan | None, cost_key: str, metric: str
+                   ) -> str | None:
+    """When the frontier's cheapest point and the Plan page's plan cost the same but are laid
+    out differently (two optima of the MIP), say so: both are the cheapest plan, and the
+    frontier keeps the one with the better ``metric`` at that cost (its walk tightens the
+    metric until the cost rises, so of equal-cost plans only the best one stays)."""
+    if (plan_page is None or not plan_page.feasible or plan_page.cost is None
+            or cheapest.cost is None):
+        return None
+    cost = float(getattr(plan_page.cost, cost_key))
+    if abs(cost - float(getattr(cheapest.cost, cost_key))) >= 0.5:
+        return None
+    here, there = _layout_words(cheapest), _layout_words(plan_page)
+    if here == there:
+        return None
+    return (f"The Plan page's plan costs the same (${cost:,.0f} "
+            f"{'capex' if cost_key == 'capex_usd' else 'TCO'}) with "
+            f"another layout ({'; '.join(there)}). Both are cheapest; of plans at one cost "
+            f"the frontier keeps the one with the best {axis_words(metric).lower()}.")
+
+
+def _plan_page_note(cheapest: dict[str, Any], result: dict[str, Any]) -> str | None:
+    """:func:`plan_page_note` for the active RFQ (the Plan page's solve is cached)."""
+    try:
+        plan_page = state.solve_cached(state.active_key() or "", state.catalog_dir(),
+                                       state.price_pairs())["plan"]
+    except (InputError, SolverError):
+        return None
+    return plan_page_note(cheapest["plan"], plan_page, *result["axes"])
 
 
 def metric_words(choice: str) -> str:
