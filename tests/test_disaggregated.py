@@ -185,3 +185,9 @@ def test_planner_candidates_match_procure_estimate(catalog, cli):
         rfq.workloads[0].model_copy(update={"disaggregated": False})]})
     kept = build_candidates(catalog, off).candidates["r1"]
     assert kept and not any(c.disaggregated for c in kept)
+    # and so does leaving the field out: disaggregation is opt-in (no measurement checks it)
+    default = rfq.model_copy(update={"workloads": [
+        rfq.workloads[0].model_copy(update={"disaggregated": type(rfq.workloads[0])
+                                            .model_fields["disaggregated"].default})]})
+    assert default.workloads[0].disaggregated is False
+    assert not any(c.disaggregated for c in build_candidates(catalog, default).candidates["r1"])

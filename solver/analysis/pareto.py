@@ -57,6 +57,7 @@ from solver.optimize.mip import Limits, build_model, cand_var, demand_of, node_v
 from solver.optimize.plan import assemble, chosen, cost_breakdown
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.solve import run_mip
+from solver.physics.disagg import unit_estimate
 from solver.physics.layout import TRAINING_KINDS
 from solver.physics.performance import estimate
 from solver.rfq.schema import AnyWorkload, Rfq
@@ -163,7 +164,10 @@ def at_load_latency(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candi
         else:  # open loop: each replica at its share of the request rate
             work = replace(cand.estimate.workload, concurrency=None,
                            qps=max(util * cand.qps_capacity, 1e-9))
-        est = estimate(catalog, cand.layout, work)
+        if cand.prefill is not None:  # a disaggregated unit: its own model at that load
+            est = unit_estimate(catalog, cand.prefill, cand.layout, work)[0]
+        else:
+            est = estimate(catalog, cand.layout, work)
         # the SLO is checked at the workload's percentile: so is the frontier's metric
         value = getattr(est.predicted, f"{metric}_slo", None)
         if value is None:

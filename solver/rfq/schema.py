@@ -417,10 +417,10 @@ class InferenceWorkload(_ServingBase):
         default=None, description="busy and quiet hours: GPUs the service leaves idle in its "
         "quiet hours run recurring jobs whose window fits there")
     disaggregated: bool = Field(
-        default=True, description="the solver may serve it disaggregated: a prefill pool "
-        "and a decode pool of the same GPUs, the prompt's KV cache moved between them "
-        "(docs/expert-parallel.md); false keeps every replica aggregated (an engine or "
-        "deployment without prefill/decode disaggregation)")
+        default=False, description="true: the solver may serve it disaggregated, a prefill "
+        "pool and a decode pool of the same GPUs, the prompt's KV cache moved between them "
+        "(docs/expert-parallel.md; no published measurement checks that estimate yet, and "
+        "the orchestration is not priced); false (default): every replica aggregated")
 
     @model_validator(mode="after")
     def _demand(self) -> InferenceWorkload:
