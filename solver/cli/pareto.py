@@ -159,10 +159,12 @@ def pareto(
     set_: SetOpt = None,
     overrides: OverridesOpt = None,
     scheduler: Annotated[str | None, typer.Option(
-        "--scheduler", help="Solve the frontier's independent levels on the Dask cluster "
-        "at tcp://HOST:PORT (needs pip install 'procure[cluster]'): the headroom, "
-        "failure_domains and batch hours_to_complete targets; the tpot_ms/ttft_ms and "
-        "training-hours walks are sequential and stay here. Same frontier.")] = None,
+        "--scheduler", help="Solve the independent levels on the Dask cluster at "
+        "tcp://HOST:PORT (needs pip install 'procure[cluster]'): the headroom, "
+        "failure_domains and batch hours_to_complete targets, --over budget's budgets, "
+        "--sweep's values. The tpot_ms/ttft_ms and training-hours walks are sequential "
+        "(each level set by the plan before) and run here. Same answer as without.")
+    ] = None,
 ) -> int:
     """Non-dominated plans: cost against latency or time-to-finish (or, with --sweep,
     the cost and the buy/rent choice across rental prices or demand growth; with
