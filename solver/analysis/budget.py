@@ -13,6 +13,7 @@ import math
 from functools import partial
 from typing import Any
 
+from solver.analysis import cluster
 from solver.catalog.data import Catalog
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates
@@ -50,10 +51,8 @@ def budget_curve(catalog: Catalog, rfq: Rfq, *, points: int | None = None,
                      | ({rfq.budget_usd} if rfq.budget_usd and rfq.budget_usd < need else set()))
     at_budget = partial(_budget_point, catalog, rfq, table, solver)
     if scheduler:
-        from solver.analysis.cluster import dask_client, map_on_cluster
-
-        with dask_client(scheduler) as client:
-            result["points"] = map_on_cluster(client, at_budget, budgets, progress)
+        with cluster.dask_client(scheduler) as client:
+            result["points"] = cluster.map_on_cluster(client, at_budget, budgets, progress)
         return result
     for index, budget in enumerate(budgets):
         result["points"].append(at_budget(budget))

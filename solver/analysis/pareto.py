@@ -56,6 +56,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from solver.analysis import cluster
 from solver.analysis.explain import annotate
 from solver.analysis.whatif import rebuild_workload, with_candidates
 from solver.catalog.data import Catalog
@@ -291,9 +292,7 @@ def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricCho
         report(f"Pareto: {choice.metric} target 1 of {targets}", 0, targets)
         solutions = [target(0, first)]
         if solutions[0] is not None and targets > 1:
-            from solver.analysis.cluster import map_on_cluster
-
-            solutions += map_on_cluster(
+            solutions += cluster.map_on_cluster(
                 client, target, range(1, targets),
                 lambda done, total: report(f"Pareto: {choice.metric} targets on the Dask "
                                            "cluster", done + 1, total + 1))
@@ -413,10 +412,8 @@ def _cluster(scheduler: str | None) -> Iterator[Any]:
     if scheduler is None:
         yield None
         return
-    from solver.analysis.cluster import dask_client
-
     report("Pareto: connecting to the Dask scheduler")
-    with dask_client(scheduler) as client:
+    with cluster.dask_client(scheduler) as client:
         yield client
 
 

@@ -11,9 +11,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from solver.analysis import cluster
 from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
+from solver.common.progress import report
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
@@ -238,11 +240,8 @@ def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
         base_table = build_candidates(catalog, rfq)
     at_value = partial(_sweep_value, catalog, rfq, kind, solver, base_table)
     if scheduler:
-        from solver.analysis.cluster import dask_client, map_on_cluster
-        from solver.common.progress import report
-
-        with dask_client(scheduler) as client:
-            points = map_on_cluster(client, at_value, values, lambda done, total: report(
+        with cluster.dask_client(scheduler) as client:
+            points = cluster.map_on_cluster(client, at_value, values, lambda done, total: report(
                 f"Pareto: {kind} sweep on the Dask cluster", done, total))
     else:
         points = [at_value(value) for value in values]
