@@ -1,4 +1,4 @@
-"""Issue 31: batch and sensitivity on a real Dask cluster — a ``dask scheduler`` and two
+"""Issue 31: batch, sensitivity and pareto on a real Dask cluster — a ``dask scheduler`` and two
 ``dask worker`` processes started here — give the same answers as in one machine.
 
 Slow (the cluster takes seconds to start): run with ``-m slow``; part of ``.ci/run``.
@@ -84,6 +84,27 @@ def test_sensitivity_on_the_cluster_equals_local(scheduler):
         report.pop("seconds")
     assert one == two  # every row, flip and the solve count
     assert len(one["parameters"]) >= 3
+
+
+def _untimed(value):
+    """A JSON document without its timings (``seconds``, each plan's ``solve_seconds``)."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in ("seconds", "solve_seconds")}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("args", [["--metric", "headroom"], ["--metric", "failure_domains"],
+                                  ["--over", "budget", "--points", "4"]])
+def test_pareto_on_the_cluster_equals_local(scheduler, args):
+    rfq = str(SCENARIOS / "chat-70b-one-node.yaml")
+    local = _procure("pareto", rfq, "--json", *args)
+    remote = _procure("pareto", rfq, "--json", *args, "--scheduler", scheduler)
+    assert local.returncode == remote.returncode == 0, remote.stderr
+    one, two = json.loads(local.stdout), json.loads(remote.stdout)
+    assert _untimed(one) == _untimed(two)  # the same points, in the same order, same costs
+    assert len(one["points"]) >= 3
 
 
 def test_batch_on_the_cluster_equals_local(scheduler, tmp_path):

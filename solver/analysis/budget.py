@@ -10,12 +10,15 @@ point (the candidates do not depend on the budget).
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
+from solver.analysis import cluster
 from solver.catalog.data import Catalog
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates
 from solver.optimize.plan import assemble, weighted_served_share
+from solver.optimize.records import CandidateTable
 from solver.optimize.solve import run_mip
 from solver.rfq.schema import Rfq
 
@@ -23,10 +26,13 @@ DEFAULT_POINTS = 8
 
 
 def budget_curve(catalog: Catalog, rfq: Rfq, *, points: int | None = None,
-                 solver: str = DEFAULT_SOLVER, progress: Any = None) -> dict[str, Any]:
+                 solver: str = DEFAULT_SOLVER, progress: Any = None,
+                 scheduler: str | None = None) -> dict[str, Any]:
     """The served share at ``points`` budgets from 1/points of the full-demand TCO up to it
     (plus the RFQ's own budget when it states one). ``progress(done, total)`` is called
-    after each solve."""
+    after each solve. The budgets are independent solves (one candidate table, one budget
+    each): with ``scheduler`` (a Dask address, :mod:`solver.analysis.cluster`) each is a
+    task on that cluster, and the points come back in budget order, the same as here."""
     catalog = rfq.catalog(catalog)
     count = points or DEFAULT_POINTS
     full_rfq = rfq.model_copy(update={"objective": "tco", "budget_usd": None})
@@ -43,25 +49,36 @@ def budget_curve(catalog: Catalog, rfq: Rfq, *, points: int | None = None,
     result["full_demand_tco_usd"] = need
     budgets = sorted({round(need * k / count, 2) for k in range(1, count)} | {need}
                      | ({rfq.budget_usd} if rfq.budget_usd and rfq.budget_usd < need else set()))
+    at_budget = partial(_budget_point, catalog, rfq, table, solver)
+    if scheduler:
+        with cluster.dask_client(scheduler) as client:
+            result["points"] = cluster.map_on_cluster(client, at_budget, budgets, progress)
+        return result
     for index, budget in enumerate(budgets):
-        served_rfq = rfq.model_copy(update={"objective": "max_served", "budget_usd": budget})
-        solution = run_mip(table, served_rfq, solver=solver)
-        point: dict[str, Any] = {"budget_usd": budget, "status": solution.status}
-        if solution.status in ("optimal", "feasible"):
-            plan = assemble(catalog, served_rfq, table, solution)
-            shares = {s.workload: s.served_fraction for s in plan.served or []}
-            point.update({
-                "served_share": round(weighted_served_share(plan, rfq) or 0.0, 4),
-                "workloads": shares,
-                "tco_usd": plan.cost.tco_usd if plan.cost else 0.0,
-                "total_gpus": plan.cluster.total_gpus,
-                "total_nodes": plan.cluster.total_nodes,
-                "nodes": [{"gpu": n.gpu, "server": n.server, "count": n.count}
-                          for n in plan.cluster.nodes]})
-        result["points"].append(point)
+        result["points"].append(at_budget(budget))
         if progress is not None:
             progress(index + 1, len(budgets))
     return result
+
+
+def _budget_point(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str,
+                  budget: float) -> dict[str, Any]:
+    """One budget's point (here or on a cluster worker): the largest served share it buys."""
+    served_rfq = rfq.model_copy(update={"objective": "max_served", "budget_usd": budget})
+    solution = run_mip(table, served_rfq, solver=solver)
+    point: dict[str, Any] = {"budget_usd": budget, "status": solution.status}
+    if solution.status in ("optimal", "feasible"):
+        plan = assemble(catalog, served_rfq, table, solution)
+        shares = {s.workload: s.served_fraction for s in plan.served or []}
+        point.update({
+            "served_share": round(weighted_served_share(plan, rfq) or 0.0, 4),
+            "workloads": shares,
+            "tco_usd": plan.cost.tco_usd if plan.cost else 0.0,
+            "total_gpus": plan.cluster.total_gpus,
+            "total_nodes": plan.cluster.total_nodes,
+            "nodes": [{"gpu": n.gpu, "server": n.server, "count": n.count}
+                      for n in plan.cluster.nodes]})
+    return point
 
 
 def budget_lines(result: dict[str, Any]) -> list[str]:

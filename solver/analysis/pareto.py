@@ -36,15 +36,27 @@ better) and ``failure_domains`` (nodes bought, higher is better)
     that keeps the optimal cost and maximises the metric, so every point is non-dominated.
 
 ``--points N`` keeps the cheapest point and N - 1 others spread evenly along the frontier.
+
+``--scheduler tcp://HOST:PORT`` (issue 31, :mod:`solver.analysis.cluster`): the sampled
+frontiers' targets after the first are independent solves (each target is set by the
+cheapest plan's metric and its index alone), so each is a task on the Dask cluster and the
+points come back in target order — the same points as here. The two ε-walks are
+*sequential*: each level is set by the metric of the plan found at the level before, so
+they are solved in this process, as without ``--scheduler`` (:func:`sequential_walk`).
+Assembling the kept plans is cheap (milliseconds each) and stays here too.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
+from solver.analysis import cluster
 from solver.analysis.explain import annotate
 from solver.analysis.whatif import rebuild_workload, with_candidates
 from solver.catalog.data import Catalog
@@ -249,10 +261,12 @@ def _scaled_rfq(rfq: Rfq, name: str, update: dict[str, Any]) -> Rfq:
 
 
 def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricChoice,
-             solver: str, targets: int) -> list[Point]:
+             solver: str, targets: int, client: Any = None) -> list[Point]:
     """Up to ``targets`` points from the cheapest plan outwards: each asks for more of the
     metric (more nodes, a shorter deadline, more headroom) and keeps the cheapest plan that
-    gives it, then the best metric at that cost (:func:`_lexicographic`)."""
+    gives it, then the best metric at that cost (:func:`_lexicographic`); the points end
+    at the first target no plan meets. With a Dask ``client`` the targets after the first
+    are solved on its cluster (:func:`_target`), with the same points."""
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
     cands = base.candidates[choice.workload]
     demand = demand_of(spec)
@@ -267,20 +281,47 @@ def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricCho
         gain = {cand_var(c): c.qps_capacity for c in cands}
     start = _measure(base, choice, spec, first)
     steps = max(1, targets - 1)
+    target = partial(_target, base, rfq, choice, spec, start, steps, solver, gain)
+    solutions: list[Solution | None]
+    if client is None:
+        solutions = []
+        for index in range(targets):
+            report(f"Pareto: {choice.metric} target {index + 1} of {targets}", index, targets)
+            solutions.append(target(index, first if index == 0 else None))
+            if solutions[-1] is None:
+                break  # a harder target is no more feasible
+    else:
+        # every target after the first is independent of the others: one task each; the
+        # run stops at the first infeasible one, as here
+        report(f"Pareto: {choice.metric} target 1 of {targets}", 0, targets)
+        solutions = [target(0, first)]
+        if solutions[0] is not None and targets > 1:
+            solutions += cluster.map_on_cluster(
+                client, target, range(1, targets),
+                lambda done, total: report(f"Pareto: {choice.metric} targets on the Dask "
+                                           "cluster", done + 1, total + 1))
     points: list[Point] = []
-    for index in range(targets):
-        report(f"Pareto: {choice.metric} target {index + 1} of {targets}", index, targets)
-        trial_rfq, extra = _trial(rfq, base, choice, spec, start, index, steps)
-        solution = first if index == 0 else run_mip(base, trial_rfq, solver=solver,
-                                                     extra=extra)
-        if not _feasible(solution):
+    for solution in solutions:
+        if solution is None:
             break
-        cost = _objective_cost(base, solution, rfq.objective)
-        better = _lexicographic(base, trial_rfq, cost, solver, extra, gain)
-        solution = better or solution
         points.append(Point(_objective_cost(base, solution, rfq.objective),
                             _measure(base, choice, spec, solution), base, solution))
     return points
+
+
+def _target(base: CandidateTable, rfq: Rfq, choice: MetricChoice, spec: AnyWorkload,
+            start: float, steps: int, solver: str, gain: dict[str, float], index: int,
+            first: Solution | None = None) -> Solution | None:
+    """Sample ``index`` (here or on a cluster worker): the cheapest plan that meets its
+    target (``first``: already solved), then the best metric at that cost; None when no
+    plan meets it."""
+    trial_rfq, extra = _trial(rfq, base, choice, spec, start, index, steps)
+    solution = first if first is not None else run_mip(base, trial_rfq, solver=solver,
+                                                        extra=extra)
+    if not _feasible(solution):
+        return None
+    cost = _objective_cost(base, solution, rfq.objective)
+    return _lexicographic(base, trial_rfq, cost, solver, extra, gain) or solution
 
 
 def _measure(base: CandidateTable, choice: MetricChoice, spec: AnyWorkload,
@@ -353,11 +394,41 @@ def spread(points: list[Point], count: int | None) -> list[Point]:
     return [points[i] for i in picks]
 
 
+def sequential_walk(rfq: Rfq, metric: str | None = None) -> str | None:
+    """Why the frontier of ``metric`` cannot be spread over a cluster (its levels are a
+    sequential walk: each is set by the plan found at the one before), or None when its
+    levels are independent solves (the sampled frontiers)."""
+    choice = parse_metric(rfq, metric)
+    spec = next(s for s in rfq.workloads if s.name == choice.workload)
+    if choice.metric in ("tpot_ms", "ttft_ms"):
+        return (f"the {choice.metric} frontier is a sequential walk (each SLO level is set "
+                "by the plan found at the level before): solved in this process")
+    if choice.metric == "hours_to_complete" and spec.kind in TRAINING_KINDS:
+        return ("the hours_to_complete frontier of a training job is a sequential walk "
+                "(each step keeps the candidates faster than the plan before): solved in "
+                "this process")
+    return None
+
+
+@contextmanager
+def _cluster(scheduler: str | None) -> Iterator[Any]:
+    """A Dask client of ``scheduler`` for the block (None without one)."""
+    if scheduler is None:
+        yield None
+        return
+    report("Pareto: connecting to the Dask scheduler")
+    with cluster.dask_client(scheduler) as client:
+        yield client
+
+
 def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
-             points: int | None = None, solver: str = DEFAULT_SOLVER, explain: bool = True
-             ) -> dict[str, Any]:
+             points: int | None = None, solver: str = DEFAULT_SOLVER, explain: bool = True,
+             scheduler: str | None = None) -> dict[str, Any]:
     """The Pareto frontier (points sorted by cost), each point's ``plan`` a
-    :class:`~solver.optimize.plan_model.Plan`; :func:`frontier_json` is its JSON."""
+    :class:`~solver.optimize.plan_model.Plan`; :func:`frontier_json` is its JSON.
+    ``scheduler`` (a Dask address): a sampled frontier's targets are solved on that
+    cluster; a walk (:func:`sequential_walk`) is solved here all the same. The address is
+    checked (and the scheduler reached) either way, so a bad one is an input error."""
     start = time.perf_counter()
     catalog = rfq.catalog(catalog)
     served = rfq.objective == "max_served"
@@ -365,17 +436,19 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
         rfq = rfq.model_copy(update={"objective": "tco", "budget_usd": None})
     choice = parse_metric(rfq, metric)
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
-    report("Pareto: candidate layouts")
-    base = build_candidates(catalog, rfq, all_sizes=True)
-    if choice.metric in ("tpot_ms", "ttft_ms"):
-        found = _latency_walk(catalog, rfq, base, choice, solver)
-        method = "epsilon-constraint walk over the SLO (candidates rebuilt per level)"
-    elif choice.metric == "hours_to_complete" and spec.kind in TRAINING_KINDS:
-        found = _hours_walk(rfq, base, choice, solver)
-        method = "epsilon-constraint walk over the candidates' hours"
-    else:
-        found = _sampled(catalog, rfq, base, choice, solver, points or DEFAULT_TARGETS)
-        method = "epsilon-constraint at geometric targets, lexicographic (cost, metric)"
+    with _cluster(scheduler) as client:
+        report("Pareto: candidate layouts")
+        base = build_candidates(catalog, rfq, all_sizes=True)
+        if choice.metric in ("tpot_ms", "ttft_ms"):  # sequential: see sequential_walk
+            found = _latency_walk(catalog, rfq, base, choice, solver)
+            method = "epsilon-constraint walk over the SLO (candidates rebuilt per level)"
+        elif choice.metric == "hours_to_complete" and spec.kind in TRAINING_KINDS:
+            found = _hours_walk(rfq, base, choice, solver)  # sequential too
+            method = "epsilon-constraint walk over the candidates' hours"
+        else:
+            found = _sampled(catalog, rfq, base, choice, solver, points or DEFAULT_TARGETS,
+                             client)
+            method = "epsilon-constraint at geometric targets, lexicographic (cost, metric)"
     if served:
         method += ("; objective max_served: serving all demand, without the budget (the "
                    "share each budget serves: --over budget)")

@@ -8,11 +8,14 @@ or with its cost coefficients recomputed for new prices (no physics re-run).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
+from solver.analysis import cluster
 from solver.analysis.explain import solve_rfq
 from solver.catalog.data import Catalog
 from solver.common.errors import InputError, Problem
+from solver.common.progress import report
 from solver.optimize.backends import DEFAULT_SOLVER
 from solver.optimize.candidates import build_candidates
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
@@ -212,7 +215,7 @@ def with_growth(catalog: Catalog, rfq: Rfq, growth: float) -> Rfq:
 
 
 def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
-          solver: str | None = None) -> dict[str, Any]:
+          solver: str | None = None, scheduler: str | None = None) -> dict[str, Any]:
     """Re-solve the RFQ at every value of one what-if knob (:data:`SWEEP_KINDS`) and say
     at each: the total cost, the rental in it, what is bought (and, with demand over time,
     when) and the buy / rent / hybrid choice per workload and overall.
@@ -220,7 +223,9 @@ def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
     ``rental-price`` reprices the rented candidates of one candidate table (no physics
     re-run); an RFQ that forbids renting is swept with ``rental: allow`` (said in
     ``note``). ``growth`` rebuilds the RFQ with ``growth_per_year`` on every serving
-    workload (the phased purchase schedule of docs/rental.md)."""
+    workload (the phased purchase schedule of docs/rental.md). The values are independent
+    solves: with ``scheduler`` (a Dask address, :mod:`solver.analysis.cluster`) each is a
+    task on that cluster, the points coming back in value order (the same as here)."""
     import time
 
 
@@ -233,16 +238,27 @@ def sweep(catalog: Catalog, rfq: Rfq, kind: str, values: list[float],
             rfq = rfq.model_copy(update={"rental": "allow"})
             note = "the RFQ forbids renting; the sweep allows it (rental: allow)"
         base_table = build_candidates(catalog, rfq)
-    points = []
-    for value in values:
-        if base_table is not None:  # rental-price: reprice the one table
-            cat = with_rental_prices(catalog, value)
-            plan = solve_rfq(rfq, cat, solver=solver, table=reprice(base_table, cat, rfq))
-        else:
-            plan = solve_rfq(with_growth(catalog, rfq, value), catalog, solver=solver)
-        points.append(sweep_point(kind, value, plan))
+    at_value = partial(_sweep_value, catalog, rfq, kind, solver, base_table)
+    if scheduler:
+        with cluster.dask_client(scheduler) as client:
+            points = cluster.map_on_cluster(client, at_value, values, lambda done, total: report(
+                f"Pareto: {kind} sweep on the Dask cluster", done, total))
+    else:
+        points = [at_value(value) for value in values]
     return {"rfq": rfq.id, "sweep": kind, "meaning": SWEEP_KINDS[kind], "values": values,
             "note": note, "points": points, "seconds": round(time.perf_counter() - started, 2)}
+
+
+def _sweep_value(catalog: Catalog, rfq: Rfq, kind: str, solver: str,
+                 base_table: CandidateTable | None, value: float) -> dict[str, Any]:
+    """One value of a sweep (here or on a cluster worker); ``base_table``: rental-price's
+    one table, repriced at the value."""
+    if base_table is not None:  # rental-price: reprice the one table
+        cat = with_rental_prices(catalog, value)
+        plan = solve_rfq(rfq, cat, solver=solver, table=reprice(base_table, cat, rfq))
+    else:
+        plan = solve_rfq(with_growth(catalog, rfq, value), catalog, solver=solver)
+    return sweep_point(kind, value, plan)
 
 
 def sweep_point(kind: str, value: float, plan: Plan) -> dict[str, Any]:

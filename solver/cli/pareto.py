@@ -158,32 +158,53 @@ def pareto(
     catalog: CatalogOpt = None,
     set_: SetOpt = None,
     overrides: OverridesOpt = None,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Solve the independent levels on the Dask cluster at "
+        "tcp://HOST:PORT (needs pip install 'procure[cluster]'): the headroom, "
+        "failure_domains and batch hours_to_complete targets, --over budget's budgets, "
+        "--sweep's values. The tpot_ms/ttft_ms and training-hours walks are sequential "
+        "(each level set by the plan before) and run here. Same answer as without.")
+    ] = None,
 ) -> int:
     """Non-dominated plans: cost against latency or time-to-finish (or, with --sweep,
     the cost and the buy/rent choice across rental prices or demand growth; with
     --over budget, the share of demand each budget serves)."""
+    if scheduler:
+        from solver.analysis.cluster import check_scheduler
+
+        check_scheduler(scheduler)
     if over is not None:
-        return _over(rfq, over, points, solver, catalog, set_, overrides, json_out, csv_out)
+        return _over(rfq, over, points, solver, catalog, set_, overrides, json_out, csv_out,
+                     scheduler)
     if sweep:
-        return _sweeps(rfq, sweep, solver, catalog, set_, overrides, json_out, csv_out)
+        return _sweeps(rfq, sweep, solver, catalog, set_, overrides, json_out, csv_out,
+                       scheduler)
     check_range("--points", points, 1, MAX_PARETO_POINTS)
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, plot, csv_out)
-    return _frontier(cat, parsed, metric, points, solver, json_out, csv_out, plot)
+    return _frontier(cat, parsed, metric, points, solver, json_out, csv_out, plot, scheduler)
 
 
 def _over(rfq: Path, over: str, points: int | None, solver: str, catalog: str | None,
           set_: list[str] | None, overrides: Path | None, json_out: bool,
-          csv_out: Path | None) -> int:
-    """``pareto --over budget``: served share against budget (solver/analysis/budget.py)."""
+          csv_out: Path | None, scheduler: str | None = None) -> int:
+    """``pareto --over budget``: served share against budget (solver/analysis/budget.py);
+    with ``scheduler`` each budget is solved on that Dask cluster."""
     from solver.analysis.budget import budget_curve, budget_lines
+    from solver.cli.progress import stderr_progress
     from solver.common.errors import InputError, Problem
+    from solver.common.progress import report
 
     if over != "budget":
         raise InputError([Problem("command line", "--over", over,
                                   "the only sweep over a limit is 'budget'")])
     check_range("--points", points, 2, MAX_PARETO_POINTS)
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, None, csv_out)
-    result = budget_curve(cat, parsed, points=points, solver=solver)
+    where = " on the Dask cluster" if scheduler else ""
+    with stderr_progress():
+        report("Pareto: the full-demand plan")
+        result = budget_curve(cat, parsed, points=points, solver=solver, scheduler=scheduler,
+                              progress=lambda done, total: report(
+                                  f"Pareto: budgets{where}", done, total))
     if csv_out is not None:
         _budget_csv(result, csv_out)
     if json_out:
@@ -213,15 +234,22 @@ def _budget_csv(result: dict[str, Any], path: Path) -> None:
 
 def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,
             set_: list[str] | None, overrides: Path | None, json_out: bool,
-            csv_out: Path | None) -> int:
+            csv_out: Path | None, scheduler: str | None = None) -> int:
     """``pareto --sweep``: the cost and buy/rent choice at each value of each sweep (the
-    sweeps are checked before anything is loaded)."""
+    sweeps are checked before anything is loaded); with ``scheduler`` each value is solved
+    on that Dask cluster."""
     from solver.analysis.whatif import parse_sweep
     from solver.analysis.whatif import sweep as run_sweep
+    from solver.cli.progress import stderr_progress
+    from solver.common.progress import report
 
     asked = [parse_sweep(text) for text in sweep]
     cat, parsed = _prepare(rfq, catalog, set_, overrides, solver, None, csv_out)
-    results = [run_sweep(cat, parsed, kind, values, solver) for kind, values in asked]
+    with stderr_progress():
+        results = []
+        for kind, values in asked:
+            report(f"Pareto: {kind} sweep")
+            results.append(run_sweep(cat, parsed, kind, values, solver, scheduler))
     if csv_out is not None:
         _sweep_csv(results, csv_out)
     if json_out:
@@ -237,15 +265,22 @@ def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,
 
 
 def _frontier(cat: Any, parsed: Any, metric: str | None, points: int | None, solver: str,
-              json_out: bool, csv_out: Path | None, plot: Path | None) -> int:
+              json_out: bool, csv_out: Path | None, plot: Path | None,
+              scheduler: str | None = None) -> int:
     """``pareto``: the non-dominated plans, printed, as JSON, CSV and/or a chart."""
     from solver.analysis.pareto import frontier, frontier_json
     from solver.cli.progress import stderr_progress
     from solver.report.charts import frontier_csv, frontier_plot
 
+    if scheduler:
+        from solver.analysis.pareto import sequential_walk
+
+        why = sequential_walk(parsed, metric)
+        if why:
+            err.print(f"note: --scheduler: {why}", markup=False)
     with stderr_progress():
         result = frontier_json(frontier(cat, parsed, metric=metric, points=points,
-                                        solver=solver))
+                                        solver=solver, scheduler=scheduler))
     if csv_out is not None:
         frontier_csv(result, csv_out)
     if plot is not None and result["points"]:
