@@ -67,6 +67,14 @@ def test_every_layout_listed_and_counts_add_up(catalog, solved, name):
         rows = layout_rows(entry)
         assert sum(r["gpus"] for r in rows) == entry["gpus"]
         for row in rows:
+            if row["mode"] == "disaggregated":  # issue 27: units of prefill + decode pools
+                lay = next(lay for lay in entry["layouts"] or [entry]
+                           if lay.get("mode") == "disaggregated")
+                unit = lay["prefill"]["gpus"] + lay["decode"]["gpus"]
+                assert row["gpus"] == unit * row["dp"]
+                flat = " ".join(text.split())  # the pools' line may wrap
+                assert f"unit ({unit} GPUs, {row['dp']}×): {row['layout']}" in flat
+                continue
             # attention data parallelism (issue 27): tp x attention-DP ranks per stage
             assert row["tp"] * row["attention_dp"] * row["pp"] * row["dp"] == row["gpus"]
             assert f"{row['tp']}×{row['pp']}×{row['dp']}" in text

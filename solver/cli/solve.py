@@ -191,7 +191,8 @@ def _print_workload(work: WorkloadPlan, spec: AnyWorkload | None, con: Any) -> N
     w = work.model_dump(mode="json")  # the wording helpers read the plan JSON
     rows = layout_rows(w)
     layouts = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
-    expert = any(r["ep"] > 1 for r in rows)  # expert parallelism: say it per row
+    # expert parallelism or disaggregated units: say it per row (a unit's pools below)
+    expert = any(r["ep"] > 1 or r["mode"] == "disaggregated" for r in rows)
     columns = ("GPU", "precision", "TP×PP×DP") + (("layout",) if expert else ()) + (
         "GPUs", "nodes each")
     for column in columns:
@@ -200,12 +201,17 @@ def _print_workload(work: WorkloadPlan, spec: AnyWorkload | None, con: Any) -> N
     for row in rows:
         layouts.add_row(row["gpu"], row["precision"],
                         f"{row['tp']}×{row['pp']}×{row['dp']}",
-                        *((row["layout"],) if expert else ()), str(row["gpus"]),
+                        *(("disaggregated" if row["mode"] == "disaggregated" else
+                           row["layout"],) if expert else ()), str(row["gpus"]),
                         str(row["nodes_per_replica"]))
     if len(rows) > 1:
         layouts.add_row("total", "", "", *(("",) if expert else ()),
                         str(sum(r["gpus"] for r in rows)), "", style="bold")
     con.print(layouts)
+    for row in rows:  # a disaggregated unit's pools are too long for the table's column
+        if row["mode"] == "disaggregated":
+            print_wrapped(con, f"{row['gpu']} unit ({row['gpus'] // row['dp']} GPUs, "
+                               f"{row['dp']}×): {row['layout']}", first="  ", indent="    ")
     mem = work.memory
     training = work.kind in ("lora", "qlora", "full_finetune", "pretrain")
     dp_means = ("DP = data-parallel copies inside the one job" if training
@@ -213,8 +219,10 @@ def _print_workload(work: WorkloadPlan, spec: AnyWorkload | None, con: Any) -> N
     con.print(f"  {dp_means}; memory per GPU {mem.total_gb:,.1f} of "
               f"{mem.capacity_gb:,.0f} GB"
               + (" (first layout)" if len(rows) > 1 else ""), markup=False)
-    for line in serving_lines(w):
-        con.print(f"  {line}", markup=False)
+    for line in serving_lines(w):  # wrapped at the width, continuation lines indented
+        for part in line.split("\n"):
+            print_wrapped(con, part.strip(), first="  " + " " * (len(part) - len(part.lstrip())),
+                          indent="    ")
     targets = target_rows(w, spec)
     if targets:
         checks = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))

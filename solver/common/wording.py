@@ -278,6 +278,7 @@ def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"gpu": entry["gpu"], "precision": entry["precision"], "tp": entry["tp"],
                  "pp": entry["pp"], "dp": dp, "ep": ep, "attention_dp": ranks,
                  "layout": unit_words(entry),
+                 "mode": entry.get("mode") or "aggregated",
                  "gpus": (entry["gpus"] if entry.get("mode") == "disaggregated"
                           else entry["tp"] * ranks * entry["pp"] * dp),
                  "gpus_per_node": entry.get("gpus_per_node"),
@@ -289,6 +290,7 @@ def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"gpu": lay["gpu"], "precision": lay["precision"], "tp": lay["tp"],
                      "pp": lay["pp"], "dp": lay["replicas"], "ep": ep, "attention_dp": ranks,
                      "layout": unit_words(lay),
+                     "mode": lay.get("mode") or "aggregated",
                      "gpus": _unit_gpus(lay, ranks) * lay["replicas"],
                      "gpus_per_node": lay.get("gpus_per_node"),
                      "nodes_per_replica": max(1, -(-_unit_gpus(lay, ranks)
