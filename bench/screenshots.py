@@ -198,6 +198,7 @@ SHOTS: dict[str, Callable] = {
     "plan-growing": plan_shot("growing-chat-service"),
     "plan-day-night": plan_shot("day-chat-night-batch"),
     "plan-budget": plan_shot("best-for-a-budget"),
+    "plan-rack": plan_shot("deepseek-r1-rack"),
     "pareto": pareto,
     "pareto-budget": pareto_budget,
     "what-if": what_if,
