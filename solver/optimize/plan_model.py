@@ -15,7 +15,7 @@ regenerate docs/plan.md (``python -m solver.optimize.plan_model > docs/plan.md``
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,6 +31,11 @@ def _absent(value: Any) -> bool:
 def omitted(description: str) -> Any:
     """A field that is left out of the JSON (not written as null) when it does not apply."""
     return Field(default=None, exclude_if=_absent, description=description)
+
+
+def _omitted_type(description: str) -> Any:
+    """:func:`omitted` for an ``Annotated`` alias: the field's ``= None`` gives the default."""
+    return Field(exclude_if=_absent, description=description)
 
 
 class Record(BaseModel):
@@ -178,6 +183,24 @@ class Pool(Record):
     attention_dp: int | None = omitted("attention data-parallel ranks of each (absent: 1)")
 
 
+
+# The layout fields shared by a workload, each of its layouts and each placed run: one
+# definition each (type, absent-when-unused, description).
+ExpertParallel = Annotated[int | None, _omitted_type(
+    "MoE serving with expert parallelism: the routed experts of each pipeline stage sharded "
+    "over this many GPUs (absent: experts split by TP)")]
+AttentionDP = Annotated[int | None, _omitted_type(
+    "MoE serving with expert parallelism: attention data-parallel ranks per replica (each TP "
+    "GPUs with its own requests and KV cache; absent: 1)")]
+ServingMode = Annotated[Literal["aggregated", "disaggregated"] | None, _omitted_type(
+    "serving: 'aggregated' (each replica prefills and decodes) or 'disaggregated' (each unit a "
+    "prefill pool and a decode pool, the prompt's KV cache moved between them; "
+    "tp/pp/ep/attention_dp are then the decode pool's and each replica is a unit)")]
+PrefillPool = Annotated[Pool | None, _omitted_type("disaggregated: the prefill pool of one unit")]
+DecodePool = Annotated[Pool | None, _omitted_type("disaggregated: the decode pool of one unit")]
+KvTransferMs = Annotated[float | None, _omitted_type(
+    "disaggregated: moving one prompt's KV cache from the prefill to the decode pool, ms")]
+
 class LayoutUse(Record):
     """One of several layouts a workload runs on (when it uses more than one)."""
 
@@ -185,20 +208,12 @@ class LayoutUse(Record):
     precision: str = Field(description="numeric precision (bf16, fp8, int8, int4, fp4)")
     tp: int = Field(description="tensor-parallel degree")
     pp: int = Field(description="pipeline-parallel degree")
-    ep: int | None = omitted("MoE serving with expert parallelism: the routed experts of "
-                             "each pipeline stage sharded over this many GPUs (absent: "
-                             "experts split by TP)")
-    attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
-                                       "data-parallel ranks per replica (each TP GPUs with "
-                                       "its own requests and KV cache; absent: 1)")
-    mode: Literal["aggregated", "disaggregated"] | None = omitted(
-        "serving: 'aggregated' (each replica prefills and decodes) or 'disaggregated' (each "
-        "unit a prefill pool and a decode pool, the prompt's KV cache moved between them; "
-        "tp/pp/ep/attention_dp are then the decode pool's and each replica is a unit)")
-    prefill: Pool | None = omitted("disaggregated: the prefill pool of one unit")
-    decode: Pool | None = omitted("disaggregated: the decode pool of one unit")
-    kv_transfer_ms: float | None = omitted("disaggregated: moving one prompt's KV cache "
-                                           "from the prefill to the decode pool, ms")
+    ep: ExpertParallel = None
+    attention_dp: AttentionDP = None
+    mode: ServingMode = None
+    prefill: PrefillPool = None
+    decode: DecodePool = None
+    kv_transfer_ms: KvTransferMs = None
     replicas: int = Field(description="replicas of this layout")
     gpus_per_node: int = Field(description="GPUs per node of the node type it runs on")
     fabric: str = Field(description="fabric id between its nodes ('none': one node)")
@@ -357,20 +372,12 @@ class WorkloadPlan(Record):
     gpu: str = Field(description="GPU id of the main layout")
     tp: int = Field(description="tensor-parallel degree")
     pp: int = Field(description="pipeline-parallel degree")
-    ep: int | None = omitted("MoE serving with expert parallelism: the routed experts of "
-                             "each pipeline stage sharded over this many GPUs (absent: "
-                             "experts split by TP)")
-    attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
-                                       "data-parallel ranks per replica (each TP GPUs with "
-                                       "its own requests and KV cache; absent: 1)")
-    mode: Literal["aggregated", "disaggregated"] | None = omitted(
-        "serving: 'aggregated' (each replica prefills and decodes) or 'disaggregated' (each "
-        "unit a prefill pool and a decode pool, the prompt's KV cache moved between them; "
-        "tp/pp/ep/attention_dp are then the decode pool's and each replica is a unit)")
-    prefill: Pool | None = omitted("disaggregated: the prefill pool of one unit")
-    decode: Pool | None = omitted("disaggregated: the decode pool of one unit")
-    kv_transfer_ms: float | None = omitted("disaggregated: moving one prompt's KV cache "
-                                           "from the prefill to the decode pool, ms")
+    ep: ExpertParallel = None
+    attention_dp: AttentionDP = None
+    mode: ServingMode = None
+    prefill: PrefillPool = None
+    decode: DecodePool = None
+    kv_transfer_ms: KvTransferMs = None
     dp: int = Field(description="serving: replicas of the main layout; training: "
                     "data-parallel degree")
     gpus: int = Field(description="GPUs the workload uses, all layouts")
@@ -443,18 +450,11 @@ class Run(Record):
     tp: int = Field(description="tensor-parallel degree")
     pp: int = Field(description="pipeline-parallel degree")
     dp: int = Field(description="data-parallel degree")
-    ep: int | None = omitted("MoE serving with expert parallelism: the routed experts of "
-                             "each pipeline stage sharded over this many GPUs (absent: "
-                             "experts split by TP)")
-    attention_dp: int | None = omitted("MoE serving with expert parallelism: attention "
-                                       "data-parallel ranks per replica (each TP GPUs with "
-                                       "its own requests and KV cache; absent: 1)")
-    mode: Literal["aggregated", "disaggregated"] | None = omitted(
-        "serving: 'aggregated' (each replica prefills and decodes) or 'disaggregated' (each "
-        "unit a prefill pool and a decode pool, the prompt's KV cache moved between them; "
-        "tp/pp/ep/attention_dp are then the decode pool's and each replica is a unit)")
-    prefill: Pool | None = omitted("disaggregated: the prefill pool of one unit")
-    decode: Pool | None = omitted("disaggregated: the decode pool of one unit")
+    ep: ExpertParallel = None
+    attention_dp: AttentionDP = None
+    mode: ServingMode = None
+    prefill: PrefillPool = None
+    decode: DecodePool = None
 
 
 class Placement(Record):
