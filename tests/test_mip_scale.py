@@ -30,7 +30,7 @@ from solver.optimize.mip import (
     planned_demand,
     units_lost,
 )
-from solver.rfq.portfolio import portfolio_rfq
+from solver.rfq.portfolio import portfolio_rfq, scenario_rfqs
 from solver.rfq.schema import load_rfq, validate_rfq
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,9 +143,17 @@ def test_loss_levels_have_the_reference_optimum_on_the_scenarios(catalog):
     assert checked >= 1
 
 
+POOL_BEFORE = ("deepseek-r1-rack",)
+"""Scenarios added after these seeds were chosen: drawing from them reshuffles every seeded
+portfolio (with it, seed 2 at 3 workloads and seed 5 at 4 drew 405B workloads whose reference
+model HiGHS and CP-SAT did not prove optimal within the limits). The instances stay the ones
+the exactness checks were written on; the shipped scenarios themselves are checked above."""
+
+
 def _n_plus_1_portfolio(catalog, size: int, seed: int):
     """A seeded portfolio (solver/rfq/portfolio.py) with n+1 on every online workload."""
-    data = portfolio_rfq(size, seed, limits=False)
+    rfqs = [r for r in scenario_rfqs() if r.get("id") not in POOL_BEFORE]
+    data = portfolio_rfq(size, seed, limits=False, rfqs=rfqs)
     for work in data["workloads"]:
         if work.get("kind", "inference") == "inference":
             work["redundancy"] = "n+1"

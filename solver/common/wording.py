@@ -237,13 +237,14 @@ def layout_words(tp: int, pp: int, ep: int | None = None, attention_dp: int | No
 
 
 def pools_words(prefill: dict[str, Any], decode: dict[str, Any]) -> str:
-    """A disaggregated unit as people write it: ``disaggregated: prefill 4×TP4 + decode
-    7×TP1 EP8 attention-DP8`` (engines × layout of each pool)."""
+    """A disaggregated unit as people write it: ``disaggregated, prefill 4×TP4 + decode
+    7×TP1 EP8 attention-DP8`` (engines × layout of each pool; a comma, not a colon, so a
+    customer document never shows what reads as the RFQ field ``disaggregated:``)."""
     def one(pool: dict[str, Any]) -> str:
         words = layout_words(pool["tp"], pool.get("pp") or 1, pool.get("ep"),
                              pool.get("attention_dp"))
         return f"{pool['replicas']}×{words}"
-    return f"disaggregated: prefill {one(prefill)} + decode {one(decode)}"
+    return f"disaggregated, prefill {one(prefill)} + decode {one(decode)}"
 
 
 def unit_words(entry: Any) -> str:
