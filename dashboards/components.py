@@ -18,6 +18,7 @@ from solver.common.wording import (
     qty,
     relaxations,
     unit_cost_text,
+    unit_gpus,
     unit_words,
     usd,
 )
@@ -188,10 +189,7 @@ def layout_table(plan: Plan) -> pd.DataFrame:
             continue
         # several layouts serve this workload: one row each, so GPUs add up per row
         for index, layout in enumerate(layouts):
-            ranks = layout.attention_dp or 1
-            unit = (layout.prefill.gpus + layout.decode.gpus
-                    if layout.prefill is not None and layout.decode is not None
-                    else layout.tp * ranks * layout.pp)
+            unit = unit_gpus(layout)
             gpus = unit * layout.replicas
             first = index == 0
             rows.append({**row, "workload": f"{w.name} ({index + 1}/{len(layouts)})",

@@ -21,6 +21,7 @@ from solver.common.wording import (
     axis_words,
     layout_words,
     unit_cost_text,
+    unit_gpus,
     unit_words,
 )
 from solver.optimize.plan_model import Cluster, Cost, LayoutUse, Plan, WorkloadPlan
@@ -93,7 +94,7 @@ def _units(entry: WorkloadPlan) -> list[tuple[str, int, int, str]]:
             label = (f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
                      f"×DP{entry.dp}")
         elif layout.prefill is not None and layout.decode is not None:
-            size = layout.prefill.gpus + layout.decode.gpus
+            size = unit_gpus(layout)
             label = f"{entry.name}: {layout.precision} {unit_words(layout)}"
         else:
             size = layout.tp * (layout.attention_dp or 1) * layout.pp
@@ -393,8 +394,9 @@ def hover_layout(work: Any) -> str:
         return f"{work.precision} TP{work.tp}×PP{work.pp}×DP{work.dp} on {work.gpus}× {work.gpu}"
     parts = []
     for use in uses:
-        gpus = use.tp * (use.attention_dp or 1) * use.pp * use.replicas
-        parts.append(f"{use.precision} TP{use.tp}×PP{use.pp}×DP{use.replicas} on {gpus}× "
+        shape = (f"{unit_words(use)} ×{use.replicas}" if use.mode == "disaggregated"
+                 else f"TP{use.tp}×PP{use.pp}×DP{use.replicas}")
+        parts.append(f"{use.precision} {shape} on {unit_gpus(use) * use.replicas}× "
                      f"{use.gpu}" + (" rented" if use.rented else ""))
     return " + ".join(parts)
 

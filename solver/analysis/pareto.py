@@ -66,12 +66,10 @@ from solver.optimize.backends import DEFAULT_SOLVER, get_backend
 from solver.optimize.candidates import build_candidates
 from solver.optimize.linear import Constraint, Solution
 from solver.optimize.mip import Limits, build_model, cand_var, demand_of, node_var, planned_demand
-from solver.optimize.plan import assemble, chosen, cost_breakdown
+from solver.optimize.plan import assemble, chosen, cost_breakdown, estimate_at
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.solve import run_mip
-from solver.physics.disagg import unit_estimate
 from solver.physics.layout import TRAINING_KINDS
-from solver.physics.performance import estimate
 from solver.rfq.schema import AnyWorkload, Rfq
 
 METRICS = {"tpot_ms": True, "ttft_ms": True, "hours_to_complete": True, "headroom": False,
@@ -176,10 +174,7 @@ def at_load_latency(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candi
         else:  # open loop: each replica at its share of the request rate
             work = replace(cand.estimate.workload, concurrency=None,
                            qps=max(util * cand.qps_capacity, 1e-9))
-        if cand.prefill is not None:  # a disaggregated unit: its own model at that load
-            est = unit_estimate(catalog, cand.prefill, cand.layout, work)[0]
-        else:
-            est = estimate(catalog, cand.layout, work)
+        est = estimate_at(catalog, cand, work)  # a disaggregated unit: both pools
         # the SLO is checked at the workload's percentile: so is the frontier's metric
         value = getattr(est.predicted, f"{metric}_slo", None)
         if value is None:

@@ -292,19 +292,26 @@ def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
                      "pp": lay["pp"], "dp": lay["replicas"], "ep": ep, "attention_dp": ranks,
                      "layout": unit_words(lay),
                      "mode": lay.get("mode") or "aggregated",
-                     "gpus": _unit_gpus(lay, ranks) * lay["replicas"],
+                     "gpus": unit_gpus(lay) * lay["replicas"],
                      "gpus_per_node": lay.get("gpus_per_node"),
-                     "nodes_per_replica": max(1, -(-_unit_gpus(lay, ranks)
+                     "nodes_per_replica": max(1, -(-unit_gpus(lay)
                                                  // (lay.get("gpus_per_node") or 1))),
                      "replicas": lay["replicas"]})
     return rows
 
 
-def _unit_gpus(lay: dict[str, Any], ranks: int) -> int:
-    """GPUs of one replica of a layout entry (both pools of a disaggregated unit)."""
-    if lay.get("mode") == "disaggregated" and lay.get("prefill") and lay.get("decode"):
-        return int(lay["prefill"]["gpus"] + lay["decode"]["gpus"])
-    return int(lay["tp"] * ranks * lay["pp"])
+def unit_gpus(entry: Any) -> int:
+    """GPUs of one replica of a layout entry (a dict or a record): both pools of a
+    disaggregated unit, else TP x attention-DP ranks x PP."""
+    def get(key: str) -> Any:
+        return entry.get(key) if isinstance(entry, dict) else getattr(entry, key, None)
+
+    prefill, decode = get("prefill"), get("decode")
+    if get("mode") == "disaggregated" and prefill and decode:
+        def gpus(pool: Any) -> int:
+            return int(pool["gpus"] if isinstance(pool, dict) else pool.gpus)
+        return gpus(prefill) + gpus(decode)
+    return int(get("tp") * (get("attention_dp") or 1) * get("pp"))
 
 
 def _num(value: float | None, digits: int = 1) -> str:

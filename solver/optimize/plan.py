@@ -32,7 +32,7 @@ from solver.optimize.unit_cost import add_unit_costs
 from solver.physics.coverage import serving_calibration
 from solver.physics.disagg import unit_estimate
 from solver.physics.goodput import goodput
-from solver.physics.layout import TRAINING_KINDS, Estimate, Layout
+from solver.physics.layout import TRAINING_KINDS, Estimate, Layout, Workload
 from solver.physics.performance import estimate as estimate_layout
 from solver.rfq.schema import (
     AnyWorkload,
@@ -85,11 +85,16 @@ def at_load(catalog: Catalog, spec: AnyWorkload, cand: Candidate, replicas: int,
         share = max(1, math.ceil(spec.concurrency * cand.concurrency_capacity
                                  / max(total_replicas_capacity, 1e-9) / per_layout - 1e-9))
         share = min(share, int(cand.concurrency_capacity / per_layout) or share)
-        if cand.prefill is not None:  # a disaggregated unit: both pools at its share
-            return unit_estimate(catalog, cand.prefill, est.layout,
-                                 replace(est.workload, concurrency=share))[0]
-        return estimate_layout(catalog, est.layout, replace(est.workload, concurrency=share))
+        return estimate_at(catalog, cand, replace(est.workload, concurrency=share))
     return est
+
+
+def estimate_at(catalog: Catalog, cand: Candidate, work: Workload) -> Estimate:
+    """A serving candidate's estimate at the load ``work`` states: a disaggregated unit's
+    with both pools (:func:`~solver.physics.disagg.unit_estimate`), else its layout's."""
+    if cand.prefill is not None:
+        return unit_estimate(catalog, cand.prefill, cand.layout, work)[0]
+    return estimate_layout(catalog, cand.layout, work)
 
 
 PERCENTILE_KEYS = ("ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99")
