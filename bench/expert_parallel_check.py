@@ -3,10 +3,13 @@ serving with attention data parallelism and expert parallelism, held out of the 
 fit, against the model's prediction. Usage::
 
     PYTHONPATH=. python bench/expert_parallel_check.py [--silicon] [--rows] [--json]
+    PYTHONPATH=. python bench/expert_parallel_check.py --fit
 
 Default: the TensorRT-LLM DEP rows of serving_published.csv (output tokens/s per GPU),
 every row printed; ``--silicon``: the attention-DP rows of serving_latency.csv (TTFT and
-TPOT), the summary per metric (``--rows`` prints them all).
+TPOT), the summary per metric (``--rows`` prints them all); all at the catalog's
+``serving.attention_dp_step_factor``. ``--fit``: that factor fitted on both sets, and each
+set's errors at the value fitted on the other (whole source held out).
 """
 
 from __future__ import annotations
@@ -18,7 +21,22 @@ from solver.catalog.load import load_catalog
 from solver.physics import expert_check
 
 
+def fit() -> None:
+    catalog = load_catalog()
+    both, held = expert_check.held_out(catalog)
+    print(f"serving.attention_dp_step_factor fitted on both sets: {both:g} "
+          f"(grid {expert_check.STEP_GRID[0]:g}..{expert_check.STEP_GRID[-1]:g})")
+    for h in held:
+        for metric in sorted({r.metric for r in h.rows}):
+            s = expert_check.summary([r for r in h.rows if r.metric == metric])
+            print(f"held out {h.source} {metric} at {h.value:g} (fitted on {h.fitted_on}): "
+                  + json.dumps(s))
+
+
 def main() -> None:
+    if "--fit" in sys.argv:
+        fit()
+        return
     silicon = "--silicon" in sys.argv
     found, skipped = expert_check.rows(load_catalog(), "silicon" if silicon else "published")
     if "--json" in sys.argv:

@@ -105,6 +105,11 @@ def _within(name: str, factor: Factor | None, low: float, high: float) -> None:
                          f"[{low:g}, {high:g}]")
 
 
+ATTENTION_DP_STEP_BOUNDS = (1.0, 2.0)
+"""Where ``serving.attention_dp_step_factor`` may lie: at least the mean step (1); at most
+twice it, a rank running a prefill chunk of its engine's budget beside its decodes while the
+others decode only (an engineering bound; a fit that wants more is a modelling gap)."""
+
 ENGINE_BOUNDS: dict[str, tuple[float, float]] = {
     "tpot_kernel_scale": (1.0, 3.0),
     "tpot_overhead_ms": (0.0, 10.0),
@@ -218,12 +223,24 @@ class ServingFactors(_Frozen):
         "of an EP group over the mean (>= 1; multiplies the expert GEMMs and the all-to-all "
         "bytes; None = 1, perfect balance)")
 
+    attention_dp_step_factor: Factor | None = Field(
+        default=None, description="aggregated serving with attention data parallelism: a "
+        "step's time on the busiest rank over the mean (>= 1; prompts and their prefill "
+        "chunks land on one rank at a time and every rank waits at the step's all-to-all); "
+        "multiplies the decode kernels of an aggregated attention-DP step, not a "
+        "disaggregated decode pool's; None = 1")
+
     @model_validator(mode="after")
     def _imbalance_physical(self) -> ServingFactors:
         f = self.moe_ep_load_imbalance
         if f is not None and not 1.0 <= f.value <= 4.0:
             raise ValueError("serving.moe_ep_load_imbalance must lie in [1, 4] (the busiest "
                              f"GPU holds at least the mean load), got {f.value}")
+        g = self.attention_dp_step_factor
+        if g is not None and not 1.0 <= g.value <= ATTENTION_DP_STEP_BOUNDS[1]:
+            raise ValueError("serving.attention_dp_step_factor must lie in [1, "
+                             f"{ATTENTION_DP_STEP_BOUNDS[1]:g}] (the busiest rank takes at "
+                             f"least the mean step), got {g.value}")
         return self
 
 

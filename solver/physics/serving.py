@@ -120,6 +120,7 @@ class Constants:
     ranks: int = 1             # attention data-parallel ranks of the replica (budget each)
     a2a_fixed_s: float = 0.0   # expert-parallel all-to-alls of one step: latency part ...
     a2a_per_token_s: float = 0.0  # ... and the part per token of the replica's step
+    rank_sync: float = 1.0     # aggregated attention DP: the busiest rank over the mean step
     memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
@@ -216,11 +217,20 @@ def constants(catalog: Catalog, layout: Layout, plan: MemoryPlan,
         pp_link=pp_link, hop_fixed_s=hop_fixed, hop_per_token_s=hop_token,
         budget=engine.token_budget.value * ranks, ranks=ranks,
         a2a_fixed_s=a2a_fixed, a2a_per_token_s=a2a_token,
+        rank_sync=attention_dp_sync(catalog, layout),
         min_chunk=eff.serving.min_prefill_chunk_fraction.value,
         decode_fill=eff.serving.kv_decode_fill.value,
         layers=geo.stage_layers(pp), comm_fixed_s=fixed, comm_per_token_s=per_token,
         expert_miss=(1.0 - geo.experts_per_token / geo.experts) if geo.experts else 1.0,
     )
+
+
+def attention_dp_sync(catalog: Catalog, layout: Layout) -> float:
+    """The aggregated attention-DP step factor of ``layout``
+    (``serving.attention_dp_step_factor``; 1 without attention data parallelism or where the
+    catalog has none): every rank waits for the busiest one at each step's all-to-all."""
+    factor = factors(catalog).serving.attention_dp_step_factor
+    return factor.value if layout.attention_dp > 1 and factor is not None else 1.0
 
 
 def ep_imbalance(catalog: Catalog, layout: Layout) -> float:
@@ -253,11 +263,17 @@ def all_to_all_s(catalog: Catalog, layout: Layout, geo: Geometry,
     into (seconds of latency, seconds per token of the replica's step): a dispatch and a
     combine per MoE layer, each one latency hop of the group's link (NVLink inside a node,
     the fabric across nodes) plus the bytes of :func:`all_to_all_bytes` at the link's
-    bandwidth (across nodes: the share bound for other nodes at this GPU's share of its
-    node's fabric NICs, the rest on NVLink, whichever takes longer), the busiest GPU
-    carrying the imbalance. With attention data parallelism
+    bandwidth, the busiest GPU carrying the imbalance. With attention data parallelism
     only: EP inside a TP group (no attention DP) needs no dispatch (every TP rank holds
-    every token) and keeps the TP all-reduces."""
+    every token) and keeps the TP all-reduces.
+
+    Across nodes the dispatch is hierarchical, as DeepEP's internode kernels (SGLang, vLLM)
+    and DeepSeek-V3's own system (arXiv:2412.19437 sec. 3.2.2) run it: a token crosses the
+    fabric once to each other node that holds one of its experts, and that node's GPUs
+    forward it over NVLink. With the stage's experts spread evenly over ``n`` nodes a
+    token's ``k`` experts touch ``(n - 1)(1 - (1 - 1/n)^k)`` other nodes on average; those
+    copies leave on this GPU's share of its node's fabric NICs, while every copy (direct or
+    forwarded) moves on NVLink; whichever takes longer sets the time."""
     if layout.ep <= 1 or layout.attention_dp <= 1 or not geo.experts:
         return 0.0, 0.0
     gpu = catalog.gpus[layout.gpu]
@@ -269,12 +285,14 @@ def all_to_all_s(catalog: Catalog, layout: Layout, geo: Geometry,
     if link.busbw_gbs <= 0:
         return float("inf"), float("inf")
     seconds = per_token / (link.busbw_gbs * 1e9)
-    if stage > per_node:  # across nodes: the share bound for other nodes leaves on this
-        # GPU's share of its node's NICs, the rest stays on NVLink, both at once
+    if stage > per_node:  # across nodes: one copy per other node on the fabric (this
+        # GPU's share of its node's NICs), every copy on NVLink, both at once
         nvlink = group_link(catalog, gpu, layout.fabric, per_node, per_node, layout.server)
-        off_node = (stage - per_node) / (stage - 1)
-        seconds = max(per_token * off_node / (link.busbw_gbs / per_node * 1e9),
-                      per_token * (1.0 - off_node) / (nvlink.busbw_gbs * 1e9))
+        nodes = stage / per_node
+        remote = (nodes - 1.0) * (1.0 - (1.0 - 1.0 / nodes) ** geo.experts_per_token)
+        fabric = remote * geo.hidden * activation_bytes / stage  # per GPU per replica token
+        seconds = max(fabric / (link.busbw_gbs / per_node * 1e9),
+                      per_token / (nvlink.busbw_gbs * 1e9))
     return fixed, 2.0 * moe_layers * seconds * ep_imbalance(catalog, layout)
 
 
@@ -318,6 +336,8 @@ class Features:
     chunk: float = 0.0   # prefill tokens a step leaves to a new prompt
     batch: float = 1.0   # running requests
     budget_step: float = 0.0  # a step of a full token budget of prefill
+    ranks: int = 1       # attention-DP ranks, each with its own scheduler process
+    sync: float = 1.0    # the busiest rank over the mean (aggregated attention DP)
 
 
 def prefill_rate_s(c: Constants, inp: int, out: int) -> float:
@@ -354,7 +374,8 @@ def features(c: Constants, batch: float, inp: int, out: int) -> Features:
     own += _hops_s(c, min(inp, chunk) + others)
     per_token = prefill_rate_s(c, inp, out)
     wait = (batch - 1.0) * inp * per_token
-    return Features(decode, own, wait, chunks, chunk, batch, per_token * c.budget)
+    return Features(decode, own, wait, chunks, chunk, batch, per_token * c.budget, ranks,
+                    c.rank_sync)
 
 
 # --------------------------------------------------------------------------- latency
@@ -381,15 +402,24 @@ def _wait_share(w: float, u: float) -> float:
 
 def _engine_decode_s(e: EngineFactors, f: Features) -> float:
     """A decode step on the engine without the others' prefill: kernels x k_d, the fixed
-    per-step time and the CPU time per running request."""
-    return (e.tpot_kernel_scale.value * f.decode + e.tpot_overhead_ms.value * 1e-3
-            + e.tpot_per_request_us.value * f.batch * 1e-6)
+    per-step time and the CPU time per running request.
+
+    Under attention data parallelism every rank runs its own scheduler process (SGLang's DP
+    attention, TensorRT-LLM's attention DP and vLLM's ``-dp`` each start one per rank), so
+    the CPU time is that of one rank's ``batch / ranks`` requests, paid by all ranks at once;
+    and in an aggregated engine prompts and their chunks land on one rank at a time, so each
+    step waits for the busiest rank: the kernels carry ``f.sync``
+    (``serving.attention_dp_step_factor``)."""
+    return (e.tpot_kernel_scale.value * f.decode * f.sync + e.tpot_overhead_ms.value * 1e-3
+            + e.tpot_per_request_us.value * f.batch / f.ranks * 1e-6)
 
 
 def decode_step_s(e: EngineFactors, f: Features) -> float:
     """A decode step of ``f.batch`` requests on engine ``e`` with no prefill beside it (a
-    disaggregated decode pool), seconds."""
-    return _engine_decode_s(e, f)
+    disaggregated decode pool), seconds. Its ranks decode only, with the same number of
+    requests each (the router balances them), so no rank waits for another: no
+    ``attention_dp_step_factor``."""
+    return _engine_decode_s(e, replace(f, sync=1.0))
 
 
 def cycle_s(e: EngineFactors, f: Features, out: int, margin: float = 0.0) -> float:
