@@ -755,10 +755,11 @@ def _write_calibration_report(report: Path | None, results: list[RowResult],
     text = report_markdown(results, summary, cat.version)
     text += "\n" + training_fit_markdown(train_fit)
     if serving is not None:
-        from solver.physics import expert_check
+        from solver.physics import disagg_check, expert_check
 
         text += "\n" + serving_fit.report_markdown(cat, serving)
         text += "\n" + expert_check.markdown(cat)
+        text += "\n" + disagg_check.markdown(cat)
     target.write_text(text, encoding="utf-8")
 
 
