@@ -68,7 +68,7 @@ def test_every_layout_listed_and_counts_add_up(catalog, solved, name):
         assert sum(r["gpus"] for r in rows) == entry["gpus"]
         for row in rows:
             if row["mode"] == "disaggregated":  # issue 27: units of prefill + decode pools
-                lay = next(lay for lay in entry["layouts"] or [entry]
+                lay = next(lay for lay in entry.get("layouts") or [entry]
                            if lay.get("mode") == "disaggregated")
                 unit = lay["prefill"]["gpus"] + lay["decode"]["gpus"]
                 assert row["gpus"] == unit * row["dp"]
