@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from solver.catalog.data import Catalog
 from solver.catalog.perf_factors import Factor
 from solver.common.wording import layout_words
 from solver.physics import serving_data
+from solver.physics.expert_check import Compared, summary
 from solver.physics.layout import Layout, Workload
 from solver.physics.memory import memory_plan
 from solver.physics.serving import (
@@ -49,8 +49,8 @@ KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 """Bytes per KV element of a ``kv_cache`` column value."""
 
 
-@dataclass(frozen=True)
-class PoolRow:
+@dataclass(frozen=True, kw_only=True)
+class PoolRow(Compared):
     """One measured pool and the model's prediction of it (tokens/s per GPU)."""
 
     id: str
@@ -62,15 +62,6 @@ class PoolRow:
     gpus: int
     input_tokens: int
     batch_per_rank: float | None  # decode: requests per rank predicted at
-    measured: float
-    predicted: float | None
-    why: str = ""
-
-    @property
-    def error_pct(self) -> float | None:
-        if self.predicted is None:
-            return None
-        return 100.0 * (self.predicted / self.measured - 1.0)
 
 
 def with_kv_bytes(catalog: Catalog, precision: str, size: float) -> Catalog:
@@ -137,21 +128,6 @@ def rows(catalog: Catalog, folder: Path | None = None) -> list[PoolRow]:
             gpus=int(row["gpus"]), input_tokens=int(row["isl"]), batch_per_rank=batch,
             measured=float(row["value"]), predicted=predicted, why=why))
     return out
-
-
-def summary(found: list[PoolRow]) -> dict:
-    """Rows, rows predicted, median absolute and mean signed error (percent) and the
-    geometric mean of predicted / measured."""
-    errors = sorted(r.error_pct for r in found if r.error_pct is not None)
-    ratios = [r.predicted / r.measured for r in found if r.predicted]
-    absolute = sorted(map(abs, errors))
-    n = len(absolute)
-    median = ((absolute[n // 2] if n % 2 else (absolute[n // 2 - 1] + absolute[n // 2]) / 2)
-              if n else None)
-    return {"rows": len(found), "predicted": n, "median_abs_error_pct": median,
-            "mean_signed_error_pct": sum(errors) / n if n else None,
-            "geomean_ratio": (math.exp(sum(map(math.log, ratios)) / len(ratios))
-                              if ratios else None)}
 
 
 def markdown(catalog: Catalog, folder: Path | None = None) -> str:

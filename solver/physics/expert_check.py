@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +42,24 @@ STEP_GRID: tuple[float, ...] = tuple(
 """The values :func:`fit_step_factor` tries: its physical bounds in steps of 0.05."""
 
 
-@dataclass(frozen=True)
-class Row:
+@dataclass(frozen=True, kw_only=True)
+class Compared:
+    """A measured value and the model's prediction of it (None and ``why`` when it cannot
+    predict it)."""
+
+    measured: float
+    predicted: float | None
+    why: str = ""
+
+    @property
+    def error_pct(self) -> float | None:
+        if self.predicted is None:
+            return None
+        return 100.0 * (self.predicted / self.measured - 1.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row(Compared):
     """One measured attention-DP / EP value and the model's prediction of it."""
 
     id: str
@@ -53,15 +70,6 @@ class Row:
     output_tokens: int
     metric: str
     concurrency: float | None
-    measured: float
-    predicted: float | None
-    why: str = ""
-
-    @property
-    def error_pct(self) -> float | None:
-        if self.predicted is None:
-            return None
-        return 100.0 * (self.predicted / self.measured - 1.0)
 
 
 def rows(catalog: Catalog, source: str = "published", folder: Path | None = None,
@@ -94,7 +102,7 @@ def rows(catalog: Catalog, source: str = "published", folder: Path | None = None
     return out, skipped
 
 
-def summary(found: list[Row]) -> dict:
+def summary(found: Sequence[Compared]) -> dict:
     """Rows, rows predicted, median / mean absolute error, mean signed error (percent) and
     the geometric mean of predicted / measured."""
     errors = [r.error_pct for r in found if r.error_pct is not None]
