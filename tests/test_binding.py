@@ -166,3 +166,32 @@ def test_issue_31_scope_rfq_prices_the_rfq_constraints_and_says_what_it_left_out
     many = rfq.model_copy(update={"workloads": rfq.workloads * (BINDING_AUTO_MAX_WORKLOADS + 1)})
     assert prices_workloads(rfq, "auto") and not prices_workloads(many, "auto")
     assert prices_workloads(many, "all") and not prices_workloads(rfq, "rfq")
+
+
+def test_issue_27_keeping_a_moe_workload_aggregated_binds_with_the_disaggregated_saving(
+        catalog):
+    """The rack scenario with disaggregation left off (the default): the binding list
+    prices allowing it, and the saving equals an independent solve with it allowed. A
+    dense model's workload gets no such entry, even where disaggregating would save
+    (api-throughput-replicas): no measured pool checks a dense model's disaggregated
+    estimate."""
+    from tests.test_scenarios import SCENARIOS
+
+    rack = yaml.safe_load((SCENARIOS / "deepseek-r1-rack.yaml").read_text())
+    kept = copy.deepcopy(rack)
+    kept["workloads"][0]["disaggregated"] = False
+    plan = solve_rfq(validate_rfq(kept, catalog), catalog, binding=True)
+    by_name = {b.constraint: b for b in plan.binding}
+    entry = by_name["workloads.r1.disaggregated"]
+    assert entry.kind == "serving_mode" and entry.relaxed_to.startswith("true")
+    allowed = _tco(catalog, rack)
+    assert entry.relaxed_cost_usd == pytest.approx(allowed, abs=0.02)
+    assert entry.saving_usd == pytest.approx(plan.cost.tco_usd - allowed, abs=0.02)
+    assert entry.saving_usd > 0
+    # in the quote, in words
+    context = quote_context(plan, validate_rfq(kept, catalog), catalog)
+    line = next(x for x in context["binding"] if "disaggregation" in x)
+    assert "prefill/decode disaggregation = false" in line and "disaggregated =" not in line
+    dense = yaml.safe_load((SCENARIOS / "api-throughput-replicas.yaml").read_text())
+    dense_plan = solve_rfq(validate_rfq(dense, catalog), catalog, binding=True)
+    assert not any(b.kind == "serving_mode" for b in dense_plan.binding or [])

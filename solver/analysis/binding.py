@@ -9,6 +9,9 @@ found by re-solving, never estimated:
   target, that workload's candidates rebuilt;
 - precision pinned by the RFQ (``precision`` / ``precisions``): the default policy (a
   quantised checkpoint's own format, else bf16 or fp8);
+- a MoE serving workload kept aggregated (``disaggregated: false``, the default): allowed
+  separate prefill and decode pools, its candidates rebuilt (issue 27; dense models are
+  left out: no measured pool checks their disaggregated estimate);
 - the vendor profile, the GPU list, ``datacenter_grade_only``, ``facility.cooling: air``
   (or ``liquid``) and ``facility.max_kw_per_rack`` (when it keeps a node type out): lifted,
   the whole RFQ rebuilt.
@@ -43,6 +46,7 @@ from solver.optimize.plan import assemble, weighted_served_share
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
 from solver.optimize.solve import run_mip, solve_table
+from solver.physics.geometry import geometry
 from solver.rfq.schema import AnyWorkload, Rfq
 
 MIN_SAVING_USD = 1.0
@@ -295,6 +299,10 @@ def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver:
         hours = spec.deadline_hours
         steps.append((f"workloads.{spec.name}.deadline_hours", "deadline", f"{hours:g} h",
                       f"{hours * RELAX_FACTOR:g} h", {"deadline_hours": hours * RELAX_FACTOR}))
+    if spec.kind == "inference" and not spec.disaggregated and _moe(catalog, spec.model):
+        steps.append((f"workloads.{spec.name}.disaggregated", "serving_mode",
+                      "false (one pool serves prompts and answers)",
+                      "true (separate prefill and decode pools)", {"disaggregated": True}))
     if spec.precision is not None or spec.precisions is not None:
         pinned = spec.precision or ", ".join(spec.precisions or [])
         steps.append((f"workloads.{spec.name}.precision", "precision", pinned,
@@ -302,6 +310,12 @@ def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver:
                       "or fp8)", {"precision": None, "precisions": None}))
     return [partial(_workload_entry, rfq, catalog, table, solver, base, spec, *step)
             for step in steps]
+
+
+def _moe(catalog: Catalog, model: str) -> bool:
+    """Whether ``model`` routes its tokens to experts: the models whose disaggregated
+    serving is checked against measured pools (docs/expert-parallel.md)."""
+    return geometry(catalog.model(model)).experts > 0
 
 
 def _workload_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,

@@ -309,8 +309,9 @@ class Binding(Record):
     constraint: str = Field(description="the RFQ field, e.g. workloads.chat.ttft_ms, "
                             "constraints.max_power_kw, facility.cooling")
     kind: Literal["slo", "deadline", "power", "cooling", "vendor", "precision", "node_limit",
-                  "gpu_limit", "rack_units", "racks", "budget"] = Field(
-        description="what sort of constraint (budget: objective max_served only)")
+                  "gpu_limit", "rack_units", "racks", "budget", "serving_mode"] = Field(
+        description="what sort of constraint (budget: objective max_served only; "
+        "serving_mode: a MoE serving workload kept aggregated, disaggregated: false)")
     value: str = Field(description="its value in the RFQ, in words")
     relaxed_to: str = Field(description="the next relaxation that was re-solved, in words")
     relaxed_cost_usd: float = Field(description="the optimum with it relaxed (the RFQ's "

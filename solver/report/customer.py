@@ -65,6 +65,7 @@ RFQ_FIELD_WORDS: dict[str, str] = {
     "coupled_training_fabric": "training fabric", "seq_len": "sequence length",
     "max_kw_per_rack": "power per rack", "lan_ports": "free LAN ports",
     "continuous_load_factor": "continuous-load share",
+    "disaggregated": "prefill/decode disaggregation",
 }
 """RFQ fields a sentence may name, in the customer's words."""
 
