@@ -46,7 +46,6 @@ from solver.optimize.plan import assemble, weighted_served_share
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
 from solver.optimize.solve import run_mip, solve_table
-from solver.physics.geometry import geometry
 from solver.rfq.schema import AnyWorkload, Rfq
 
 MIN_SAVING_USD = 1.0
@@ -299,7 +298,8 @@ def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver:
         hours = spec.deadline_hours
         steps.append((f"workloads.{spec.name}.deadline_hours", "deadline", f"{hours:g} h",
                       f"{hours * RELAX_FACTOR:g} h", {"deadline_hours": hours * RELAX_FACTOR}))
-    if spec.kind == "inference" and not spec.disaggregated and _moe(catalog, spec.model):
+    if (spec.kind == "inference" and not spec.disaggregated
+            and catalog.model(spec.model).is_moe):
         steps.append((f"workloads.{spec.name}.disaggregated", "serving_mode",
                       "false (one pool serves prompts and answers)",
                       "true (separate prefill and decode pools)", {"disaggregated": True}))
@@ -310,12 +310,6 @@ def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver:
                       "or fp8)", {"precision": None, "precisions": None}))
     return [partial(_workload_entry, rfq, catalog, table, solver, base, spec, *step)
             for step in steps]
-
-
-def _moe(catalog: Catalog, model: str) -> bool:
-    """Whether ``model`` routes its tokens to experts: the models whose disaggregated
-    serving is checked against measured pools (docs/expert-parallel.md)."""
-    return geometry(catalog.model(model)).experts > 0
 
 
 def _workload_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
