@@ -89,15 +89,13 @@ def _units(entry: WorkloadPlan) -> list[tuple[str, int, int, str]]:
         fabric=entry.fabric)]
     for layout in layouts:
         replicas = layout.replicas or 1
+        size = entry.gpus if training else unit_gpus(layout)  # a job, else one replica
         if training:
-            size = entry.gpus
             label = (f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
                      f"×DP{entry.dp}")
         elif layout.prefill is not None and layout.decode is not None:
-            size = unit_gpus(layout)
             label = f"{entry.name}: {layout.precision} {unit_words(layout)}"
         else:
-            size = layout.tp * (layout.attention_dp or 1) * layout.pp
             label = (f"{entry.name}: {layout.precision} TP{layout.tp}×PP{layout.pp}"
                      if not layout.ep else f"{entry.name}: {layout.precision} "
                      + layout_words(layout.tp, layout.pp, layout.ep, layout.attention_dp))

@@ -28,6 +28,7 @@ from solver.common.wording import (
     layout_words,
     money_delta,
     plural,
+    unit_gpus,
     unit_words,
 )
 from solver.optimize.backends import DEFAULT_SOLVER
@@ -94,13 +95,6 @@ def _reference_fit(catalog: Catalog, spec: AnyWorkload, precision: str) -> tuple
     return ok, note
 
 
-def _replica_gpus(lay: Any) -> int:
-    """GPUs of one replica of a layout (both pools of a disaggregated unit)."""
-    if lay.mode == "disaggregated" and lay.prefill is not None and lay.decode is not None:
-        return int(lay.prefill.gpus + lay.decode.gpus)
-    return int(lay.tp * (lay.attention_dp or 1) * lay.pp)
-
-
 def _weights_gb(catalog: Catalog, params_b: float, precision: str) -> float:
     return params_b * weight_bytes_per_param(factors(catalog), precision)
 
@@ -125,7 +119,7 @@ def workload_facts(entry: WorkloadPlan, total_nodes: int | None = None) -> dict[
         nodes_used = max(spanned, -(-entry.gpus // per_node))
     else:
         replicas = sum(lay.replicas for lay in layouts)
-        nodes_used = sum(max(1, -(-(lay.replicas * _replica_gpus(lay))
+        nodes_used = sum(max(1, -(-(lay.replicas * unit_gpus(lay))
                                   // (lay.gpus_per_node or 1)))
                          for lay in layouts) * spanned
     if total_nodes is not None:
@@ -192,12 +186,11 @@ def _step1_note(catalog: Catalog, spec: AnyWorkload, entry: WorkloadPlan,
              else unit_words(entry) if entry.mode == "disaggregated"
              else f"TP{entry.tp}×PP{entry.pp}" if not entry.ep
              else layout_words(entry.tp, entry.pp, entry.ep, entry.attention_dp))
-    unit_gpus = (_replica_gpus(entry) if entry.mode == "disaggregated" else
-                 entry.tp * (entry.attention_dp or 1) * entry.pp * (entry.dp if training else 1))
+    gpus_each = unit_gpus(entry) * (entry.dp if training else 1)
     if entry.mode == "disaggregated":
         unit = "unit"
     usage = (f"weights {weights:,.1f} GB = {100 * weights / node_gb:.0f} % of one node at "
-             f"{precision.upper()}; one {unit} runs {shape} on {plural(unit_gpus, 'GPU')}, "
+             f"{precision.upper()}; one {unit} runs {shape} on {plural(gpus_each, 'GPU')}, "
              f"{mem.total_gb:,.1f} of {mem.capacity_gb:,.0f} GB per "
              f"GPU in use")
     spanned = facts["spanned"]

@@ -251,16 +251,19 @@ def unit_words(entry: Any) -> str:
     """The layout of a plan entry (a workload, one of its ``layouts`` or a placement run;
     a dict or a record) in words: :func:`pools_words` where disaggregated, else
     :func:`layout_words`."""
-    def get(key: str) -> Any:
-        return entry.get(key) if isinstance(entry, dict) else getattr(entry, key, None)
-
     def as_dict(pool: Any) -> dict[str, Any]:
         return pool if isinstance(pool, dict) else pool.model_dump()
 
-    prefill, decode = get("prefill"), get("decode")
-    if get("mode") == "disaggregated" and prefill is not None and decode is not None:
+    prefill, decode = _field(entry, "prefill"), _field(entry, "decode")
+    if _field(entry, "mode") == "disaggregated" and prefill is not None and decode is not None:
         return pools_words(as_dict(prefill), as_dict(decode))
-    return layout_words(get("tp"), get("pp"), get("ep"), get("attention_dp"))
+    return layout_words(_field(entry, "tp"), _field(entry, "pp"), _field(entry, "ep"),
+                        _field(entry, "attention_dp"))
+
+
+def _field(entry: Any, key: str) -> Any:
+    """``key`` of a plan entry given as a dict (plan JSON) or a record (None when absent)."""
+    return entry.get(key) if isinstance(entry, dict) else getattr(entry, key, None)
 
 
 def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -303,15 +306,10 @@ def layout_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
 def unit_gpus(entry: Any) -> int:
     """GPUs of one replica of a layout entry (a dict or a record): both pools of a
     disaggregated unit, else TP x attention-DP ranks x PP."""
-    def get(key: str) -> Any:
-        return entry.get(key) if isinstance(entry, dict) else getattr(entry, key, None)
-
-    prefill, decode = get("prefill"), get("decode")
-    if get("mode") == "disaggregated" and prefill and decode:
-        def gpus(pool: Any) -> int:
-            return int(pool["gpus"] if isinstance(pool, dict) else pool.gpus)
-        return gpus(prefill) + gpus(decode)
-    return int(get("tp") * (get("attention_dp") or 1) * get("pp"))
+    prefill, decode = _field(entry, "prefill"), _field(entry, "decode")
+    if _field(entry, "mode") == "disaggregated" and prefill and decode:
+        return int(_field(prefill, "gpus") + _field(decode, "gpus"))
+    return int(_field(entry, "tp") * (_field(entry, "attention_dp") or 1) * _field(entry, "pp"))
 
 
 def _num(value: float | None, digits: int = 1) -> str:
