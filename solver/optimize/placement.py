@@ -67,9 +67,7 @@ def _run(cand: Candidate, index: int, gpus_here: int) -> dict[str, Any]:
     return {"workload": cand.workload, "unit": label, "group": f"{cand.name}#{index}",
             "gpus": gpus_here, "group_gpus": cand.gpus, "nodes_spanned": cand.nodes_spanned,
             "fabric": cand.fabric, "precision": layout.precision, "tp": layout.tp,
-            "pp": layout.pp, "dp": layout.dp,
-            **({} if layout.ep == 1 and layout.attention_dp == 1
-               else {"ep": layout.ep, "attention_dp": layout.attention_dp}),
+            "pp": layout.pp, "dp": layout.dp, **expert_parallel(layout),
             **({} if cand.is_job else {"mode": mode(cand)}),
             **pools(cand)}
 
@@ -83,8 +81,15 @@ def mode(cand: Candidate) -> str:
 def pool(layout: Layout) -> dict[str, Any]:
     """One pool of a disaggregated unit for the plan: GPUs, replicas and their layout."""
     return {"gpus": layout.gpus, "replicas": layout.dp, "tp": layout.tp, "pp": layout.pp,
-            **({} if layout.ep == 1 and layout.attention_dp == 1
-               else {"ep": layout.ep, "attention_dp": layout.attention_dp})}
+            **expert_parallel(layout)}
+
+
+def expert_parallel(layout: Layout) -> dict[str, int]:
+    """``ep`` and ``attention_dp`` of a layout for the plan, where it uses expert
+    parallelism (nothing for a plain TP x PP layout)."""
+    if layout.ep == 1 and layout.attention_dp == 1:
+        return {}
+    return {"ep": layout.ep, "attention_dp": layout.attention_dp}
 
 
 def pools(cand: Candidate) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from solver.optimize.mip import (
     served_share,
     target_utilization,
 )
-from solver.optimize.placement import mode, place, pools
+from solver.optimize.placement import expert_parallel, mode, place, pools
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.rental import add_sourcing
@@ -32,7 +32,7 @@ from solver.optimize.unit_cost import add_unit_costs
 from solver.physics.coverage import serving_calibration
 from solver.physics.disagg import unit_estimate
 from solver.physics.goodput import goodput
-from solver.physics.layout import TRAINING_KINDS, Estimate, Layout, Workload
+from solver.physics.layout import TRAINING_KINDS, Estimate, Workload
 from solver.physics.performance import estimate as estimate_layout
 from solver.rfq.schema import (
     AnyWorkload,
@@ -204,14 +204,6 @@ def redundancy_check(plan: dict[str, Any], picks: dict[str, list[tuple[Candidate
         entry["n_plus_1"] = {"worst_node": worst[2],
                              "concurrency_one_node_down": _round(worst[0], 3),
                              "qps_one_node_down": _round(worst[1], 3)}
-
-
-def expert_parallel(layout: Layout) -> dict[str, int]:
-    """``ep`` and ``attention_dp`` of a layout for the plan, where it uses expert
-    parallelism (nothing for a plain TP x PP layout)."""
-    if layout.ep == 1 and layout.attention_dp == 1:
-        return {}
-    return {"ep": layout.ep, "attention_dp": layout.attention_dp}
 
 
 def serving_mode(catalog: Catalog, cand: Candidate) -> dict[str, Any]:
