@@ -389,16 +389,26 @@ def spread(points: list[Point], count: int | None) -> list[Point]:
     return [points[i] for i in picks]
 
 
+def _walk(choice: MetricChoice, spec: AnyWorkload) -> str | None:
+    """Which sequential walk a frontier is (``latency``: an SLO; ``hours``: a training
+    job's hours), or None for the sampled frontiers (independent solves)."""
+    if choice.metric in ("tpot_ms", "ttft_ms"):
+        return "latency"
+    if choice.metric == "hours_to_complete" and spec.kind in TRAINING_KINDS:
+        return "hours"
+    return None
+
+
 def sequential_walk(rfq: Rfq, metric: str | None = None) -> str | None:
     """Why the frontier of ``metric`` cannot be spread over a cluster (its levels are a
     sequential walk: each is set by the plan found at the one before), or None when its
     levels are independent solves (the sampled frontiers)."""
     choice = parse_metric(rfq, metric)
-    spec = next(s for s in rfq.workloads if s.name == choice.workload)
-    if choice.metric in ("tpot_ms", "ttft_ms"):
+    walk = _walk(choice, next(s for s in rfq.workloads if s.name == choice.workload))
+    if walk == "latency":
         return (f"the {choice.metric} frontier is a sequential walk (each SLO level is set "
                 "by the plan found at the level before): solved in this process")
-    if choice.metric == "hours_to_complete" and spec.kind in TRAINING_KINDS:
+    if walk == "hours":
         return ("the hours_to_complete frontier of a training job is a sequential walk "
                 "(each step keeps the candidates faster than the plan before): solved in "
                 "this process")
@@ -434,11 +444,12 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
     with _cluster(scheduler) as client:
         report("Pareto: candidate layouts")
         base = build_candidates(catalog, rfq, all_sizes=True)
-        if choice.metric in ("tpot_ms", "ttft_ms"):  # sequential: see sequential_walk
+        walk = _walk(choice, spec)  # the walks are sequential: see sequential_walk
+        if walk == "latency":
             found = _latency_walk(catalog, rfq, base, choice, solver)
             method = "epsilon-constraint walk over the SLO (candidates rebuilt per level)"
-        elif choice.metric == "hours_to_complete" and spec.kind in TRAINING_KINDS:
-            found = _hours_walk(rfq, base, choice, solver)  # sequential too
+        elif walk == "hours":
+            found = _hours_walk(rfq, base, choice, solver)
             method = "epsilon-constraint walk over the candidates' hours"
         else:
             found = _sampled(catalog, rfq, base, choice, solver, points or DEFAULT_TARGETS,

@@ -198,7 +198,7 @@ def _at(pools: _Pools, w: Workload, users: int) -> Disaggregated:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if mid * (ttft(mid)[0] + out * tpot) <= users else (lo, mid)
     first, rho, wait = ttft(lo)
-    at = {p: scale * (pools.base + queue_wait_s(rho, pools.service, p)) for p in PERCENTILES}
+    at = {p: _ttft_at_s(pools, rho, p) for p in PERCENTILES}
     return Disaggregated(
         fits=True, reason="", ttft_ms=first * 1e3, tpot_ms=tpot * 1e3,
         tokens_per_s=lo * out, prefill_ms=pools.own * 1e3,
