@@ -290,7 +290,8 @@ def test_held_out_dep_rows_stay_where_the_docs_say(catalog):
     found, skipped = expert_check.rows(catalog, "published")
     assert len(found) == 15 and not skipped
     assert {r.layout.split()[0] for r in found} == {"TP1"}  # DEPn = TP1 EPn attention-DPn
-    both, held = expert_check.held_out(catalog)
+    grid = expert_check._grid(catalog, None)
+    both, held = expert_check.held_out(catalog, grid=grid)
     assert factors(catalog).serving.attention_dp_step_factor.value == both
     low, high = expert_check.STEP_GRID[0], expert_check.STEP_GRID[-1]
     assert (low, high) == (1.0, 2.0) and all(low <= h.value <= high for h in held)
@@ -303,7 +304,6 @@ def test_held_out_dep_rows_stay_where_the_docs_say(catalog):
     tpot = expert_check.summary([r for r in by["silicon"].rows if r.metric == "tpot_ms"])
     assert tpot["predicted"] == 120 and tpot["median_abs_error_pct"] == pytest.approx(23.1, abs=0.1)
     # the fit is the grid's best for both sets together: no other value does better
-    grid = expert_check._grid(catalog, None)
     def cost(v: float) -> float:
         return sum(expert_check.misfit(grid[v][s]) for s in expert_check.SOURCES)
     assert all(cost(both) <= cost(v) for v in expert_check.STEP_GRID)

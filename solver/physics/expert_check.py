@@ -121,9 +121,13 @@ def summary(found: Sequence[Compared]) -> dict:
 def markdown(catalog: Catalog, folder: Path | None = None) -> str:
     """The section of docs/calibration.md: both sets by metric, held out (each at the step
     factor fitted on the other) and as a fit check (at the catalog's value)."""
-    both, held = held_out(catalog, folder)
+    grid = _grid(catalog, folder)
+    both, held = held_out(catalog, folder, grid)
     current = factors(catalog).serving.attention_dp_step_factor
     value = current.value if current is not None else 1.0
+    # the fit check at the catalog's value: the grid's rows when the value is on it
+    checked = grid.get(value) or {s: rows(with_step_factor(catalog, value), s, folder)[0]
+                                  for s in SOURCES}
     lines = ["## Expert parallelism with attention data parallelism (issue 27)", "",
              "Measured layouts with attention data parallelism and expert parallelism are "
              "left out of the serving fit and predicted with its factors, the labelled "
@@ -136,9 +140,8 @@ def markdown(catalog: Catalog, folder: Path | None = None) -> str:
              "| set | metric | rows | step factor | held out: median abs error | "
              "mean signed error | geomean predicted / measured | fit check: median abs "
              "error |", "|---|---|---|---|---|---|---|---|"]
-    checked = with_step_factor(catalog, value)
     for h in held:
-        fit_rows, _ = rows(checked, h.source, folder)
+        fit_rows = checked[h.source]
         for metric in sorted({r.metric for r in h.rows}):
             s = summary([r for r in h.rows if r.metric == metric])
             f = summary([r for r in fit_rows if r.metric == metric])
