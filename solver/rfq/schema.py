@@ -419,8 +419,9 @@ class InferenceWorkload(_ServingBase):
     disaggregated: bool = Field(
         default=False, description="true: the solver may serve it disaggregated, a prefill "
         "pool and a decode pool of the same GPUs, the prompt's KV cache moved between them "
-        "(docs/expert-parallel.md; no published measurement checks that estimate yet, and "
-        "the orchestration is not priced); false (default): every replica aggregated")
+        "(docs/expert-parallel.md; measured pools check that estimate for MoE models with "
+        "wide expert parallelism only, and the orchestration is not priced); false "
+        "(default): every replica aggregated")
 
     @model_validator(mode="after")
     def _demand(self) -> InferenceWorkload:
