@@ -161,3 +161,31 @@ def test_catalog_show_prints_yaml_that_loads_back_with_urls_whole(entry):
     lines = body.splitlines()
     for url in urls:
         assert any(url in line for line in lines), url
+
+
+@pytest.mark.parametrize("extra", range(-3, 4))
+def test_workload_heading_fits_80_bytes_whatever_the_model_path(catalog, extra):
+    """The heading ``name — kind, model, PRECISION`` holds a 3-byte dash, and a model given
+    as a config.json path is as long as the checkout's folder: around the length where the
+    heading fills exactly 80 characters (a clone in /tmp/cc hit it), no line is wider than
+    80 in bytes, and the heading says everything it said."""
+    import io
+
+    from rich.console import Console
+
+    from solver.analysis.explain import solve_rfq
+    from solver.cli.solve import _print_workload
+    from solver.rfq.schema import load_rfq
+
+    plan = solve_rfq(load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog), catalog,
+                     explain=False)
+    work = plan.workloads[0]
+    head = f"{work.name} — inference, , {work.precision.upper()}"
+    path = "/" + "m" * (80 - len(head) - 1 + extra) + "/config.json"
+    work = work.model_copy(update={"model": path[-(80 - len(head) + extra):]})
+    buffer = io.StringIO()
+    _print_workload(work, None, Console(file=buffer, width=80, force_terminal=False))
+    text = buffer.getvalue()
+    assert not _too_wide(text, 80)
+    assert " ".join(text.split()).startswith(
+        f"{work.name} — inference, {work.model}, {work.precision.upper()}")

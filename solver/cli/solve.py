@@ -186,8 +186,10 @@ def _print_workload(work: WorkloadPlan, spec: AnyWorkload | None, con: Any) -> N
     from solver.common.wording import layout_rows, serving_lines, target_rows
 
     con.print()
-    con.print(f"[bold]{work.name}[/] — {work.kind.replace('_', ' ')}, {work.model}, "
-              f"{work.precision.upper()}")
+    # wrapped in bytes as well as characters (the dash is 3 bytes; a model given as a
+    # config.json path can be long), the name in bold
+    print_wrapped(con, f"— {work.kind.replace('_', ' ')}, {work.model}, "
+                  f"{work.precision.upper()}", first=f"{work.name} ", style="bold")
     w = work.model_dump(mode="json")  # the wording helpers read the plan JSON
     rows = layout_rows(w)
     layouts = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))
