@@ -189,3 +189,13 @@ def test_workload_heading_fits_80_bytes_whatever_the_model_path(catalog, extra):
     assert not _too_wide(text, 80)
     assert " ".join(text.split()).startswith(
         f"{work.name} — inference, {work.model}, {work.precision.upper()}")
+
+
+@pytest.mark.parametrize("name", ["moe-ep-vs-tp.yaml", "deepseek-r1-rack.yaml"])
+def test_explain_with_a_dominant_constraint_fits_80_columns(name):
+    """explain leads with the dominant binding constraint: wrapped at the width like the
+    rest (it was printed after its label as one unwrapped line of ~100 characters)."""
+    result = _procure("explain", str(SCENARIOS / name))
+    assert result.returncode == 0, result.stderr
+    assert "Dominant constraint: " in result.stdout
+    assert not _too_wide(result.stdout, 80)

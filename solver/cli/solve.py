@@ -358,8 +358,7 @@ def print_explanation(plan: Plan, alternatives: list[dict[str, Any]],
         from solver.common.wording import binding_lines
 
         first = binding_lines([plan.binding[0].model_dump()], plan.objective)[0]
-        out.print("[bold]Dominant constraint[/]: ", end="")
-        out.print(first, markup=False)
+        print_wrapped(out, first, first="Dominant constraint: ", style="bold")
     out.print("[bold]Decision path (the buying guide's steps; the first yes ends it)[/]")
     for step in plan.decision_path:
         print_wrapped(out, f"{step.question} {'yes' if step.answer else 'no'}",
