@@ -8,19 +8,23 @@ import sys
 from pathlib import Path
 
 import pytest
+from in_process import procure
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 
 
-def procure(*args: str) -> subprocess.CompletedProcess:
+def process(*args: str) -> subprocess.CompletedProcess:
+    """A real ``python -m solver.cli`` process: for what only one shows (the entry point,
+    C libraries writing to the file descriptors). The other tests run the same command line
+    in this process (:func:`in_process.procure`)."""
     return subprocess.run([sys.executable, "-m", "solver.cli", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=300)
 
 
 def test_version_and_help():
-    assert procure("--version").stdout.startswith("procure ")
-    result = procure("--help")
+    assert process("--version").stdout.startswith("procure ")
+    result = process("--help")
     assert result.returncode == 0
     for command in ("solve", "explain", "fit", "estimate", "validate", "catalog"):
         assert command in result.stdout
@@ -127,7 +131,7 @@ def test_validate_many(tmp_path):
 @pytest.mark.parametrize("backend", ["highs", "cpsat"])
 def test_json_stays_clean_with_every_backend(backend):
     """Regression: HiGHS printed its banner on stdout and broke --json."""
-    result = procure("solve", str(SCENARIOS / "chat-70b-one-node.yaml"), "--json", "--solver",
+    result = process("solve", str(SCENARIOS / "chat-70b-one-node.yaml"), "--json", "--solver",
                      backend)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["solver"] == backend

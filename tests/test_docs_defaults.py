@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from in_process import procure
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -33,8 +32,7 @@ MISSING = object()
 
 @pytest.fixture(scope="module")
 def schema() -> dict:
-    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "schema"],
-                            capture_output=True, text=True, timeout=120)
+    result = procure("schema")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -168,11 +166,8 @@ def test_every_command_takes_catalog():
 def test_schema_reads_the_catalog_given(tmp_path):
     """`procure schema --catalog` reads that catalog (an overlay is fine, a missing one exit 2)."""
     (tmp_path / "prices.csv").write_text("id,price_usd,as_of,source\n")
-    ok = subprocess.run([sys.executable, "-m", "solver.cli.main", "schema", "--catalog",
-                         str(tmp_path)], capture_output=True, text=True, timeout=120)
+    ok = procure("schema", "--catalog", str(tmp_path))
     assert ok.returncode == 0, ok.stderr
     assert "engine" in json.loads(ok.stdout)["$defs"]["InferenceWorkload"]["properties"]
-    bad = subprocess.run([sys.executable, "-m", "solver.cli.main", "schema", "--catalog",
-                          str(tmp_path / "missing")], capture_output=True, text=True,
-                         timeout=120)
+    bad = procure("schema", "--catalog", str(tmp_path / "missing"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr

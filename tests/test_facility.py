@@ -4,12 +4,11 @@ deadline_headroom (jobs planned within 0.9 x their deadline)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from in_process import procure
 
 from solver.analysis.explain import solve_rfq
 from solver.optimize.candidates import node_types
@@ -183,8 +182,7 @@ def test_issue_28_rfq_headroom_survives_a_dump_and_reload(catalog):
 def test_issue_28_bad_facility_or_headroom_is_exit_2_naming_the_field(tmp_path, patch, field):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({**_batch(1000), **patch}))
-    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "validate", str(path)],
-                            capture_output=True, text=True, timeout=120)
+    result = procure("validate", str(path))
     assert result.returncode == 2
     assert field in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr

@@ -5,12 +5,11 @@ it, and every presenter's cost breakdown adds up to the TCO."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+from in_process import procure
 
 from solver.analysis.explain import solve_rfq
 from solver.common.wording import CAPEX_TERMS, COST_LABELS, COST_TERMS
@@ -29,14 +28,10 @@ NAMES = [name if name in FAST else pytest.param(name, marks=pytest.mark.slow)
                             if p.suffix in (".yaml", ".json"))]
 
 
-def _procure(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "solver.cli.main", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
-
 
 @pytest.fixture(scope="module")
 def plan_schema() -> dict:
-    done = _procure("schema", "--plan")
+    done = procure("schema", "--plan")
     assert done.returncode == 0, done.stderr
     schema = json.loads(done.stdout)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -45,7 +40,7 @@ def plan_schema() -> dict:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_scenarios_plan_json_validates_against_the_schema(plan_schema, name):
-    done = _procure("solve", str(SCENARIOS / name), "--json")
+    done = procure("solve", str(SCENARIOS / name), "--json")
     assert done.returncode in (0, 3), done.stderr
     data = json.loads(done.stdout)
     jsonschema.validate(data, plan_schema)
@@ -54,7 +49,7 @@ def test_every_scenarios_plan_json_validates_against_the_schema(plan_schema, nam
 
 
 def test_the_schema_refuses_what_the_contract_does_not_allow(plan_schema):
-    data = json.loads(_procure("solve", str(SCENARIOS / "chat-70b-one-node.yaml"),
+    data = json.loads(procure("solve", str(SCENARIOS / "chat-70b-one-node.yaml"),
                                "--json").stdout)
     jsonschema.validate(data, plan_schema)
     for broken in (dict(data, surprise=1),                     # unknown key

@@ -4,11 +4,10 @@ brute force on a small instance, bad rental.csv rows exit 2)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import procure
 
 from solver.analysis.explain import solve_rfq
 from solver.catalog.load import load_catalog
@@ -199,9 +198,7 @@ def test_bad_rental_rows_are_clean_errors(tmp_path, text, where):
 
 def test_bad_rental_csv_exits_2(tmp_path):
     directory = _overlay(tmp_path, HEADER + "\n" + ROW.replace("h100-sxm", "h999") + "\n")
-    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "catalog", "validate",
-                             "--catalog", directory], capture_output=True, text=True,
-                            timeout=120)
+    result = procure("catalog", "validate", "--catalog", directory)
     assert result.returncode == 2
     assert "line 2.gpu" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
@@ -273,8 +270,7 @@ def test_solve_prints_buy_or_rent_with_break_evens():
     """`procure solve` (not only explain) shows the buy/rent choice of a one-off job and
     where owning would start to win."""
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "rent-oneoff-jobs.yaml"
-    result = subprocess.run([sys.executable, "-m", "solver.cli", "solve", str(scenario)],
-                            capture_output=True, text=True, timeout=300)
+    result = procure("solve", str(scenario))
     assert result.returncode == 0, result.stderr
     block = result.stdout.split("Buy or rent (each workload alone)")[1]
     assert "chosen rented" in block and "break-even" in block

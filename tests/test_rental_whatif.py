@@ -3,11 +3,10 @@ horizon, and what-if sweeps of the rental price and of demand growth - known ans
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import procure
 
 from solver.analysis.explain import solve_rfq
 from solver.analysis.whatif import parse_sweep, sweep, with_growth
@@ -173,8 +172,7 @@ def test_pareto_sweep_cli(tmp_path):
     import json
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "solver.cli.main", "pareto", *args],
-                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+        return procure("pareto", *args)
 
     scenario = str(ROOT / "scenarios" / "hybrid-service-and-job.yaml")
     ok = run(scenario, "--sweep", "rental-price=0.1,1", "--json", "--csv",

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from in_process import procure
 
 from solver.cli.schema import rfq_schema
 from solver.rfq.schema import validate_rfq
@@ -43,8 +42,7 @@ def test_every_kind_has_a_valid_example(catalog):
 
 
 def test_schema_command_prints_the_json_schema():
-    result = subprocess.run([sys.executable, "-m", "solver.cli.main", "schema"],
-                            capture_output=True, text=True, timeout=120)
+    result = procure("schema")
     assert result.returncode == 0
     schema = json.loads(result.stdout)
     assert {"id", "workloads", "constraints"} <= set(schema["properties"])

@@ -15,6 +15,7 @@ import copy
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from in_process import procure
 
 from solver.catalog.load import load_catalog
 from solver.common.errors import InputError
@@ -141,16 +142,12 @@ def test_factors_outside_their_physical_range_are_refused(path, value):
 def test_tensorrt_llm_is_refused_on_amd_gpus():
     """An engine that does not run on a GPU's vendor gives no layout there (the planner
     skips it with the reason), and `procure estimate` refuses the pair with exit 2."""
-    import subprocess
-    import sys
 
     layout = Layout(model="llama-3.1-70b", gpu="mi300x", precision="fp8", tp=1)
     est = estimate(CATALOG, layout, Workload("batch_inference", input_tokens=300,
                                              output_tokens=300, engine="trtllm"))
     assert not est.fits and "does not run on amd" in est.reason
-    done = subprocess.run([sys.executable, "-m", "solver.cli.main", "estimate", "--model",
-                           "llama-3.1-70b", "--gpu", "mi300x", "--gpus", "8", "--kind",
-                           "batch_inference", "--engine", "trtllm", "--input-tokens", "300",
-                           "--output-tokens", "300"], capture_output=True, text=True,
-                          check=False)
+    done = procure("estimate", "--model", "llama-3.1-70b", "--gpu", "mi300x", "--gpus", "8",
+                   "--kind", "batch_inference", "--engine", "trtllm", "--input-tokens", "300",
+                   "--output-tokens", "300")
     assert done.returncode == 2 and "does not run on amd" in done.stdout + done.stderr

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from bom_checks import assert_valid_placement
+from in_process import procure
 
 from solver.analysis.explain import solve_rfq
 from solver.optimize.candidates import build_candidates
@@ -198,9 +197,6 @@ def test_n_plus_1_formulation_on_mixed_candidates(seed):
 
 # --- (c) bad values exit 2 through the command line ---------------------------------------
 
-def procure(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "solver.cli.main", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)
 
 
 @pytest.mark.parametrize("field, value", [
