@@ -105,3 +105,33 @@ def test_minibs_is_the_per_replica_batch_not_the_micro_batch(catalog, monkeypatc
     assert seen[-1].global_batch_tokens == 8 * 8192  # the logged global batch, 4 x DP 2
     calibration.map_row(catalog, {**row, "parallelism": "TP4 PP1 CP1 SP, MBS=2"})
     assert seen[-1].micro_batch == 2
+
+
+def test_calibrate_json_is_only_json_and_carries_the_serving_fit(tmp_path):
+    """`procure calibrate --json` printed its serving progress on stdout, before the JSON,
+    and left the serving fit out of it. Now stdout is one JSON document with the serving
+    factors, the errors by vendor and metric, and each measurement's predictions; the
+    progress goes to stderr. (A small slice of the data: the whole fit takes minutes.)"""
+    import json
+
+    from in_process import procure
+
+    data = default_csv().parent
+    lines = (data / "calibration.csv").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "calibration.csv").write_text("\n".join(lines[:15]) + "\n", encoding="utf-8")
+    serving = (data / "serving_latency.csv").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "serving_latency.csv").write_text("\n".join(serving[:25]) + "\n",
+                                                  encoding="utf-8")
+    done = procure("calibrate", "--csv", str(tmp_path / "calibration.csv"), "--json",
+                   "--no-report", "--no-held-out")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert "serving: fitting" in done.stderr and "serving" not in done.stdout.split("{")[0]
+    fitted = result["serving"]
+    assert fitted["errors_are"] == "fit check" and fitted["factors"]
+    rows = fitted["rows"]
+    assert rows and all(r["measured"] > 0 and r["held_out"] is None for r in rows)
+    predicted = [r for r in rows if r["fit_check"] is not None]
+    assert sum(e["rows"] for e in fitted["errors"]) == len(predicted)
+    for e in fitted["errors"]:
+        assert abs(e["median_signed_error"]) <= e["median_abs_error"] + 1e-12

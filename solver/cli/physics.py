@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from solver.common.console import out
+from solver.common.console import err, out
 from solver.common.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -689,7 +689,7 @@ def calibrate(
     if not no_report:
         _write_calibration_report(report, results, summary, cat, train_fit, serving)
     if as_json:
-        _print_calibration_json(results, summary, train_fit)
+        _print_calibration_json(results, summary, train_fit, serving, cat)
         return
     _print_calibration(path, results, summary, train_fit, serving, cat)
 
@@ -723,11 +723,12 @@ def _serving_fit(cat: Catalog, catalog: str | None, path: Path, write_factors: b
 
     if not (path.parent / "serving_latency.csv").is_file():
         return cat, None
-    out.print(f"serving: fitting across the measurement sources in {path.parent.name}/"
+    # progress on stderr: stdout carries the report (with --json, only the JSON)
+    err.print(f"serving: fitting across the measurement sources in {path.parent.name}/"
               + (" and holding out each source group (minutes) ..." if held_out else " ..."),
               highlight=False)
     serving = serving_fit.run(cat, path.parent, held_out=held_out,
-                              progress=lambda group: out.print(f"  held out: {group}",
+                              progress=lambda group: err.print(f"  held out: {group}",
                                                                highlight=False))
     if write_factors:
         target_yaml = _repo() / "catalog" / "efficiency.yaml"
@@ -736,7 +737,7 @@ def _serving_fit(cat: Catalog, catalog: str | None, path: Path, write_factors: b
                        "repository: no catalog/efficiency.yaml to write")
         serving_fit.write_factors(cat, serving, target_yaml)
         cat = load_catalog(catalog)  # memoised by content: the new file is read
-        out.print(f"wrote the serving factors and calibration table to {target_yaml}")
+        err.print(f"wrote the serving factors and calibration table to {target_yaml}")
     return cat, serving
 
 
@@ -764,16 +765,47 @@ def _write_calibration_report(report: Path | None, results: list[RowResult],
 
 
 def _print_calibration_json(results: list[RowResult], summary: Summary,
-                            train_fit: TrainingFit) -> None:
-    """``calibrate --json``: medians, counts, coverage, the training fit and every row."""
-    out.print_json(json.dumps({
+                            train_fit: TrainingFit, serving: Report | None,
+                            cat: Catalog) -> None:
+    """``calibrate --json``: medians, counts, coverage, the training fit and every row; the
+    serving fit (its factors, the errors by vendor and metric, and every measurement with
+    its fit-check and held-out prediction) when there is serving data."""
+    data = {
         "medians": summary.medians, "counts": summary.counts, "coverage": summary.coverage,
         "training_fit": {
             "values": {f"{f}.{p}": v for (f, p), v in train_fit.values.items()},
             "fit_check": train_fit.fit_check, "held_out": train_fit.held_out},
         "rows": [{"id": r.id, "category": r.category, "measured": r.measured,
                   "predicted": r.predicted, "error": r.error, "status": r.status,
-                  "why": r.why} for r in results]}))
+                  "why": r.why} for r in results]}
+    if serving is not None:
+        data["serving"] = _serving_json(serving, cat)
+    out.print_json(json.dumps(data))
+
+
+def _serving_json(serving: Report, cat: Catalog) -> dict:
+    """The serving fit as data: ``held_out`` is empty (and the errors are fit checks) with
+    ``--no-held-out``."""
+    from solver.physics import serving_fit
+
+    predictions = serving.held_out or serving.fit.predicted
+    errors = serving_fit.table(cat, serving, lambda o: (serving_fit.vendor_of(cat, o),
+                                                        serving_fit.metric_class(o)),
+                               predictions)
+    return {
+        "factors": serving.fit.values,
+        "errors_are": "held out" if serving.held_out else "fit check",
+        "errors": [{"vendor": vendor, "metric": metric, "rows": int(e["n"]),
+                    "median_abs_error": e["abs"], "median_signed_error": e["signed"]}
+                   for (vendor, metric), e in errors.items()],
+        "rows": [{"id": o.id, "source": o.source, "vendor": serving_fit.vendor_of(cat, o),
+                  "gpu": o.gpu, "engine": o.engine, "model": o.model,
+                  "metric": o.metric, "statistic": o.statistic, "measured": o.value,
+                  "fit_check": serving.fit.predicted.get(o.id),
+                  "held_out": serving.held_out.get(o.id)}
+                 for o in serving.observations if o.id in serving.fit.predicted],
+        "unpredictable": [{"id": o.id, "source": o.source, "why": why}
+                          for o, why in serving.unpredictable]}
 
 
 def _print_calibration(path: Path, results: list[RowResult], summary: Summary,
