@@ -110,28 +110,32 @@ def test_minibs_is_the_per_replica_batch_not_the_micro_batch(catalog, monkeypatc
 def test_calibrate_json_is_only_json_and_carries_the_serving_fit(tmp_path):
     """`procure calibrate --json` printed its serving progress on stdout, before the JSON,
     and left the serving fit out of it. Now stdout is one JSON document with the serving
-    factors, the errors by vendor and metric, and each measurement's predictions; the
-    progress goes to stderr. (A small slice of the data: the whole fit takes minutes.)"""
+    factors, the errors by vendor and metric, and each measurement's fit-check and held-out
+    predictions; the progress (each source group held out, counted) goes to stderr. On a
+    small slice of the data (three source groups): the whole fit takes minutes."""
     import json
 
     from in_process import procure
 
     data = default_csv().parent
-    lines = (data / "calibration.csv").read_text(encoding="utf-8").splitlines()
-    (tmp_path / "calibration.csv").write_text("\n".join(lines[:15]) + "\n", encoding="utf-8")
-    serving = (data / "serving_latency.csv").read_text(encoding="utf-8").splitlines()
-    (tmp_path / "serving_latency.csv").write_text("\n".join(serving[:25]) + "\n",
-                                                  encoding="utf-8")
-    done = procure("calibrate", "--csv", str(tmp_path / "calibration.csv"), "--json",
-                   "--no-report", "--no-held-out")
+    for name, lines in (("calibration.csv", 15), ("serving_latency.csv", 25),
+                        ("serving_published.csv", 15)):
+        text = (data / name).read_text(encoding="utf-8").splitlines()[:lines]
+        (tmp_path / name).write_text("\n".join(text) + "\n", encoding="utf-8")
+    args = ("calibrate", "--csv", str(tmp_path / "calibration.csv"), "--json", "--no-report")
+    done = procure(*args)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert "serving: fitting" in done.stderr and "serving" not in done.stdout.split("{")[0]
+    assert "serving: fitting" in done.stderr and "held out (1 of 3)" in done.stderr
     fitted = result["serving"]
-    assert fitted["errors_are"] == "fit check" and fitted["factors"]
+    assert fitted["errors_are"] == "held out" and fitted["factors"]
     rows = fitted["rows"]
-    assert rows and all(r["measured"] > 0 and r["held_out"] is None for r in rows)
-    predicted = [r for r in rows if r["fit_check"] is not None]
-    assert sum(e["rows"] for e in fitted["errors"]) == len(predicted)
+    assert len({r["source"] for r in rows}) == 3
+    assert rows and all(r["measured"] > 0 and r["fit_check"] is not None for r in rows)
+    held = [r for r in rows if r["held_out"] is not None]
+    assert held and sum(e["rows"] for e in fitted["errors"]) == len(held)
     for e in fitted["errors"]:
         assert abs(e["median_signed_error"]) <= e["median_abs_error"] + 1e-12
+    in_sample = json.loads(procure(*args, "--no-held-out").stdout)["serving"]
+    assert in_sample["errors_are"] == "fit check"
+    assert all(r["held_out"] is None for r in in_sample["rows"])

@@ -728,8 +728,9 @@ def _serving_fit(cat: Catalog, catalog: str | None, path: Path, write_factors: b
               + (" and holding out each source group (minutes) ..." if held_out else " ..."),
               highlight=False)
     serving = serving_fit.run(cat, path.parent, held_out=held_out,
-                              progress=lambda group: err.print(f"  held out: {group}",
-                                                               highlight=False))
+                              progress=lambda group, place, count: err.print(
+                                  f"  held out ({place} of {count}): {group}",
+                                  highlight=False))
     if write_factors:
         target_yaml = _repo() / "catalog" / "efficiency.yaml"
         if not target_yaml.is_file():

@@ -285,9 +285,9 @@ def _prior(param: Param, value: float) -> float:
 
 
 def run(catalog: Catalog, folder: Path | None = None, held_out: bool = True,
-        progress: Callable[[str], None] | None = None) -> Report:
+        progress: Callable[[str, int, int], None] | None = None) -> Report:
     """Fit on every source; with ``held_out`` also refit once per source group without it
-    (``progress`` is told each group as it starts)."""
+    (``progress`` is told each group as it starts, with its place and the count)."""
     observations, skipped = load_all(catalog, folder)
     rows: list[Prepared] = []
     unpredictable: list[tuple[Observation, str]] = []
@@ -300,9 +300,10 @@ def run(catalog: Catalog, folder: Path | None = None, held_out: bool = True,
     problem = build_problem(catalog, rows)
     report = Report(observations, skipped, unpredictable, fit(problem), params=problem.params)
     if held_out:
-        for group in sorted({holdout_group(p.obs.source) for p in rows}):
+        groups = sorted({holdout_group(p.obs.source) for p in rows})
+        for place, group in enumerate(groups, 1):
             if progress is not None:
-                progress(group)
+                progress(group, place, len(groups))
             train = [i for i, p in enumerate(rows) if holdout_group(p.obs.source) != group]
             result = fit(problem, train, start=report.fit.values)
             for p in rows:
