@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 from typing import Any
 
 import pytest
@@ -50,16 +49,13 @@ def rfq_data() -> dict[str, Any]:
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """Run ``procure ARGS`` in this process: (exit code, stdout, stderr)."""
-    from solver.cli.main import main
+def cli():
+    """Run ``procure ARGS`` in this process: (exit code, stdout, stderr)
+    (:func:`in_process.procure`)."""
+    from in_process import procure
 
     def run(*args: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["procure", *args])
-        monkeypatch.delenv("PROCURE_DEBUG", raising=False)
-        with pytest.raises(SystemExit) as info:
-            main()
-        captured = capsys.readouterr()
-        return int(info.value.code or 0), captured.out, captured.err
+        done = procure(*args)
+        return done.returncode, done.stdout, done.stderr
 
     return run

@@ -102,6 +102,16 @@ def _settled(page, charts: int = 0, timeout_ms: int = 90_000) -> None:
             timeout=timeout_ms)
 
 
+def _go(page, link: str, title: str, charts: int = 0) -> None:
+    """Open the page behind the sidebar link ``link``: wait for its own title, then for its
+    run to end and ``charts`` charts to draw. (The page it leaves has a title, a finished
+    run and charts as well, so :func:`_settled` alone can return before the switch: the
+    fresh-clone CI once read the Plan page after clicking Pareto, on a loaded machine.)"""
+    page.get_by_role("link", name=link).click()
+    page.get_by_role("heading", name=title, exact=True).wait_for(timeout=90_000)
+    _settled(page, charts)
+
+
 def _screenshot(page, name: str) -> Path:
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')"
                            ".scrollHeight")
@@ -144,8 +154,7 @@ def test_plan_and_pareto_render_in_chromium(server, browser_page):
     print(f"Plan page render after first load: {render_s:.2f} s ({shot})")
     assert render_s <= PLAN_RENDER_BUDGET_S * 3, render_s  # generous on slow CI machines
 
-    page.get_by_role("link", name="Pareto").click()
-    _settled(page, charts=1)
+    _go(page, "Pareto", "Pareto frontier", charts=1)
     assert page.get_by_role("heading", name="Pareto frontier").is_visible()
     assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 2
     assert "Optimum (cheapest)" in page.inner_text('[data-testid="stMain"]')
@@ -227,8 +236,7 @@ def test_batch_row_opens_in_plan(server, browser_page, tmp_path):
     page = browser_page
     page.goto(server)
     _settled(page, charts=2)
-    page.get_by_role("link", name="Batch").click()
-    _settled(page)
+    _go(page, "Batch", "Batch")
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(archive))
     page.get_by_role("button", name="Run batch").wait_for(timeout=30_000)
     page.wait_for_function(
@@ -329,22 +337,19 @@ def test_plan_pareto_and_catalog_fit_the_window(server, browser_page, width, hei
         _check_layout(page, f"Plan {width}")
         page.screenshot(path=str(ARTIFACTS / f"dashboard-plan-{width}.png"), full_page=True)
 
-        page.get_by_role("link", name="Pareto").click()
-        _settled(page, charts=1)
+        _go(page, "Pareto", "Pareto frontier", charts=1)
         assert "Optimum (cheapest)" in page.inner_text('[data-testid="stMain"]')
         _check_layout(page, f"Pareto {width}")
         page.screenshot(path=str(ARTIFACTS / f"dashboard-pareto-{width}.png"), full_page=True)
 
-        page.get_by_role("link", name="Catalog").click()
-        _settled(page)
+        _go(page, "Catalog", "Catalog")
         _check_layout(page, f"Catalog {width}")
         page.get_by_role("tab", name="Edit prices").click()
         page.wait_for_timeout(500)
         _check_layout(page, f"Catalog prices {width}")
         page.screenshot(path=str(ARTIFACTS / f"dashboard-catalog-{width}.png"), full_page=True)
 
-        page.get_by_role("link", name="Scenario").click()  # the form: values and labels whole
-        _settled(page)
+        _go(page, "Scenario", "Scenario")  # the form: values and labels whole
         _check_layout(page, f"Scenario {width}")
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
@@ -386,8 +391,7 @@ def test_a_typed_price_is_an_entered_quote_in_the_plan_and_the_quote(server, bro
         page.goto(server)
         _settled(page, charts=2)
         assert "stale price: GPU rtx-pro-6000" in page.inner_text('[data-testid="stMain"]')
-        page.get_by_role("link", name="Catalog").click()
-        _settled(page)
+        _go(page, "Catalog", "Catalog")
         page.get_by_role("tab", name="Edit prices").click()
         page.locator('[data-testid="stDataFrame"]').last.wait_for()
         page.wait_for_timeout(1000)
@@ -400,8 +404,7 @@ def test_a_typed_price_is_an_entered_quote_in_the_plan_and_the_quote(server, bro
         text = page.inner_text('[data-testid="stMain"]')
         assert "1 price(s) overridden this session." in text and "refused" not in text
 
-        page.get_by_role("link", name="Plan").click()
-        _settled(page, charts=2)
+        _go(page, "Plan", "Plan", charts=2)
         main = page.inner_text('[data-testid="stMain"]')
         assert "stale price: GPU rtx-pro-6000" not in main
         bom_row = page.locator('[data-testid="stTable"] tr').filter(has_text="rtx-pro-6000")
