@@ -789,13 +789,10 @@ def _serving_json(serving: Report, cat: Catalog) -> dict:
     ``--no-held-out``."""
     from solver.physics import serving_fit
 
-    predictions = serving.held_out or serving.fit.predicted
-    errors = serving_fit.table(cat, serving, lambda o: (serving_fit.vendor_of(cat, o),
-                                                        serving_fit.metric_class(o)),
-                               predictions)
+    kind, errors = _serving_errors(serving, cat)
     return {
         "factors": serving.fit.values,
-        "errors_are": "held out" if serving.held_out else "fit check",
+        "errors_are": kind,
         "errors": [{"vendor": vendor, "metric": metric, "rows": int(e["n"]),
                     "median_abs_error": e["abs"], "median_signed_error": e["signed"]}
                    for (vendor, metric), e in errors.items()],
@@ -815,7 +812,6 @@ def _print_calibration(path: Path, results: list[RowResult], summary: Summary,
     model's errors with whole sources held out."""
     from rich.table import Table
 
-    from solver.physics import serving_fit
 
     table = Table(title=f"calibration ({path.name})")
     for column in ("row", "category", "model", "gpu", "layout", "measured", "predicted",
@@ -837,13 +833,24 @@ def _print_calibration(path: Path, results: list[RowResult], summary: Summary,
         out.print(f"training throughput: fit-check |error| {check:.1%}, leave-one-source-out "
                   f"{held:.1%} over {len(train_fit.held_out)} rows")
     if serving is not None:
-        predictions = serving.held_out or serving.fit.predicted
-        kind = "held out" if serving.held_out else "fit check (in-sample)"
-        for (vendor, metric), e in serving_fit.table(
-                cat, serving, lambda o: (serving_fit.vendor_of(cat, o),
-                                         serving_fit.metric_class(o)), predictions).items():
+        kind, errors = _serving_errors(serving, cat)
+        if kind == "fit check":
+            kind = "fit check (in-sample)"
+        for (vendor, metric), e in errors.items():
             out.print(f"serving {vendor} {metric}, {kind}: median |error| {e['abs']:.1%} "
                       f"(signed {e['signed']:+.1%}) over {int(e['n'])} rows")
+
+
+def _serving_errors(serving: Report, cat: Catalog) -> tuple[str, dict[tuple, dict[str, float]]]:
+    """The serving errors by (vendor, metric): held out when the report has held-out
+    predictions (``"held out"``), else the in-sample fit (``"fit check"``)."""
+    from solver.physics import serving_fit
+
+    predictions = serving.held_out or serving.fit.predicted
+    return ("held out" if serving.held_out else "fit check",
+            serving_fit.table(cat, serving, lambda o: (serving_fit.vendor_of(cat, o),
+                                                       serving_fit.metric_class(o)),
+                              predictions))
 
 
 def register(app: typer.Typer) -> None:
