@@ -228,3 +228,40 @@ def test_refit_reproduces_the_catalog_factors(catalog):
                      else (prm.low, prm.high) if prm.name == "serving.prompt_length_cv"
                      else (0.0, 1.0))
         assert stored == pytest.approx(value, rel=0.02, abs=0.01 * (high - low)), prm.name
+
+
+def test_low_load_ttft_table_takes_only_low_loads_and_groups_sources():
+    """Known answer for the low-load TTFT table of docs/calibration.md: only TTFT rows of a
+    closed loop or static batch at <= 4 requests per replica count (per replica: 8 over two
+    replicas is 4), grouped by source group and engine, with medians of the measured and
+    predicted milliseconds, their difference and ratio; a load the model calls impossible
+    (no prediction) and other metrics are left out."""
+    from solver.physics import serving_fit
+    from solver.physics.serving_data import Observation
+
+    def obs(id_, source, engine, value, *, load="closed", concurrency=1.0, replicas=1,
+            metric="ttft_ms"):
+        return Observation(id=id_, source=source, file="x.csv", model="llama-3.1-8b",
+                           gpu="h100-sxm", precision="fp8", engine=engine, tp=1, pp=1,
+                           replicas=replicas, input_tokens=1000, output_tokens=100,
+                           load=load, concurrency=concurrency, rate=None, metric=metric,
+                           statistic="median", value=value)
+
+    rows = [obs("a", "aic-silicon", "trtllm", 200.0),
+            obs("b", "aic-silicon", "trtllm", 300.0, concurrency=8, replicas=2),
+            obs("c", "aic-silicon", "trtllm", 180.0, load="static", concurrency=4),
+            obs("d", "aic-silicon", "trtllm", 900.0, concurrency=16),  # not low load
+            obs("e", "aic-silicon", "trtllm", 9.0, metric="tpot_ms"),  # not TTFT
+            obs("f", "aic-silicon", "trtllm", 250.0),  # no prediction: overload
+            obs("g", "nim", "trtllm", 60.0, load="server", concurrency=None),
+            obs("h", "nim", "trtllm", 55.0)]
+    predicted = {"a": 100.0, "b": 100.0, "c": 90.0, "d": 400.0, "e": 8.0, "f": None,
+                 "g": 50.0, "h": 50.0}
+    report = serving_fit.Report(rows, [], [], serving_fit.Result({}, predicted))
+    table = serving_fit.low_load_ttft(report)
+    assert [(r["group"], r["engine"], r["rows"]) for r in table] == [
+        ("aic-silicon", "trtllm", 3), ("nim", "trtllm", 1)]
+    silicon, nim = table
+    assert silicon["measured_ms"] == 200.0 and silicon["predicted_ms"] == 100.0
+    assert silicon["excess_ms"] == 100.0 and silicon["ratio"] == 2.0
+    assert nim["excess_ms"] == pytest.approx(5.0) and nim["ratio"] == pytest.approx(1.1)
