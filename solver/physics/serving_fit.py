@@ -125,6 +125,14 @@ class Report:
 
 
 # --------------------------------------------------------------------------- problem
+def is_low_load_ttft(o: Observation) -> bool:
+    """A TTFT of a closed loop or static batch at no more than :data:`LOW_LOAD_USERS`
+    requests per replica: the engine's fixed time plus one prefill. The lowest such TTFT of an
+    engine bounds its fitted o_p; the report's low-load table compares them with the fit."""
+    return (o.metric == "ttft_ms" and o.load in ("closed", "static") and bool(o.concurrency)
+            and o.concurrency / o.replicas <= LOW_LOAD_USERS)
+
+
 def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
     """Parameters for every family x compute precision and family bandwidth the rows use,
     and the factors of every fitted engine they use; source weights; dependencies."""
@@ -142,8 +150,7 @@ def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
     low_load_ttft: dict[str, float] = {}
     for p in rows:
         o = p.obs
-        if o.metric == "ttft_ms" and o.load in ("closed", "static") and o.concurrency \
-                and o.concurrency / o.replicas <= LOW_LOAD_USERS:
+        if is_low_load_ttft(o):
             low_load_ttft[o.engine] = min(low_load_ttft.get(o.engine, math.inf), o.value)
     for p in rows:
         gemm_index.append(add(("gemm", p.family, p.compute), Param(
@@ -378,8 +385,7 @@ def low_load_ttft(report: Report) -> list[dict[str, float | str]]:
     groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for o in report.observations:
         predicted = report.fit.predicted.get(o.id)
-        if (o.metric != "ttft_ms" or o.load not in ("closed", "static") or not o.concurrency
-                or o.concurrency / o.replicas > LOW_LOAD_USERS or not predicted):
+        if not is_low_load_ttft(o) or not predicted:
             continue
         groups[(holdout_group(o.source), o.engine)].append((o.value, predicted))
     return [{"group": group, "engine": engine, "rows": len(pairs),
@@ -524,8 +530,8 @@ def report_markdown(catalog: Catalog, report: Report) -> str:
               "o_p is bounded by the lowest low-load TTFT any source measured, so that time "
               "is not fitted away, and with the source held out it is missed. Medians; fit "
               "check (all sources in the fit).", "",
-              "| source group | engine | rows | measured ms | predicted ms | measured - "
-              "predicted ms | measured / predicted |", "|---|---|---|---|---|---|---|"]
+              *_header("source group", "engine", "rows", "measured ms", "predicted ms",
+                       "measured - predicted ms", "measured / predicted")]
     lines += [f"| {r['group']} | {r['engine']} | {r['rows']} | {r['measured_ms']:.0f} | "
               f"{r['predicted_ms']:.0f} | {r['excess_ms']:+.0f} | {r['ratio']:.2f} |"
               for r in low_load_ttft(report)]
