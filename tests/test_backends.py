@@ -322,3 +322,31 @@ def test_probing_is_off_only_on_large_models(columns, monkeypatch):
     assert ("presolve_rule_off" in set_options) == (large and known)
     monkeypatch.setattr(backends, "PROBING_OFF_COLUMNS", 10**9)  # probing on everywhere
     assert backends.HighsBackend().solve(model).objective == pytest.approx(solution.objective)
+
+
+def test_small_models_run_on_one_highs_thread_and_the_pool_follows(monkeypatch):
+    """Models under SINGLE_THREAD_COLUMNS run with HiGHS ``threads`` 1, larger ones with
+    HiGHS's default (0). HiGHS keeps one thread pool per process and answers a run that asks
+    for another count with an error, so small and large models solved in turn in one process
+    (a batch worker, the dashboard) must each restart the pool: every solve stays optimal,
+    with the optimum of the other setting."""
+    highspy = pytest.importorskip("highspy")
+    from solver.optimize import backends
+
+    asked: list[object] = []
+    original = highspy.Highs.setOptionValue
+
+    def spy(self, name, value):
+        if name == "threads":
+            asked.append(value)
+        return original(self, name, value)
+
+    monkeypatch.setattr(highspy.Highs, "setOptionValue", spy)
+    small, large = _chain(20), _chain(backends.SINGLE_THREAD_COLUMNS + 100)
+    backends.release_solver_threads()  # whatever earlier tests left: the pool starts anew
+    found = [backends.HighsBackend().solve(m) for m in (large, small, large, small)]
+    assert [s.status for s in found] == ["optimal"] * 4
+    assert asked == [0, 1, 0, 1]
+    monkeypatch.setattr(backends, "SINGLE_THREAD_COLUMNS", 0)  # HiGHS's default everywhere
+    assert backends.HighsBackend().solve(small).objective == found[1].objective == 18.0
+    assert backends.HighsBackend().solve(large).objective == found[0].objective

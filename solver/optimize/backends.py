@@ -279,6 +279,27 @@ are numbered by position and the list has changed between versions, so an unchec
 version keeps probing on."""
 
 
+SINGLE_THREAD_COLUMNS = 500
+"""HiGHS runs a model of fewer columns than this on one thread (its ``threads`` option): on
+the small models of a single RFQ (a scenario, a binding re-solve) HiGHS's second thread only
+hands work back and forth (docs/performance.md, "One HiGHS thread for small models")."""
+
+_pool_threads: int | None = None
+"""The ``threads`` value this process's HiGHS thread pool was started with (HiGHS keeps one
+pool per process and refuses a run that asks for another count), None before a run."""
+
+
+def _use_threads(highspy: Any, columns: int) -> int:
+    """The ``threads`` option for a model of this many columns (0: HiGHS's default); restarts
+    the process's HiGHS pool when it runs with another count."""
+    global _pool_threads
+    threads = 1 if columns < SINGLE_THREAD_COLUMNS else 0
+    if _pool_threads is not None and _pool_threads != threads:
+        highspy.Highs.resetGlobalScheduler(True)
+    _pool_threads = threads
+    return threads
+
+
 def probing_rule_bit(solver: Any) -> int | None:
     """The ``presolve_rule_off`` bit that turns probing off in this HiGHS (a
     ``highspy.Highs``, whose version calls highspy's stubs do not declare), if known."""
@@ -354,6 +375,7 @@ class HighsBackend(Backend):
             probing = probing_rule_bit(solver) if len(names) >= PROBING_OFF_COLUMNS else None
             if probing is not None:
                 solver.setOptionValue("presolve_rule_off", 1 << probing)
+            solver.setOptionValue("threads", _use_threads(highspy, len(names)))
             solver.passModel(lp)
             if initial is not None and all(n in initial for n in names):
                 point = highspy.HighsSolution()
@@ -514,9 +536,11 @@ def release_solver_threads() -> None:
     here started it. A forked child inherits the pool's state but not its threads, and its
     first HiGHS solve would wait for them forever; the pool restarts on this process's next
     solve."""
+    global _pool_threads
     highspy = sys.modules.get("highspy")
     if highspy is not None:
         highspy.Highs.resetGlobalScheduler(True)
+        _pool_threads = None
 
 
 def installed_backends() -> list[str]:
