@@ -279,6 +279,10 @@ are numbered by position and the list has changed between versions, so an unchec
 version keeps probing on."""
 
 
+MIN_RUN_SECONDS = 0.01
+"""The least time limit HiGHS is run with when the time is (almost) spent: it still starts,
+and reports the time-out."""
+
 SINGLE_THREAD_COLUMNS = 500
 """HiGHS runs a model of fewer columns than this on one thread (its ``threads`` option): on
 the small models of a single RFQ (a scenario, a binding re-solve) HiGHS's second thread only
@@ -329,10 +333,10 @@ class HighsBackend(Backend):
     def _solve(self, model: LinearModel, time_limit: float | None = None,
                cutoff: float | None = None, initial: dict[str, float] | None = None
                ) -> Solution:
+        start = time.perf_counter()  # the time limit counts the conversion and imports too
         import highspy
         import numpy as np
 
-        start = time.perf_counter()
         names = list(model.variables)
         index = {n: i for i, n in enumerate(names)}
         inf = highspy.kHighsInf
@@ -368,8 +372,6 @@ class HighsBackend(Backend):
             solver.setOptionValue("output_flag", False)
             solver.setOptionValue("mip_rel_gap", 0.0)
             solver.setOptionValue("mip_abs_gap", 0.0)
-            if time_limit is not None:
-                solver.setOptionValue("time_limit", float(time_limit))
             if cutoff is not None:  # prunes every node that cannot beat it
                 solver.setOptionValue("objective_bound", float(cutoff))
             probing = probing_rule_bit(solver) if len(names) >= PROBING_OFF_COLUMNS else None
@@ -382,6 +384,9 @@ class HighsBackend(Backend):
                 point.col_value = [float(initial[n]) for n in names]
                 point.value_valid = True
                 solver.setSolution(point)  # HiGHS checks it; an infeasible start is dropped
+            if time_limit is not None:  # what is left after building the arrays above
+                solver.setOptionValue("time_limit", max(
+                    MIN_RUN_SECONDS, float(time_limit) - (time.perf_counter() - start)))
             solver.run()
         seconds = time.perf_counter() - start
         code = solver.getModelStatus().name

@@ -60,20 +60,24 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
     the returned objective is that TCO."""
     if any(not cands for cands in table.candidates.values()):
         return Solution("infeasible", {}, None, 0.0, 0.0, solver)
+    started = time.perf_counter()
+
+    def left() -> float | None:
+        """``time_limit`` less what this call has spent (building a model counts)."""
+        return None if time_limit is None else max(
+            MIN_MIP_SECONDS, time_limit - (time.perf_counter() - started))
+
     backend = get_backend(solver)
     if (objective or rfq.objective) != "max_served":
         model = build_model(table, rfq, limits, objective, extra)
-        return backend.solve(model, time_limit, initial=initial)
-    started = time.perf_counter()
-    first = backend.solve(build_model(table, rfq, limits, "max_served", extra), time_limit,
+        return backend.solve(model, left(), initial=initial)
+    first = backend.solve(build_model(table, rfq, limits, "max_served", extra), left(),
                           initial=initial)
     if first.status not in ("optimal", "feasible") or first.objective is None:
         return first
     floor = -first.objective - SERVED_TOLERANCE
-    left = None if time_limit is None else max(MIN_MIP_SECONDS,
-                                               time_limit - (time.perf_counter() - started))
     costed = build_model(table, rfq, limits, "max_served", extra, served_floor=floor)
-    second = backend.solve(costed, left, initial=first.values)
+    second = backend.solve(costed, left(), initial=first.values)
     if second.status not in ("optimal", "feasible"):
         # no cheaper point in time: the first answer, its TCO recomputed as the objective
         return replace(first, status=FEASIBLE, objective=objective_value(costed, first.values),
