@@ -131,7 +131,7 @@ def test_building_the_model_counts_against_the_mips_time(catalog, monkeypatch):
     """The time a run_mip call spends building its model is taken off the time limit the
     backend gets (before, the whole limit was handed on after the build: at 100 workloads
     0.3 s of model building ran past a 15 s limit). A build that takes 0.3 s leaves at
-    most limit - 0.3 s; the max_served path's second model counts as well."""
+    most limit - 0.3 s, on the plain path and on the max_served path's first model."""
     rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
     table = build_candidates(catalog, rfq)
     real_build = solve_module.build_model
