@@ -350,3 +350,47 @@ def test_small_models_run_on_one_highs_thread_and_the_pool_follows(monkeypatch):
     monkeypatch.setattr(backends, "SINGLE_THREAD_COLUMNS", 0)  # HiGHS's default everywhere
     assert backends.HighsBackend().solve(small).objective == found[1].objective == 18.0
     assert backends.HighsBackend().solve(large).objective == found[0].objective
+
+
+def test_each_thread_keeps_its_own_highs_pool():
+    """HiGHS keeps one thread pool per calling thread (the dashboard's sessions are threads).
+    A worker thread runs a large model (its pool: HiGHS's default count), the main thread a
+    small one (its own pool: 1), then the worker a small one: the worker's pool must be
+    restarted for it. Tracked for the whole process, the main thread's run hid that and the
+    worker's run failed (``kNotset``)."""
+    pytest.importorskip("highspy")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from solver.optimize import backends
+
+    small, large = _chain(20), _chain(backends.SINGLE_THREAD_COLUMNS + 100)
+    backends.release_solver_threads()
+    with ThreadPoolExecutor(max_workers=1) as worker:  # one thread for every task
+        first = worker.submit(backends.HighsBackend().solve, large).result()
+        main = backends.HighsBackend().solve(small)
+        second = worker.submit(backends.HighsBackend().solve, small).result()
+    assert [s.status for s in (first, main, second)] == ["optimal"] * 3
+    assert main.objective == second.objective == 18.0
+
+
+def test_stdout_is_silenced_in_the_main_thread_only():
+    """File descriptor 1 is redirected to /dev/null around a solver run in the main thread
+    (clean --json output) and left alone in other threads: two threads saving and restoring
+    it in turn could leave it on /dev/null for good."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from solver.optimize.backends import _quiet_stdout
+
+    null = os.stat(os.devnull)
+
+    def target() -> tuple[int, int]:
+        with _quiet_stdout():
+            found = os.fstat(1)
+        return found.st_dev, found.st_ino
+
+    before = os.fstat(1)
+    assert target() == (null.st_dev, null.st_ino)
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        assert worker.submit(target).result() == (before.st_dev, before.st_ino)
+    assert (os.fstat(1).st_dev, os.fstat(1).st_ino) == (before.st_dev, before.st_ino)

@@ -18,6 +18,7 @@ import importlib.util
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -288,19 +289,20 @@ SINGLE_THREAD_COLUMNS = 500
 the small models of a single RFQ (a scenario, a binding re-solve) HiGHS's second thread only
 hands work back and forth (docs/performance.md, "One HiGHS thread for small models")."""
 
-_pool_threads: int | None = None
-"""The ``threads`` value this process's HiGHS thread pool was started with (HiGHS keeps one
-pool per process and refuses a run that asks for another count), None before a run."""
+_POOL = threading.local()
+"""``_POOL.threads``: the ``threads`` value the calling thread's HiGHS pool was started with
+(None or unset before a run). HiGHS keeps one pool per thread that runs it, and refuses a run
+that asks for another count."""
 
 
 def _use_threads(highspy: Any, columns: int) -> int:
     """The ``threads`` option for a model of this many columns (0: HiGHS's default); restarts
-    the process's HiGHS pool when it runs with another count."""
-    global _pool_threads
+    this thread's HiGHS pool when it runs with another count."""
     threads = 1 if columns < SINGLE_THREAD_COLUMNS else 0
-    if _pool_threads is not None and _pool_threads != threads:
+    started = getattr(_POOL, "threads", None)
+    if started is not None and started != threads:
         highspy.Highs.resetGlobalScheduler(True)
-    _pool_threads = threads
+    _POOL.threads = threads
     return threads
 
 
@@ -488,7 +490,14 @@ class CpSatBackend(Backend):
 
 @contextlib.contextmanager
 def _quiet_stdout() -> Iterator[None]:
-    """Silence native libraries that write to file descriptor 1 (keeps --json output clean)."""
+    """Silence native libraries that write to file descriptor 1 (keeps --json output clean),
+    in the main thread only. File descriptor 1 belongs to the whole process: two threads
+    (the dashboard's sessions run in threads) that each saved and restored it in turn could
+    leave it pointing at /dev/null, and every later line printed was lost (seen with three
+    threads solving at once). Off the main thread a banner on stdout harms nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     sys.stdout.flush()
     try:
         saved = os.dup(1)
@@ -537,15 +546,14 @@ def get_backend(name: str) -> Backend:
 
 
 def release_solver_threads() -> None:
-    """Before forking worker processes: stop HiGHS's thread pool in this process if a solve
-    here started it. A forked child inherits the pool's state but not its threads, and its
-    first HiGHS solve would wait for them forever; the pool restarts on this process's next
-    solve."""
-    global _pool_threads
+    """Before forking worker processes: stop the HiGHS thread pool of the calling thread (the
+    one that forks) if a solve there started it. A forked child inherits the pool's state but
+    not its threads, and its first HiGHS solve would wait for them forever; the pool restarts
+    on this thread's next solve."""
     highspy = sys.modules.get("highspy")
     if highspy is not None:
         highspy.Highs.resetGlobalScheduler(True)
-        _pool_threads = None
+        _POOL.threads = None
 
 
 def installed_backends() -> list[str]:
