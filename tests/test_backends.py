@@ -326,10 +326,10 @@ def test_probing_is_off_only_on_large_models(columns, monkeypatch):
 
 def test_small_models_run_on_one_highs_thread_and_the_pool_follows(monkeypatch):
     """Models under SINGLE_THREAD_COLUMNS run with HiGHS ``threads`` 1, larger ones with
-    HiGHS's default (0). HiGHS keeps one thread pool per process and answers a run that asks
-    for another count with an error, so small and large models solved in turn in one process
-    (a batch worker, the dashboard) must each restart the pool: every solve stays optimal,
-    with the optimum of the other setting."""
+    HiGHS's default (0). HiGHS keeps one thread pool per calling thread and answers a run that
+    asks for another count with an error, so small and large models solved in turn in one
+    thread (a batch worker, a dashboard session) must each restart the pool: every solve stays
+    optimal, with the optimum of the other setting."""
     highspy = pytest.importorskip("highspy")
     from solver.optimize import backends
 

@@ -126,7 +126,6 @@ def test_gap_words_for_no_bound_and_capex():
     assert "$200,000 of its capex" in words and "time limit" not in words.split(":")[0]
 
 
-
 def test_building_the_model_counts_against_the_mips_time(catalog, monkeypatch):
     """The time a run_mip call spends building its model is taken off the time limit the
     backend gets (before, the whole limit was handed on after the build: at 100 workloads

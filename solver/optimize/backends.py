@@ -281,8 +281,8 @@ version keeps probing on."""
 
 
 MIN_RUN_SECONDS = 0.01
-"""The least time limit HiGHS is run with when the time is (almost) spent: it still starts,
-and reports the time-out."""
+"""The least time limit a backend is handed, and HiGHS is run with, when the time is (almost)
+spent: the search still starts, and reports the time-out."""
 
 SINGLE_THREAD_COLUMNS = 500
 """HiGHS runs a model of fewer columns than this on one thread (its ``threads`` option): on

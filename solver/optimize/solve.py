@@ -22,7 +22,7 @@ from typing import Any
 from solver.catalog.data import Catalog
 from solver.common.progress import report
 from solver.common.wording import gap_words
-from solver.optimize.backends import DEFAULT_SOLVER, get_backend
+from solver.optimize.backends import DEFAULT_SOLVER, MIN_RUN_SECONDS, get_backend
 from solver.optimize.candidates import build_candidates, node_types, request_seconds
 from solver.optimize.costs import CostParams
 from solver.optimize.linear import Solution, Status, TimeLimitReached, objective_value
@@ -60,24 +60,19 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
     the returned objective is that TCO."""
     if any(not cands for cands in table.candidates.values()):
         return Solution("infeasible", {}, None, 0.0, 0.0, solver)
-    started = time.perf_counter()
-
-    def left() -> float | None:
-        """``time_limit`` less what this call has spent (building a model counts)."""
-        return None if time_limit is None else max(
-            MIN_MIP_SECONDS, time_limit - (time.perf_counter() - started))
-
+    started = time.perf_counter()  # building a model counts: each solve gets what is left
+    deadline = None if time_limit is None else started + time_limit
     backend = get_backend(solver)
     if (objective or rfq.objective) != "max_served":
         model = build_model(table, rfq, limits, objective, extra)
-        return backend.solve(model, left(), initial=initial)
-    first = backend.solve(build_model(table, rfq, limits, "max_served", extra), left(),
-                          initial=initial)
+        return backend.solve(model, _left(deadline), initial=initial)
+    first = backend.solve(build_model(table, rfq, limits, "max_served", extra),
+                          _left(deadline), initial=initial)
     if first.status not in ("optimal", "feasible") or first.objective is None:
         return first
     floor = -first.objective - SERVED_TOLERANCE
     costed = build_model(table, rfq, limits, "max_served", extra, served_floor=floor)
-    second = backend.solve(costed, left(), initial=first.values)
+    second = backend.solve(costed, _left(deadline), initial=first.values)
     if second.status not in ("optimal", "feasible"):
         # no cheaper point in time: the first answer, its TCO recomputed as the objective
         return replace(first, status=FEASIBLE, objective=objective_value(costed, first.values),
@@ -132,7 +127,7 @@ def _left(deadline: float | None) -> float | None:
     rather than never starting); None without a deadline."""
     if deadline is None:
         return None
-    return max(MIN_MIP_SECONDS, deadline - time.perf_counter())
+    return max(MIN_RUN_SECONDS, deadline - time.perf_counter())
 
 
 TIME_RAN_OUT = ("the time limit ran out before every limit was re-solved: which limits bind "
@@ -143,9 +138,6 @@ def _past(deadline: float | None) -> bool:
     """Whether ``deadline`` (a ``time.perf_counter()`` instant) has passed."""
     return deadline is not None and time.perf_counter() > deadline
 
-
-MIN_MIP_SECONDS = 0.01
-"""The least time handed to a backend when the deadline has (almost) passed."""
 
 
 def timeout_plan(rfq: Rfq, solver: str, time_limit: float | None,
