@@ -82,6 +82,7 @@ def _solve(catalog, data):
 BASES = [  # RFQs whose unlimited optimum leaves room to trade (searched in this order)
     _chat(512), _chat(1024), _chat(2048, vendor="open"),
     _chat(2048, vendor="open", gpus=["rtx-pro-6000", "b200-sxm"]),
+    _chat(2560, vendor="open", gpus=["rtx-pro-6000", "b200-sxm"]),  # three 4U or one 8U
     _chat(4096, vendor="open", gpus=["rtx-pro-6000", "h200-sxm"]), _chat(4096),
     _chat(6144, vendor="open")]
 

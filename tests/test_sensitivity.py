@@ -77,3 +77,19 @@ def test_single_parameter_and_ranges(catalog: Any, chat: Any) -> None:
         parse_range("abc", 1.0)
     with pytest.raises(InputError, match="nearest valid"):
         report(catalog, chat, param="gpu.rtx-pro-6000.pricee")
+
+
+def test_a_shown_bracket_still_holds_its_flip() -> None:
+    """A break-even's ``below`` is shown rounded down and its ``above`` rounded up: a demand
+    factor of 50 / 48 rounded to nearest (1.041667) is already past the 50th request."""
+    import math
+
+    from solver.analysis.sensitivity import Parameter, _shown
+
+    param = Parameter("demand", "demand growth (×)", 1.0, 0.5, 4.0, multiplier=True)
+    lo, hi = 50 / 48 - 1e-9, 50 / 48 + 1e-9
+    below, above = _shown(param, lo, math.floor), _shown(param, hi, math.ceil)
+    assert below <= lo and above >= hi
+    assert math.ceil(48 * below) == 50 and math.ceil(48 * above - 1e-9) == 51
+    assert _shown(param, 2.0, math.floor) == 2.0 == _shown(param, 2.0, math.ceil)
+    assert _shown(param, lo) == 1.041667  # to nearest: past the step

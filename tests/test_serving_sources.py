@@ -120,3 +120,29 @@ def test_each_published_row_knows_when_its_software_ran(loaded):
     # a bare year in the cut-off's own year cannot be placed on either side
     bare = [o for o in observations if o.released == "2025"]
     assert bare and all(era_of(o) == "undated" for o in bare)
+
+
+def test_a_row_whose_run_time_precision_is_not_stated_is_left_out(loaded):
+    """MLPerf v4.1 partner rows list FP16 weights that the submitter quantised: the precision
+    of the run is not stated, and served at BF16 they would credit Hopper's BF16 peak with
+    the run's work. They are skipped with that reason, never fitted at a guessed precision."""
+    import csv
+
+    observations, skipped = loaded
+    fitted = {o.id for o in observations if o.file == "serving_found.csv"}
+    unstated = [s for s in skipped if "run-time precision not stated" in s.why]
+    assert {s.source.rsplit("-", 1)[0] for s in unstated} >= {"mlperf-v4.1"}
+    assert not fitted & {s.id for s in unstated}
+    # every row whose notes say so is among them, and only those
+    from solver.physics.calibration import default_csv
+
+    path = default_csv().parent / "serving_found.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    said = {r["id"] for r in rows if not r["precision"].strip()
+            and serving_data._UNSTATED_PRECISION.search(r["notes"])}
+    assert said and not fitted & said
+    assert {s.id for s in unstated} <= said
+    # a blank precision without such a note is the checkpoint's own: still fitted
+    blank = {r["id"] for r in rows if not r["precision"].strip()} - said
+    assert any(i.split(":")[0] in blank for i in fitted)

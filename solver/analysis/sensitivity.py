@@ -22,6 +22,7 @@ import os
 import re
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -259,8 +260,9 @@ def sweep(ev: Evaluator, param: Parameter, samples: int = SAMPLES) -> dict[str, 
                 lo, lo_out = mid, mid_out
             else:
                 hi, hi_out = mid, mid_out
-        flips.append({"at": _shown(param, (lo + hi) / 2), "below": _shown(param, lo),
-                      "above": _shown(param, hi),
+        flips.append({"at": _shown(param, (lo + hi) / 2),
+                      "below": _shown(param, lo, math.floor),
+                      "above": _shown(param, hi, math.ceil),
                       "from": describe(lo_out.signature), "to": describe(hi_out.signature),
                       "tco_below_usd": lo_out.tco_usd, "tco_above_usd": hi_out.tco_usd})
     tcos = [o.objective_usd(objective) for _, o in results]
@@ -279,8 +281,20 @@ def sweep(ev: Evaluator, param: Parameter, samples: int = SAMPLES) -> dict[str, 
     }
 
 
-def _shown(param: Parameter, value: float) -> float:
-    return round(value, 6)
+SHOWN_PLACES = 6
+"""Decimal places of a value in the report."""
+
+
+def _shown(param: Parameter, value: float,
+           rounding: Callable[[float], float] | None = None) -> float:
+    """``value`` to ``SHOWN_PLACES`` decimals; a break-even's ``below`` rounds down and its
+    ``above`` up, so that the shown bracket still holds the flip. Rounded to nearest, a
+    demand factor just below a step of the concurrency (50 / 48 = 1.0416666...) showed as
+    1.041667, where the demand is already one request more and the plan already the other."""
+    if rounding is None:
+        return round(value, SHOWN_PLACES)
+    scale = 10 ** SHOWN_PLACES
+    return rounding(round(value * scale, 3)) / scale
 
 
 def _swing(values: list[float | None]) -> float | None:

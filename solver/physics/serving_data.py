@@ -155,9 +155,18 @@ def _precision_word(*texts: str) -> str | None:
     return None
 
 
+_UNSTATED_PRECISION = re.compile(r"run-time precision is not stated|precision not read",
+                                 re.IGNORECASE)
+"""What the data files' notes say of a row whose precision field is blank because the source
+does not give the precision the run used (MLPerf rows whose weights the submitter quantised
+from an FP16 checkpoint): such a row is left out, not served at BF16."""
+
+
 def _serving_precision(catalog: Catalog, gpu: str, stated: str | None) -> str:
     """The precision a row is served at in the model: as stated, with FP4 on a GPU without
-    FP4 tensor cores (MXFP4 weights on Hopper) run as weight-only 4-bit."""
+    FP4 tensor cores (MXFP4 weights on Hopper) run as weight-only 4-bit. A blank precision
+    is the checkpoint's own (BF16 for the checkpoints the files name without one); rows
+    whose notes say the run's precision is not stated are left out before this."""
     precision = stated or "bf16"
     if precision == "fp4" and "fp4" not in catalog.gpus[gpu].dense_tflops:
         return "int4"
@@ -428,8 +437,12 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
         num_gpus = int(float(row["num_gpus"]))
     except ValueError:
         return skip("GPU count or value not numeric")
-    precision = _serving_precision(catalog, gpu, _precision_word(row["precision"])
-                                   or _precision_word(_model_precision(row["model"])))
+    stated = (_precision_word(row["precision"])
+              or _precision_word(_model_precision(row["model"])))
+    if stated is None and _UNSTATED_PRECISION.search(row.get("notes", "")):
+        return skip("run-time precision not stated (the submitter quantised the weights; "
+                    "taken as BF16 it would credit the GPU's BF16 peak with the run's work)")
+    precision = _serving_precision(catalog, gpu, stated)
     layout = _layout(catalog, row, model, gpu, precision, engine, num_gpus, isl, osl)
     if isinstance(layout, str):
         return skip(layout)
