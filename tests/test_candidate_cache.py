@@ -131,3 +131,22 @@ def test_a_build_cut_short_keeps_the_workloads_it_finished(catalog, cache, monke
     with pytest.raises(TimeLimitReached):
         build_candidates(catalog, rfq)
     assert len(list(cache.glob("*.pickle"))) == 1
+
+
+def test_reading_the_cache_counts_against_the_time_limit(catalog, cache, monkeypatch):
+    """On a busy machine reading a large RFQ's tables back takes most of a second: each
+    workload's read checks the deadline, so a warm build past it stops, reading nothing more."""
+    import time
+
+    from solver.optimize.linear import TimeLimitReached
+
+    rfq = load_rfq(SCENARIOS / "portfolio-lab.yaml", catalog)
+    _cold(catalog, rfq)  # warm on disk
+    reads = []
+    load = candidate_cache.load
+    monkeypatch.setattr(candidate_cache, "load", lambda key: reads.append(key) or load(key))
+    with pytest.raises(TimeLimitReached, match="candidate cache"):
+        build_candidates(catalog, rfq, deadline=time.perf_counter() - 1.0)
+    assert reads == []
+    assert build_candidates(catalog, rfq, deadline=time.perf_counter() + 600).candidates
+    assert len(reads) == len(rfq.workloads)

@@ -135,3 +135,22 @@ def test_json_stays_clean_with_every_backend(backend):
                      backend)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["solver"] == backend
+
+
+@pytest.mark.parametrize(("args", "code", "stream", "text"), [
+    (["--version"], 0, "stdout", "procure "),
+    (["solve", "no-such-rfq.yaml"], 2, "stderr", "file not found")])
+def test_the_console_script_runs_exit_handlers_and_keeps_its_exit_code(args, code, stream,
+                                                                       text):
+    """``entry`` (the ``procure`` script) ends the process without the interpreter's
+    teardown: the exit handlers still run, the output is all there, the code is main's."""
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print('handler ran', file=sys.stderr))\n"
+              "from solver.cli.main import entry\n"
+              f"sys.argv = ['procure', *{args!r}]\n"
+              "entry()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == code
+    assert text in getattr(done, stream)
+    assert done.stderr.rstrip().endswith("handler ran")

@@ -180,3 +180,65 @@ def test_highs_gets_the_time_left_after_converting_the_model(monkeypatch):
     solution = HighsBackend().solve(model, time_limit=5.0)
     assert solution.status == "optimal" and solution.objective == 1.0
     assert len(limits) == 1 and 0.0 < limits[0] <= 4.8, limits
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
+def test_the_limit_counts_from_the_process_start_not_the_cli_import():
+    """What a process does before it imports the CLI (the interpreter's start, a slow disk, a
+    loaded machine) is part of the limit: a process that waits 0.4 s first has 0.4 s less.
+    Measured by the clock's own reading, not by the test's wall time."""
+    import subprocess
+    import sys
+
+    code = ("import time; time.sleep(0.4); import solver.cli; from solver.common import clock;"
+            "print(time.perf_counter() - clock.STARTED_S, clock.left_of(1.0))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)
+    since_start, left = (float(v) for v in done.stdout.split())
+    assert since_start >= 0.4
+    assert left <= 0.6
+
+
+def test_no_model_is_built_once_the_time_has_run_out(catalog, monkeypatch):
+    """Candidates that used up the limit leave nothing for the MIP: the answer is a timeout
+    at once. Building a 100-workload model alone took 1-1.6 s on a loaded machine, after a
+    1 s limit had passed."""
+    rfq = load_rfq(SCENARIOS / "portfolio-lab.yaml", catalog)
+    table = build_candidates(catalog, rfq)
+    built = []
+    original = solve_module.build_model
+    monkeypatch.setattr(solve_module, "build_model",
+                        lambda *a, **k: built.append(1) or original(*a, **k))
+    plan, kept = solve_table(rfq, catalog, table=table, time_limit=1e-9)
+    assert plan.status == "timeout" and kept is None and built == []
+    plan, _ = solve_table(rfq, catalog, table=table, time_limit=600)
+    assert plan.status == "optimal" and built
+
+
+def test_a_model_build_past_the_deadline_stops_and_says_timeout(catalog, monkeypatch):
+    """The MIP's build checks the deadline between its stages: a limit that runs out while
+    a large model is built ends there, as a timeout, without handing HiGHS anything."""
+    from solver.optimize import mip as mip_module
+
+    rfq = load_rfq(SCENARIOS / "portfolio-lab.yaml", catalog)
+    table = build_candidates(catalog, rfq)
+    real = time.perf_counter
+    clock = [0.0]
+
+    def later() -> float:  # each of the build's checks comes a minute after the last
+        clock[0] += 60.0
+        return real() + clock[0]
+
+    class NoRun:
+        name = "highs"
+
+        def solve(self, *args, **kwargs):
+            raise AssertionError("the backend ran")
+
+    monkeypatch.setattr(mip_module.time, "perf_counter", later)
+    monkeypatch.setattr(solve_module, "get_backend", lambda name: NoRun())
+    with pytest.raises(TimeLimitReached):
+        mip_module.build_model(table, rfq, deadline=real() + 30.0)
+    found = run_mip(table, rfq, time_limit=30.0)
+    assert found.status == "timeout" and "while the MIP was being built" in found.message
+    assert mip_module.build_model(table, rfq).variables  # without a deadline: built

@@ -1,5 +1,5 @@
 """``python -m solver.cli``: the same as the ``procure`` command."""
 
-from solver.cli.main import main
+from solver.cli.main import entry
 
-main()
+entry()

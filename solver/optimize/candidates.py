@@ -546,6 +546,7 @@ def build_candidates(catalog: Catalog, rfq: Rfq, *, all_sizes: bool = False,
         return entry  # short still warms the next one (forked builders store theirs too)
     kept: dict[int, tuple[list[Candidate], list[str]]] = {}
     for index, key in enumerate(keys):
+        check_deadline(deadline, "reading the candidate cache")  # slow on a busy machine
         entry = candidate_cache.load(key)
         if entry is not None:
             kept[index] = entry

@@ -26,7 +26,7 @@ from solver.optimize.backends import DEFAULT_SOLVER, MIN_RUN_SECONDS, get_backen
 from solver.optimize.candidates import build_candidates, node_types, request_seconds
 from solver.optimize.costs import CostParams
 from solver.optimize.linear import Solution, Status, TimeLimitReached, objective_value
-from solver.optimize.mip import Limits, build_model
+from solver.optimize.mip import Limits, build_model, objective_terms
 from solver.optimize.plan import assemble
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
@@ -63,15 +63,28 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
     started = time.perf_counter()  # building a model counts: each solve gets what is left
     deadline = None if time_limit is None else started + time_limit
     backend = get_backend(solver)
-    if (objective or rfq.objective) != "max_served":
-        model = build_model(table, rfq, limits, objective, extra)
-        return backend.solve(model, _left(deadline), initial=initial)
-    first = backend.solve(build_model(table, rfq, limits, "max_served", extra),
-                          _left(deadline), initial=initial)
-    if first.status not in ("optimal", "feasible") or first.objective is None:
-        return first
+    try:
+        if (objective or rfq.objective) != "max_served":
+            model = build_model(table, rfq, limits, objective, extra, deadline=deadline)
+            return backend.solve(model, _left(deadline), initial=initial)
+        first = backend.solve(build_model(table, rfq, limits, "max_served", extra,
+                                          deadline=deadline),
+                              _left(deadline), initial=initial)
+        if first.status not in ("optimal", "feasible") or first.objective is None:
+            return first
+    except TimeLimitReached as stop:  # no plan from this call: the model was not finished
+        return Solution("timeout", {}, None, 0.0, time.perf_counter() - started,
+                        backend.name, str(stop))
     floor = -first.objective - SERVED_TOLERANCE
-    costed = build_model(table, rfq, limits, "max_served", extra, served_floor=floor)
+    try:
+        costed = build_model(table, rfq, limits, "max_served", extra, served_floor=floor,
+                             deadline=deadline)
+    except TimeLimitReached:  # the share found stands, its cost not lowered
+        tco = sum(coeff * first.values.get(var, 0.0)
+                  for coeffs in objective_terms(table, "tco").values()
+                  for var, coeff in coeffs.items())
+        return replace(first, status=FEASIBLE, objective=tco,
+                       seconds=time.perf_counter() - started)
     second = backend.solve(costed, _left(deadline), initial=first.values)
     if second.status not in ("optimal", "feasible"):
         # no cheaper point in time: the first answer, its TCO recomputed as the objective
@@ -105,6 +118,8 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
             table = build_candidates(catalog, rfq, deadline=deadline, workers=workers)
         except TimeLimitReached:
             return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+    if _past(deadline):  # nothing left for the MIP: building a large one alone takes seconds
+        return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
     report(f"choosing what to buy ({solver}, {sum(map(len, table.candidates.values())):,} "
            "candidate layouts)")
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(deadline))
