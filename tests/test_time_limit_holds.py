@@ -235,10 +235,30 @@ def test_a_model_build_past_the_deadline_stops_and_says_timeout(catalog, monkeyp
         def solve(self, *args, **kwargs):
             raise AssertionError("the backend ran")
 
-    monkeypatch.setattr(mip_module.time, "perf_counter", later)
+    monkeypatch.setattr(time, "perf_counter", later)
     monkeypatch.setattr(solve_module, "get_backend", lambda name: NoRun())
     with pytest.raises(TimeLimitReached):
         mip_module.build_model(table, rfq, deadline=real() + 30.0)
     found = run_mip(table, rfq, time_limit=30.0)
     assert found.status == "timeout" and "while the MIP was being built" in found.message
     assert mip_module.build_model(table, rfq).variables  # without a deadline: built
+
+
+def test_a_share_found_stands_when_the_cost_models_build_runs_out(catalog, monkeypatch):
+    """Under ``max_served`` a limit that runs out while the second (cost) model is built
+    keeps the share the first solve found, as a feasible plan whose objective is its TCO."""
+    from solver.optimize.plan import cost_breakdown
+
+    rfq = load_rfq(SCENARIOS / "best-for-a-budget.yaml", catalog)
+    table = build_candidates(catalog, rfq)
+    real_build = solve_module.build_model
+
+    def no_cost_model(*args, **kwargs):
+        if kwargs.get("served_floor") is not None:
+            raise TimeLimitReached("the time limit ran out while the MIP was being built")
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "build_model", no_cost_model)
+    found = run_mip(table, rfq, time_limit=60.0)
+    assert found.status == "feasible"
+    assert found.objective == cost_breakdown(table, found.values)["tco_usd"] > 0

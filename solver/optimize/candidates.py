@@ -13,7 +13,6 @@ training workload is the whole job (the MIP chooses exactly one).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -26,7 +25,7 @@ from solver.optimize import candidate_cache
 from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.costs import CostParams, coupled_node_network_usd, node_cost
 from solver.optimize.disaggregated import disaggregated_candidates
-from solver.optimize.linear import TimeLimitReached
+from solver.optimize.linear import TimeLimitReached, deadline_passed
 from solver.optimize.records import (
     POWERS_OF_TWO,
     Candidate,
@@ -602,7 +601,7 @@ def check_deadline(deadline: float | None, what: str) -> None:
     has passed: checked before each node type and precision of a workload (a few ms to
     ~0.1 s of physics each, cold), so a time limit holds inside one workload's build
     (issue 31), not only between workloads."""
-    if deadline is not None and time.perf_counter() > deadline:
+    if deadline_passed(deadline):
         raise TimeLimitReached(f"candidates not built within the time limit ({what})")
 
 

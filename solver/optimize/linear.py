@@ -10,6 +10,7 @@ against the model it claims to solve.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,7 +22,13 @@ Sense = Literal["<=", ">=", "=="]
 
 
 class TimeLimitReached(Exception):
-    """The run's time limit ran out before a model could be built (candidates)."""
+    """The run's time limit ran out before a model could be built (its candidates, or the
+    MIP itself)."""
+
+
+def deadline_passed(deadline: float | None) -> bool:
+    """Whether ``deadline`` (a ``time.perf_counter()`` instant; None: no limit) has passed."""
+    return deadline is not None and time.perf_counter() > deadline
 
 
 @dataclass

@@ -150,12 +150,11 @@ explicit bin packing. Replicas of different workloads share nodes of the same ty
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 from solver.optimize.bounds import tighten_bounds
 from solver.optimize.costs import coupled_hosts, disaggregated_hosts
-from solver.optimize.linear import LinearModel, TimeLimitReached
+from solver.optimize.linear import LinearModel, TimeLimitReached, deadline_passed
 from solver.optimize.network import add_switch_network, leaf_var, spine_var, uplink_var
 from solver.optimize.records import Candidate, CandidateTable
 from solver.rfq.schema import AnyWorkload, Rfq
@@ -423,7 +422,7 @@ def build_model(table: CandidateTable, rfq: Rfq, limits: Limits | None = None,
 
 def _check(deadline: float | None) -> None:
     """Raise :class:`TimeLimitReached` once ``deadline`` has passed."""
-    if deadline is not None and time.perf_counter() > deadline:
+    if deadline_passed(deadline):
         raise TimeLimitReached("the time limit ran out while the MIP was being built")
 
 

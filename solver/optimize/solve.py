@@ -25,9 +25,15 @@ from solver.common.wording import gap_words
 from solver.optimize.backends import DEFAULT_SOLVER, MIN_RUN_SECONDS, get_backend
 from solver.optimize.candidates import build_candidates, node_types, request_seconds
 from solver.optimize.costs import CostParams
-from solver.optimize.linear import Solution, Status, TimeLimitReached, objective_value
-from solver.optimize.mip import Limits, build_model, objective_terms
-from solver.optimize.plan import assemble
+from solver.optimize.linear import (
+    Solution,
+    Status,
+    TimeLimitReached,
+    deadline_passed,
+    objective_value,
+)
+from solver.optimize.mip import Limits, build_model
+from solver.optimize.plan import assemble, cost_breakdown
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
 from solver.physics.performance import estimate as estimate_layout
@@ -80,10 +86,8 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
         costed = build_model(table, rfq, limits, "max_served", extra, served_floor=floor,
                              deadline=deadline)
     except TimeLimitReached:  # the share found stands, its cost not lowered
-        tco = sum(coeff * first.values.get(var, 0.0)
-                  for coeffs in objective_terms(table, "tco").values()
-                  for var, coeff in coeffs.items())
-        return replace(first, status=FEASIBLE, objective=tco,
+        return replace(first, status=FEASIBLE,
+                       objective=cost_breakdown(table, first.values)["tco_usd"],
                        seconds=time.perf_counter() - started)
     second = backend.solve(costed, _left(deadline), initial=first.values)
     if second.status not in ("optimal", "feasible"):
@@ -118,7 +122,7 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
             table = build_candidates(catalog, rfq, deadline=deadline, workers=workers)
         except TimeLimitReached:
             return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
-    if _past(deadline):  # nothing left for the MIP: building a large one alone takes seconds
+    if deadline_passed(deadline):  # nothing left for the MIP: building a large one takes seconds
         return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
     report(f"choosing what to buy ({solver}, {sum(map(len, table.candidates.values())):,} "
            "candidate layouts)")
@@ -147,11 +151,6 @@ def _left(deadline: float | None) -> float | None:
 
 TIME_RAN_OUT = ("the time limit ran out before every limit was re-solved: which limits bind "
                 "is not known yet (raise --time-limit to find out)")
-
-
-def _past(deadline: float | None) -> bool:
-    """Whether ``deadline`` (a ``time.perf_counter()`` instant) has passed."""
-    return deadline is not None and time.perf_counter() > deadline
 
 
 
@@ -219,8 +218,9 @@ def infeasible_plan(catalog: Catalog, rfq: Rfq, table: CandidateTable, solution:
                              "to_fix": "; ".join(fixes) or "widen the allowed GPUs or fabrics"}
     if buys:
         plan["infeasibility"]["closest_clusters"] = buys
+    # the time limit holds: no re-solve once it has run out
     if (not empty and rfq.budget_usd is not None and rfq.objective != "max_served"
-            and not _past(deadline)):  # the time limit holds: no re-solve once it has run out
+            and not deadline_passed(deadline)):
         bought = budget_buys(catalog, rfq, table, solver, deadline)
         if bought:
             plan["infeasibility"]["budget_buys"] = bought
@@ -255,7 +255,7 @@ def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver
     limits = Limits.from_rfq(rfq)
     active = [f.name for f in fields(Limits) if getattr(limits, f.name) is not None]
     for name in active:
-        if _past(deadline):  # the time limit holds: re-solves left are left out
+        if deadline_passed(deadline):  # the time limit holds: re-solves left are left out
             reasons.append(TIME_RAN_OUT)
             return
         relaxed = Limits(**{f.name: (None if f.name == name else getattr(limits, f.name))
@@ -276,7 +276,7 @@ def _limit_relaxations(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver
             closest[path] = needed
             buys[path] = trial_plan.cluster
             fixes.append(f"raise {path} to {money}{_num(needed)}")
-    if not closest and active and _past(deadline):
+    if not closest and active and deadline_passed(deadline):
         reasons.append(TIME_RAN_OUT)
         return
     if not closest and active:
