@@ -3,11 +3,10 @@ predictions against targets, the cost breakdown, the decision path and counterfa
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from solver.common.errors import InputError
+from solver.common.jsontext import indented
 from solver.optimize.plan_model import Plan
 
 from .. import components, state
@@ -103,7 +102,7 @@ def render() -> None:
         st.caption("No alternatives to compare (the plan is already single-node without a "
                    "fabric, or none apply).")
     left, right = st.columns(2)
-    left.download_button("Download the plan as JSON", json.dumps(plan.to_json(), indent=2),
+    left.download_button("Download the plan as JSON", indented(plan.to_json()),
                          file_name=f"{plan.rfq}-plan.json", mime="application/json")
     right.download_button("Download the quote (HTML)", _quote_html(plan, alternatives),
                           file_name=f"{plan.rfq}-quote.html", mime="text/html",

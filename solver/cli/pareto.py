@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +10,7 @@ import typer
 from solver.cli.solve import CatalogOpt, SolverOpt, check_outputs, check_solver, load
 from solver.common.console import EXIT_INFEASIBLE, err, out, readable
 from solver.common.errors import SolverError
+from solver.common.jsontext import indented
 from solver.common.limits import MAX_PARETO_POINTS, check_range, check_workers
 from solver.optimize.backends import DEFAULT_SOLVER
 
@@ -208,7 +208,7 @@ def _over(rfq: Path, over: str, points: int | None, solver: str, catalog: str | 
     if csv_out is not None:
         _budget_csv(result, csv_out)
     if json_out:
-        print(json.dumps(result, indent=2))
+        print(indented(result))
     else:
         for line in budget_lines(result):
             out.print(line, markup=False)
@@ -253,7 +253,7 @@ def _sweeps(rfq: Path, sweep: list[str], solver: str, catalog: str | None,
     if csv_out is not None:
         _sweep_csv(results, csv_out)
     if json_out:
-        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+        print(indented(results[0] if len(results) == 1 else results))
     else:
         for result in results:
             _print_sweep(result)
@@ -287,7 +287,7 @@ def _frontier(cat: Any, parsed: Any, metric: str | None, points: int | None, sol
         frontier_plot(result, plot)
         err.print(f"wrote {plot}")  # stderr: --json output stays JSON
     if json_out:
-        print(json.dumps(result, indent=2))
+        print(indented(result))
     elif result["points"]:
         _print_frontier(result)
     else:
@@ -339,7 +339,7 @@ def sensitivity(
         tornado_plot(report, plot)
         err.print(f"wrote {plot}")
     if json_out:
-        print(json.dumps(report, indent=2))
+        print(indented(report))
     else:
         _print_report(report)
     return 0 if report["base"]["status"] in ("optimal", "feasible") else EXIT_INFEASIBLE

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,6 +9,7 @@ import typer
 
 from solver.common.console import EXIT_INFEASIBLE, EXIT_TIMEOUT, out, print_wrapped
 from solver.common.errors import InputError, Problem, SolverError
+from solver.common.jsontext import indented
 from solver.common.limits import MAX_TIME_LIMIT_S, check_range
 from solver.optimize.backends import DEFAULT_SOLVER
 
@@ -443,7 +443,7 @@ def register(app: typer.Typer) -> None:
                              binding=time_limit is None, binding_scope=binding,
                              alternative=True)
         if json_out:
-            print(json.dumps(plan.to_json(), indent=2))
+            print(indented(plan.to_json()))
         else:
             from solver.common.wording import assumptions
 
@@ -460,8 +460,8 @@ def register(app: typer.Typer) -> None:
         """The guide's decision path for each workload, the plan, and the counterfactuals."""
         cat, parsed, plan, alternatives = plan_with_alternatives(rfq, catalog, solver)
         if json_out:
-            print(json.dumps({"plan": plan.to_json(), "counterfactuals": alternatives},
-                             indent=2))
+            print(indented({"plan": plan.to_json(),
+                             "counterfactuals": alternatives}))
             return exit_code(plan)
         check_solved(plan)
         from solver.common.wording import assumptions
