@@ -354,7 +354,8 @@ def _rdma_policy(catalog: Catalog, rfq: Rfq) -> str:
 def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
               time_limit: float | None = None, table: CandidateTable | None = None,
               explain: bool = True, workers: int = 1, binding: bool = False,
-              binding_scope: str = "auto", alternative: bool = False) -> Plan:
+              binding_scope: str = "auto", alternative: bool = False,
+              stated_limit: float | None = None) -> Plan:
     """The cheapest plan for an RFQ (:func:`solver.optimize.solve.solve_table`; ``workers``
     processes build its candidates) with, unless ``explain`` is False, the guide's decision
     path, warnings and the buy-or-rent comparison (:func:`annotate`). A plan whose time ran
@@ -365,11 +366,12 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     (:func:`solver.analysis.binding.prices_workloads`; a plan that leaves them out says so).
     ``alternative``: a plan on consumer (GeForce) cards gets ``licensed_alternative``, the
     cheapest plan on datacenter-licensed GPUs (:mod:`solver.analysis.licence`; within what
-    ``time_limit`` leaves)."""
+    ``time_limit`` leaves). ``stated_limit``: the limit in the user's words
+    (:func:`solver.optimize.solve.solve_table`)."""
     started = time.perf_counter()
     catalog = rfq.catalog(catalog)
     plan, used = solve_table(rfq, catalog, solver=solver, time_limit=time_limit, table=table,
-                             workers=workers)
+                             workers=workers, stated_limit=stated_limit)
     plan_seconds = time.perf_counter() - started
     if explain and used is not None:
         plan = annotate(plan, rfq, catalog, used)

@@ -277,6 +277,9 @@ def entry() -> NoReturn:
     import atexit
     import contextlib
 
+    from solver.common.watchdog import own_process
+
+    own_process()  # --time-limit's watchdog may end this process (solver.common.watchdog)
     try:
         main()
         code = 0

@@ -436,19 +436,29 @@ def register(app: typer.Typer) -> None:
         cat, parsed = load(rfq, catalog, set_, overrides)
         from solver.cli.progress import stderr_progress
         from solver.common.clock import left_of
+        from solver.common.watchdog import armed
 
-        with stderr_progress():
+        def show(plan: Plan) -> int:
+            if json_out:
+                print(indented(plan.to_json()))
+            else:
+                from solver.common.wording import assumptions
+
+                print_plan(plan, assumptions(cat, parsed, plan.to_json()), parsed)
+            return exit_code(plan)
+
+        def time_is_up() -> int:  # the watchdog's answer: no plan in hand at the limit
+            from solver.common.clock import process_age_s
+            from solver.optimize.solve import timeout_plan
+
+            return show(timeout_plan(parsed, solver, time_limit, process_age_s()))
+
+        with stderr_progress(), armed(time_limit, time_is_up):
             plan = solve_rfq(parsed, cat, solver=solver, time_limit=left_of(time_limit),
                              workers=default_workers(),
                              binding=time_limit is None, binding_scope=binding,
-                             alternative=True)
-        if json_out:
-            print(indented(plan.to_json()))
-        else:
-            from solver.common.wording import assumptions
-
-            print_plan(plan, assumptions(cat, parsed, plan.to_json()), parsed)
-        return exit_code(plan)
+                             alternative=True, stated_limit=time_limit)
+        return show(plan)
 
     @app.command()
     def explain(

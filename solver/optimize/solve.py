@@ -21,6 +21,7 @@ from typing import Any
 
 from solver.catalog.data import Catalog
 from solver.common.progress import report
+from solver.common.watchdog import claim
 from solver.common.wording import gap_words
 from solver.optimize.backends import DEFAULT_SOLVER, MIN_RUN_SECONDS, get_backend
 from solver.optimize.candidates import build_candidates, node_types, request_seconds
@@ -106,38 +107,44 @@ SERVED_TOLERANCE = 1e-6
 
 def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
                 time_limit: float | None = None, table: CandidateTable | None = None,
-                workers: int = 1) -> tuple[Plan, CandidateTable | None]:
+                workers: int = 1, stated_limit: float | None = None
+                ) -> tuple[Plan, CandidateTable | None]:
     """The cheapest plan for an RFQ (:class:`Plan`, docs/plan.md) and the candidate
     table it was chosen from (None when the time limit ran out while building it). The
     decision path and warnings are added by :func:`solver.analysis.explain.solve_rfq`.
 
     ``time_limit`` (seconds) bounds the whole run, candidates included (module docstring).
     ``workers``: processes for building the table (a first build only; see
-    :mod:`solver.optimize.candidate_workers`)."""
+    :mod:`solver.optimize.candidate_workers`). ``stated_limit``: the limit as the user gave
+    it, for the words of a time-out or a gap (the CLI hands on what is left of it after the
+    process's start-up as ``time_limit``); ``time_limit`` by default."""
     started = time.perf_counter()
+    said = time_limit if stated_limit is None else stated_limit
     catalog = rfq.catalog(catalog)
     deadline = None if time_limit is None else started + time_limit
     if table is None:
         try:
             table = build_candidates(catalog, rfq, deadline=deadline, workers=workers)
         except TimeLimitReached:
-            return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+            return timeout_plan(rfq, solver, said, time.perf_counter() - started), None
     if deadline_passed(deadline):  # nothing left for the MIP: building a large one takes seconds
-        return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+        return timeout_plan(rfq, solver, said, time.perf_counter() - started), None
     report(f"choosing what to buy ({solver}, {sum(map(len, table.candidates.values())):,} "
            "candidate layouts)")
     mip_deadline = None if deadline is None else deadline - presenting_s(time_limit)
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(mip_deadline))
+    if solution.status in ("feasible", "optimal"):
+        claim()  # a plan in hand is written, however long its assembly takes
     if solution.status == "feasible":  # the time limit ran out with a plan in hand
         plan = assemble(catalog, rfq, table, solution, time_limit=_left(deadline))
         capex = rfq.objective == "capex"
         spent = (plan.cost.capex_usd if capex else plan.cost.tco_usd) if plan.cost else None
-        words = gap_words(plan.gap or 0.0, spent, time_limit, "capex" if capex else "TCO")
+        words = gap_words(plan.gap or 0.0, spent, said, "capex" if capex else "TCO")
         return plan.model_copy(update={"warnings": [*plan.warnings, words]}), table
     if solution.status == "optimal":
         return assemble(catalog, rfq, table, solution, time_limit=_left(deadline)), table
     if solution.status == "timeout":
-        return timeout_plan(rfq, solver, time_limit, time.perf_counter() - started), None
+        return timeout_plan(rfq, solver, said, time.perf_counter() - started), None
     report("no plan meets the RFQ: re-solving to find what binds")
     return infeasible_plan(catalog, rfq, table, solution, solver, deadline), table
 
