@@ -9,7 +9,7 @@ rented capacity and on how many GPUs. (Demand that changes over time: docs/renta
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from solver.catalog.data import Catalog
@@ -99,7 +99,9 @@ def schedule_for(catalog: Catalog, rfq: Rfq, table: CandidateTable, plan: dict[s
     ``plan['phasing']``). Phasing is kept only when it costs less than the plan."""
     if has_demand_over_time(rfq) and plan.get("cost"):
         headline = float(plan["cost"]["tco_usd"])
-        result = phased(catalog, rfq, table, plan.get("solver"), time_limit)
+        stacks = {catalog.gpus[node["gpu"]].stack for node in plan["cluster"]["nodes"]}
+        result = phased(catalog, rfq, table, plan.get("solver"), time_limit,
+                        stack=next(iter(stacks)) if len(stacks) == 1 else None)
         if result is not None and result[1]["tco_usd"] < headline - 0.5:
             schedule, summary = result
             summary["buy_all_now_tco_usd"] = round(headline, 2)
@@ -120,7 +122,7 @@ def _usable(cand: Any) -> bool:
 
 
 def phased(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str | None = None,
-           time_limit: float | None = None
+           time_limit: float | None = None, stack: str | None = None
            ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
     r"""Buy capacity per period, rent to bridge (docs/rental.md, "Demand over time").
 
@@ -139,11 +141,18 @@ def phased(catalog: Catalog, rfq: Rfq, table: CandidateTable, solver: str | None
     period's demand: a[c,p] ∈ {0,1} "c is used in p", Σ m x[·,p] - ℓ_c a[c,p] ≥ D_p,
     x[c,p] ≤ x̄ a[c,p]), one accelerator stack for owned nodes unless
     ``constraints.mixed_vendors`` (B[t,p] ≤ M v[s(t)], Σ v ≤ 1), the RFQ's solver and the
-    time left. None when a workload has no usable candidate or no plan is found."""
+    time left. ``stack``: the plan's accelerator stack (CUDA or ROCm); the schedule buys the
+    plan's stack only (without it the phased model chose its own: a ROCm schedule under a
+    CUDA plan). None when a workload has no usable candidate or no plan is found."""
     setup = _setup(catalog, rfq, table)
     if setup is None:
         return None
     model = _phased_model(rfq, table, setup)
+    if stack is not None:
+        for other in {node.stack for node in table.node_types.values()} - {stack}:
+            if stack_var(other) in model.variables:  # one-stack rows present: choose none
+                model.variables[stack_var(other)] = replace(model.variables[stack_var(other)],
+                                                            high=0.0)
     periods, cands, once, factor, fe_cable = setup
     backend = get_backend(solver or DEFAULT_SOLVER)
     solution = backend.solve(model, time_limit)
