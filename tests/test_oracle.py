@@ -655,8 +655,10 @@ def test_fast_slice_random_rfqs_with_binding_limits_match_the_oracle(cat):
     """Three seeded random RFQs whose GPU, power or rack-unit limit is set below what the
     unlimited optimum uses: solve equals the oracle on each, and every limit kind binds."""
     bound = set()
-    # a seed where all three bind
-    for rfq, binding, found in itertools.islice(random_instances(cat, seed=1), 3):
+    # a seed where all three bind (4 since the refit of 2026-12-07: the draws depend on the
+    # oracle's unlimited optimum, so on the physics; with seed 1 the power limit was no
+    # longer among the first three)
+    for rfq, binding, found in itertools.islice(random_instances(cat, seed=4), 3):
         check_against_solve(cat, rfq, found)
         bound.update(binding)
     assert bound == set(LIMITS), bound
