@@ -159,3 +159,21 @@ def test_cost_overrides_are_range_checked(catalog):
          "input_tokens": 100, "output_tokens": 10}]}, catalog)
     with pytest.raises(InputError, match="pue"):
         apply_overrides(catalog, rfq, ["costs.pue=-1"], None)
+
+
+def test_blackwell_ultra_is_its_own_family_and_not_slower_than_b200(catalog):
+    """B300 and GB300 (Blackwell Ultra, one GPU) share a family of their own: their FP4 peak
+    is 1.5x B200's at the same bandwidth, and fitted alone they reach a smaller share of it
+    (2026-12-07 refit). A fit check, not validation: whatever the fit gives, the share times
+    the peak must not make a B300 slower than the B200 it succeeds, at FP4 or FP8, nor
+    faster than its own peak."""
+    from solver.catalog.perf_factors import factors
+
+    eff = factors(catalog)
+    b200, b300, gb300 = (catalog.gpus[g] for g in ("b200-sxm", "b300-sxm", "gb300"))
+    assert b300.family == gb300.family == "blackwell-ultra" != b200.family
+    ultra, plain = eff.family("blackwell-ultra"), eff.family(b200.family)
+    for precision in ("fp4", "fp8"):
+        achieved = b300.dense_tflops[precision] * ultra.gemm(precision)
+        assert b200.dense_tflops[precision] * plain.gemm(precision) <= achieved
+        assert achieved <= b300.dense_tflops[precision]
