@@ -154,3 +154,21 @@ def test_the_console_script_runs_exit_handlers_and_keeps_its_exit_code(args, cod
     assert done.returncode == code
     assert text in getattr(done, stream)
     assert done.stderr.rstrip().endswith("handler ran")
+
+
+@pytest.mark.parametrize(("scenario", "code"), [("chat-70b-one-node.yaml", 0),
+                                                ("infeasible-budget.yaml", 3)])
+def test_a_closed_stdout_keeps_the_exit_code(scenario, code):
+    """``procure solve x.yaml >&-`` (file descriptor 1 closed: Python has no sys.stdout at
+    all) answered with an internal error, exit 1: HiGHS's stdout guard and the final flush
+    called None.flush(). The answer goes nowhere; the exit code is the plan's."""
+    script = ("import sys\n"
+              "from solver.cli.main import entry\n"
+              f"sys.argv = ['procure', 'solve', {str(ROOT / 'scenarios' / scenario)!r}]\n"
+              "entry()\n")
+    done = subprocess.run([sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=300,
+                          pass_fds=(), close_fds=True,
+                          preexec_fn=lambda: __import__("os").close(1))
+    assert done.returncode == code, done.stderr
+    assert "internal error" not in done.stderr

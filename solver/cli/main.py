@@ -280,6 +280,9 @@ def entry() -> NoReturn:
     from solver.common.watchdog import own_process
 
     own_process()  # --time-limit's watchdog may end this process (solver.common.watchdog)
+    for name in ("stdout", "stderr"):  # started with the descriptor closed: Python has no
+        if getattr(sys, name) is None:  # stream at all; write nowhere, keep the exit code
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     try:
         main()
         code = 0
@@ -291,8 +294,9 @@ def entry() -> NoReturn:
             code = 1
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        # a closed pipe or stream: nothing more to say
-        with contextlib.suppress(OSError, ValueError):
+        # a closed pipe or stream (None when the process was started without one):
+        # nothing more to say
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
     os._exit(code)
 

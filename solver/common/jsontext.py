@@ -4,8 +4,8 @@
 encoder serves compact output only. A plan found at a time limit under load can fill
 5.5 MB (placement and timetable of a poor incumbent) and took 0.2 s to encode that way, on
 top of the limit. :func:`indented` writes the same layout with pydantic-core's compiled
-serializer (a dependency of pydantic) in a third of the time
-(0.07 s against 0.19 s for that plan, escapes included).
+serializer (a dependency of pydantic) in less than half the time
+(0.075 s against 0.19 s for that plan, escapes included).
 
 The text parses to the same values as ``json.dumps(obj, indent=2)``'s: same keys in the
 same order, same indentation and separators, non-ASCII characters and DEL escaped as ``\\uXXXX``

@@ -68,13 +68,13 @@ def _fire(answer: Callable[[], int], stdout_fd: int) -> None:
             return
         _owner = "timer"
     code = 4
-    with contextlib.suppress(OSError):  # the solver may have fd 1 on /dev/null (its banner)
-        sys.stdout.flush()
+    with contextlib.suppress(OSError, AttributeError):  # the solver may have fd 1 on
+        sys.stdout.flush()  # /dev/null (its banner)
         os.dup2(stdout_fd, 1)
     with contextlib.suppress(Exception):  # the time-out answer, however it fails
         code = answer()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
     os._exit(code)
 
@@ -85,11 +85,14 @@ def armed(limit_s: float | None, answer: Callable[[], int]) -> Iterator[None]:
     claimed first, at :func:`fires_at` ``(limit_s)`` write ``answer()`` (it returns the exit
     code) and end the process. Leaving the block claims the output."""
     global _armed, _owner
-    if limit_s is None or not _process_owned:
+    try:  # the real stdout, whatever fd 1 points at when the timer fires
+        stdout_fd = os.dup(1) if limit_s is not None and _process_owned else -1
+    except OSError:  # no stdout to write to (closed): nothing to guard
+        stdout_fd = -1
+    if stdout_fd < 0:
         yield
         return
-    wait = max(0.0, STARTED_S + fires_at(limit_s) - time.perf_counter())
-    stdout_fd = os.dup(1)  # the real stdout, whatever fd 1 points at when the timer fires
+    wait = max(0.0, STARTED_S + fires_at(limit_s or 0.0) - time.perf_counter())
     timer = threading.Timer(wait, _fire, (answer, stdout_fd))
     timer.daemon = True
     with _guard:

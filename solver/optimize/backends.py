@@ -495,8 +495,8 @@ def _quiet_stdout() -> Iterator[None]:
     (the dashboard's sessions run in threads) that each saved and restored it in turn could
     leave it pointing at /dev/null, and every later line printed was lost (seen with three
     threads solving at once). Off the main thread a banner on stdout harms nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    if threading.current_thread() is not threading.main_thread() or sys.stdout is None:
+        yield  # (no stdout at all: the process was started with file descriptor 1 closed)
         return
     sys.stdout.flush()
     try:
