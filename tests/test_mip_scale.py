@@ -178,9 +178,10 @@ def test_loss_levels_have_the_reference_optimum_on_small_portfolios(catalog, see
 def test_backends_agree_on_n_plus_1_portfolios(catalog, seed):
     """4-workload portfolios with n+1 on every online workload: the reference formulation
     (HiGHS) and the level formulation on every installed backend reach one optimum (6
-    workloads: the reference model does not prove optimality in minutes). Since the serving
-    refit of 2026-12-07, CP-SAT needs 465 s to prove seed 5 optimal on a quiet 2-core
-    machine, so under load 600 s ran out (status feasible); each solve gets 1,200 s."""
+    workloads: the reference model does not prove optimality in minutes). CP-SAT needs
+    465 s to prove seed 5 optimal on a quiet 2-core machine (2026-12-07, after that day's
+    serving refit); under load 600 s ran out once in .ci/run (status feasible), so each
+    solve gets 1,200 s."""
     rfq, table = _n_plus_1_portfolio(catalog, 4, seed)
     old = BACKENDS["highs"].solve(build_model(table, rfq, reference=True), 1200)
     assert old.status == "optimal"
