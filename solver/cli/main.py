@@ -275,9 +275,8 @@ def entry() -> NoReturn:
     counted against ``--time-limit`` (docs/performance.md, "A limit that holds"). Tests call
     :func:`main`, which leaves the interpreter alone."""
     import atexit
-    import contextlib
 
-    from solver.common.watchdog import own_process
+    from solver.common.watchdog import end_process, own_process
 
     own_process()  # --time-limit's watchdog may end this process (solver.common.watchdog)
     for name in ("stdout", "stderr"):  # started with the descriptor closed: Python has no
@@ -293,12 +292,7 @@ def entry() -> NoReturn:
             err.print(str(done.code), highlight=False, markup=False)
             code = 1
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        # a closed pipe or stream (None when the process was started without one):
-        # nothing more to say
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            stream.flush()
-    os._exit(code)
+    end_process(code)
 
 
 def _internal_error(exc: BaseException) -> NoReturn:

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 from solver.common.clock import STARTED_S
 
@@ -73,7 +74,14 @@ def _fire(answer: Callable[[], int], stdout_fd: int) -> None:
         os.dup2(stdout_fd, 1)
     with contextlib.suppress(Exception):  # the time-out answer, however it fails
         code = answer()
+    end_process(code)
+
+
+def end_process(code: int) -> NoReturn:
+    """Flush stdout and stderr and end the process at once with ``code`` (no interpreter
+    teardown; the console script's exit and the timer's share it)."""
     for stream in (sys.stdout, sys.stderr):
+        # a closed pipe or stream (None when the process was started without one)
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
     os._exit(code)
