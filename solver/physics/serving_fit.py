@@ -4,7 +4,9 @@ whole sources held out.
 What is fitted (and nothing else): per GPU family, the achievable share of dense tensor
 peak of its serving GEMMs at each compute precision (``gemm_efficiency``) and of its memory
 bandwidth (``mem_bw_efficiency``); per serving engine, the five factors of
-:mod:`solver.physics.serving` (k_d, o_d, r, w, o_p). Every factor is confined to its physical
+:mod:`solver.physics.serving` (k_d, o_d, r, w, o_p); per measurement source, the time its
+client, tokeniser or harness adds to every TTFT it reports (a nuisance term: a held-out source
+and a plan get none, so the TTFT a plan states is the engine's). Every factor is confined to its physical
 range (:data:`solver.catalog.perf_factors.ENGINE_BOUNDS`; efficiencies in
 [:data:`EFFICIENCY_LOW`, :data:`EFFICIENCY_HIGH`]; the engine's TTFT overhead at most the
 lowest TTFT measured at low load on that engine), so no prediction can exceed the roofline.
@@ -70,6 +72,9 @@ a factor."""
 OVERLOAD_LOG_ERROR = math.log(4.0)
 """Log error charged when the model calls a measured load impossible (overload)."""
 LOW_LOAD_USERS = 4.0
+HARNESS_HIGH_MS = 1000.0
+"""Most a source's client, tokeniser or harness may add to each TTFT it reports (and never
+more than the lowest TTFT it reports)."""
 MAX_EVALUATIONS = 200
 LAST_STATUS: list[int] = []
 
@@ -86,6 +91,7 @@ class Param:
     precision: str = ""
     engine: str = ""
     factor: str = ""
+    source: str = ""  # a source's TTFT harness time: fitted, never in a plan
 
 
 @dataclass
@@ -100,6 +106,7 @@ class Problem:
     moe_index: list[int]  # per row: the expert-GEMM parameter, -1 = a dense model
     spread_index: list[int]  # per row: the prompt-length spread parameter, -1 = none
     engine_index: list[dict[str, int]]  # per row: factor -> parameter index
+    harness_index: list[int]  # per row: its source's TTFT harness time, -1 = not a TTFT
     rows_of: list[list[int]]  # per parameter: the rows it touches
     base_engines: dict[str, EngineFactors]
 
@@ -147,11 +154,15 @@ def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
         return index[key]
 
     gemm_index, bw_index, moe_index, spread_index, engine_index = [], [], [], [], []
+    harness_index: list[int] = []
     low_load_ttft: dict[str, float] = {}
+    lowest_ttft: dict[str, float] = {}
     for p in rows:
         o = p.obs
         if is_low_load_ttft(o):
             low_load_ttft[o.engine] = min(low_load_ttft.get(o.engine, math.inf), o.value)
+        if metric_class(o) == "TTFT":
+            lowest_ttft[o.source] = min(lowest_ttft.get(o.source, math.inf), o.value)
     for p in rows:
         gemm_index.append(add(("gemm", p.family, p.compute), Param(
             f"families.{p.family}.gemm_efficiency.{p.compute}", PRIOR_GEMM,
@@ -176,10 +187,14 @@ def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
                     f"serving.engines.{p.obs.engine}.{name}", value0, low, high,
                     engine=p.obs.engine, factor=name))
         engine_index.append(mine)
+        harness_index.append(add(("harness", p.obs.source), Param(
+            f"harness.{p.obs.source}.ttft_ms", 0.0, 0.0,
+            min(HARNESS_HIGH_MS, lowest_ttft[p.obs.source]), source=p.obs.source))
+                             if metric_class(p.obs) == "TTFT" else -1)
     rows_of: list[list[int]] = [[] for _ in params]
     for i in range(len(rows)):
         for j in (gemm_index[i], bw_index[i], moe_index[i], spread_index[i],
-                  *engine_index[i].values()):
+                  harness_index[i], *engine_index[i].values()):
             if j >= 0:
                 rows_of[j].append(i)
     per_source: dict[str, int] = defaultdict(int)
@@ -188,7 +203,7 @@ def build_problem(catalog: Catalog, rows: list[Prepared]) -> Problem:
     weights = [per_source[p.obs.source] ** -0.25
                * (OLDER_SOFTWARE_WEIGHT if era_of(p.obs) == "older" else 1.0) for p in rows]
     return Problem(params, rows, weights, gemm_index, bw_index, moe_index, spread_index,
-                   engine_index, rows_of, dict(eff.serving.engines))
+                   engine_index, harness_index, rows_of, dict(eff.serving.engines))
 
 
 def _engine(base: EngineFactors, values: dict[str, float]) -> EngineFactors:
@@ -202,9 +217,11 @@ def _row_prediction(problem: Problem, x: list[float], i: int,
                     engines: dict[str, EngineFactors]) -> float | None:
     p = problem.rows[i]
     moe, spread = problem.moe_index[i], problem.spread_index[i]
-    return predict(p, engines[p.obs.engine], x[problem.gemm_index[i]],
-                   x[problem.bw_index[i]], x[moe] if moe >= 0 else None,
-                   x[spread] if spread >= 0 else None)
+    value = predict(p, engines[p.obs.engine], x[problem.gemm_index[i]],
+                    x[problem.bw_index[i]], x[moe] if moe >= 0 else None,
+                    x[spread] if spread >= 0 else None)
+    harness = problem.harness_index[i]
+    return value + x[harness] if value is not None and harness >= 0 else value
 
 
 def _engines(problem: Problem, x: list[float]) -> dict[str, EngineFactors]:
@@ -286,7 +303,7 @@ def fit(problem: Problem, include: Iterable[int] | None = None, prior: bool = Tr
 def _prior(param: Param, value: float) -> float:
     """Weak prior: log scale towards the band's middle for efficiencies; for engine factors a
     tenth of the weight, towards the middle of their range (k_d towards 1)."""
-    if param.engine or param.name == "serving.prompt_length_cv":
+    if param.engine or param.source or param.name == "serving.prompt_length_cv":
         return 0.1 * ROBUST_SCALE * (value - param.value0) / (param.high - param.low)
     return ROBUST_SCALE * math.log(value / param.value0) / PRIOR_SIGMA
 
@@ -312,7 +329,10 @@ def run(catalog: Catalog, folder: Path | None = None, held_out: bool = True,
             if progress is not None:
                 progress(group, place, len(groups))
             train = [i for i, p in enumerate(rows) if holdout_group(p.obs.source) != group]
-            result = fit(problem, train, start=report.fit.values)
+            # a source nobody has seen has no known harness time: its TTFT is the engine's
+            start = {prm.name: (0.0 if prm.source and holdout_group(prm.source) == group
+                                else report.fit.values[prm.name]) for prm in problem.params}
+            result = fit(problem, train, start=start)
             for p in rows:
                 if holdout_group(p.obs.source) == group:
                     report.held_out[p.obs.id] = result.predicted[p.obs.id]
@@ -467,7 +487,9 @@ def report_markdown(catalog: Catalog, report: Report) -> str:
              "What is fitted: per GPU family, the share of dense tensor peak its serving GEMMs "
              "reach at each compute precision and the share of memory bandwidth decode reaches; "
              "the expert-GEMM efficiency of MoE models; per engine, k_d, o_d, r, w and o_p "
-             "(solver/physics/serving.py). Every factor is bounded to its physical range "
+             "(solver/physics/serving.py); per source, the time its client or harness adds to "
+             "each TTFT (a nuisance term: fit checks include it, held-out predictions and "
+             "plans do not). Every factor is bounded to its physical range "
              "(efficiencies 0.15-0.95 of peak, k_d >= 1, 0 <= w <= 1, o_p at most the lowest "
              "TTFT measured at low load), so no prediction needs more FLOP/s or bytes/s than "
              "the GPU has. *Held out*: each source group (one MLPerf round with every "
@@ -525,16 +547,30 @@ def report_markdown(catalog: Catalog, report: Report) -> str:
     lines += ["### TTFT at low load against the fit, by source group and engine", "",
               f"Closed loops and static batches of 1 to {LOW_LOAD_USERS:g} requests per "
               "replica: a TTFT there is the engine's fixed time (o_p) plus one prefill. A "
-              "source far above the fitted physics at every GPU and prompt length carries a "
-              "fixed time the other sources do not show (its client, tokeniser or harness). "
-              "o_p is bounded by the lowest low-load TTFT any source measured, so that time "
-              "is not fitted away, and with the source held out it is missed. Medians; fit "
-              "check (all sources in the fit).", "",
+              "source far above the physics at every GPU and prompt length carries a fixed "
+              "time the other sources do not show (its client, tokeniser or harness). The fit "
+              "gives each source such a harness time (next table), at most its lowest TTFT; "
+              "o_p is bounded by the lowest low-load TTFT any source measured. The predictions "
+              "here include the source's harness time. Medians; fit check (all sources in the "
+              "fit).", "",
               *_header("source group", "engine", "rows", "measured ms", "predicted ms",
                        "measured - predicted ms", "measured / predicted")]
     lines += [f"| {r['group']} | {r['engine']} | {r['rows']} | {r['measured_ms']:.0f} | "
               f"{r['predicted_ms']:.0f} | {r['excess_ms']:+.0f} | {r['ratio']:.2f} |"
               for r in low_load_ttft(report)]
+    harness = [prm for prm in report.params if prm.source]
+    lines += ["", "### TTFT harness time per source (fitted; never in a plan)", "",
+              "What a source adds to every TTFT it reports beyond the engine (client, "
+              "tokeniser, network, benchmark harness), fitted beside the physics, 0 to "
+              f"{HARNESS_HIGH_MS:.0f} ms and at most the source's lowest TTFT. Only the sum with "
+              "an engine's o_p is in the data; the weak pull of each harness time towards 0 "
+              "splits them, so the source that adds the least is taken to add none. A held-out "
+              "source is predicted without one (no one knows its harness before measuring it), "
+              "and so is a plan: the TTFT a plan states is the engine's, from the request "
+              "reaching the server to its first token leaving it - what the held-out errors "
+              "above measure.", "", "| source | harness ms | range ms |", "|---|---|---|"]
+    lines += [f"| {prm.source} | {report.fit.values[prm.name]:.0f} | "
+              f"{prm.low:g}-{prm.high:.0f} |" for prm in sorted(harness, key=lambda q: q.source)]
     lines.append("")
     lines += ["### Poisson (server) benchmarks of current software, by statistic", "",
               "What the prompt-length spread moves: the median and mean TTFT (a median prompt "
@@ -573,6 +609,8 @@ def report_markdown(catalog: Catalog, report: Report) -> str:
     lines += ["", "### Fitted factors", "", "| factor | value | prior | range |",
               "|---|---|---|---|"]
     for prm in report.params:
+        if prm.source:
+            continue  # in the harness table above
         lines.append(f"| {prm.name} | {report.fit.values[prm.name]:.4g} | {prm.value0:.4g} | "
                      f"{prm.low:g}-{prm.high:g} |")
     entries = calibration_entries(catalog, report)
@@ -629,6 +667,8 @@ def write_factors(catalog: Catalog, report: Report, efficiency_yaml: Path) -> No
     values = report.fit.values
     for prm in report.params:
         value = values[prm.name]
+        if prm.source:
+            continue  # a measurement source's harness time describes the source, not a GPU
         if prm.family:
             key = f"gemm_efficiency.{prm.precision}" if prm.precision else "mem_bw_efficiency"
             _set(lines, ["families:", f"  {prm.family}:", *_path(key)], value,
