@@ -102,7 +102,10 @@ class Predicted(Record):
     """What the workload's layouts deliver at the load the plan puts on them."""
 
     ttft_ms: float | None = Field(description="time to first token, median at the planned "
-                                  "load, ms (serving; null for training)")
+                                  "load, ms, in the engine: from the request reaching the "
+                                  "server to its first token leaving it, without client, "
+                                  "network or benchmark-harness time (serving; null for "
+                                  "training)")
     tpot_ms: float | None = Field(description="time per output token, median, ms (serving)")
     qps_capacity: float | None = Field(description="requests/s all replicas sustain "
                                        "(serving; null for training)")
