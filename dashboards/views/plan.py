@@ -64,7 +64,8 @@ def render() -> None:
             st.dataframe(table, hide_index=True,
                          height=components.table_height(len(table)))
         st.caption("Margin: how far the prediction is inside the target (1 − predicted ÷ "
-                   "target). Latency is predicted at the load the plan puts on each replica.")
+                   "target). Latency is predicted at the load the plan puts on each replica; "
+                   "TTFT at the serving engine, the client's and network's own time on top.")
 
     left, right = st.columns([3, 2])
     with left:

@@ -55,7 +55,8 @@ GLOSSARY: dict[str, str] = {
     "TP": "tensor parallel: each layer is split across this many GPUs (inside one node)",
     "PP": "pipeline parallel: the layers are split into this many stages, one after another",
     "DP": "data parallel: this many copies (replicas) of the model share the work",
-    "TTFT": "time to first token: how long a user waits for the answer to start (ms)",
+    "TTFT": "time to first token: how long a user waits for the answer to start (ms), at "
+            "the serving engine; the client's and network's own time comes on top",
     "TPOT": "time per output token: the gap between streamed tokens (ms)",
     "TCO": "total cost of ownership over the horizon: hardware + power + operations + "
            "the engineering overhead of coupled nodes",
