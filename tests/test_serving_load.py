@@ -287,3 +287,36 @@ def test_low_load_ttft_table_takes_only_low_loads_and_groups_sources():
     assert silicon["measured_ms"] == 200.0 and silicon["predicted_ms"] == 100.0
     assert silicon["excess_ms"] == 100.0 and silicon["ratio"] == 2.0
     assert nim["excess_ms"] == pytest.approx(5.0) and nim["ratio"] == pytest.approx(1.1)
+
+
+def test_a_fit_prediction_does_not_depend_on_the_catalogs_fitted_factors(catalog):
+    """The serving fit predicts from the raw peaks, not by rescaling constants built at the
+    catalog's factors: the same fitted values give the same prediction to the last bit from a
+    catalog with other family efficiencies, so that ``procure calibrate --write-factors``
+    run on its own output takes the same path and writes the same factors (before, float
+    noise moved vLLM's k_d between 1.14 and 1.18 from one refit to the next)."""
+    import copy
+
+    from solver.physics import serving_data
+    from solver.physics.serving import engine_factors
+
+    eff = copy.deepcopy(catalog.efficiency)
+    for fam in eff["families"].values():
+        for prec in fam.get("gemm_efficiency", {}).values():
+            prec["value"] = prec["value"] * 0.9
+        fam["mem_bw_efficiency"]["value"] = fam["mem_bw_efficiency"]["value"] * 1.05
+    eff["serving"]["moe_expert_gemm_efficiency"]["value"] *= 0.8
+    other = catalog.model_copy(update={"efficiency": eff})
+    observations, _ = serving_data.load_all(catalog)
+    compared = 0
+    for o in observations[::97]:
+        a, b = serving_data.prepare(catalog, o), serving_data.prepare(other, o)
+        if isinstance(a, str) or isinstance(b, str):
+            continue
+        assert (a.gemm0, a.bw0) != (b.gemm0, b.bw0)
+        engine = engine_factors(catalog, o.engine, o.gpu)
+        moe = 0.43 if a.expert_share else None
+        assert (serving_data.predict(a, engine, 0.61, 0.77, moe)
+                == serving_data.predict(b, engine, 0.61, 0.77, moe)), o.id
+        compared += 1
+    assert compared >= 40

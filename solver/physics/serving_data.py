@@ -638,6 +638,8 @@ class Prepared:
     expert_share: float = 0.0  # share of the active matmul FLOPs in routed experts
     moe0: float = 1.0  # the expert-GEMM efficiency in ``base``
     spread0: float = 0.0  # the catalog's prompt-length spread of Poisson benchmarks
+    flops_peak: float = 0.0  # dense tensor peak of ``compute``, FLOP/s, before any efficiency
+    bw_nominal: float = 0.0  # nominal memory bandwidth x the precision's weight-only factor, B/s
 
 
 OVERLOAD_FACTOR = 4.0
@@ -672,7 +674,10 @@ def prepare(catalog: Catalog, obs: Observation) -> Prepared | str:
     return Prepared(obs, base, plan, gpu.family, compute, fam.gemm(compute),
                     fam.mem_bw_efficiency.value, plan.max_concurrency, share,
                     eff.serving.moe_expert_gemm_efficiency.value,
-                    eff.serving.prompt_length_cv.value)
+                    eff.serving.prompt_length_cv.value,
+                    gpu.dense_tflops[compute] * 1e12,
+                    gpu.mem_bw_gbs * 1e9
+                    * eff.precisions.weight_only_bw_efficiency[obs.precision].value)
 
 
 def predict(p: Prepared, engine: EngineFactors, gemm: float | None = None,
@@ -686,11 +691,15 @@ def predict(p: Prepared, engine: EngineFactors, gemm: float | None = None,
     o = p.obs
     c = p.base
     if gemm is not None or bw is not None or moe is not None:
+        # from the raw peaks, not by rescaling ``base``: the same factors give the same
+        # prediction to the last bit whatever the catalog's factors were, so that a refit
+        # from a refitted catalog takes the same path and lands where the first one did
         share = p.expert_share
-        scale = ((gemm or p.gemm0) / p.gemm0
-                 * ((1.0 - share) + share / p.moe0) / ((1.0 - share) + share / (moe or p.moe0)))
-        c = replace(c, memo={}, peak_flops=c.peak_flops * scale,
-                    mem_bw=c.mem_bw * ((bw or p.bw0) / p.bw0))
+        g = p.gemm0 if gemm is None else gemm
+        m = p.moe0 if moe is None else moe
+        peak = p.flops_peak * g / ((1.0 - share) + share / m) if share else p.flops_peak * g
+        c = replace(c, memo={}, peak_flops=peak,
+                    mem_bw=p.bw_nominal * (p.bw0 if bw is None else bw))
     inp, out = o.input_tokens, o.output_tokens
     slots = max(1, serving_slots(engine, p.plan, o.workload, c.decode_fill, o.attention_dp))
     per_replica = (o.concurrency or 1.0) / o.replicas
