@@ -1083,10 +1083,15 @@ def test_pareto_names_the_plan_pages_plan_when_it_ties_on_cost() -> None:
     rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", cat)
     plan = solve_rfq(rfq, cat, explain=False)
     work = plan.workloads[0]
-    # the same GPUs, laid out with twice the pipeline stages and half the replicas
+    # the same GPUs laid out otherwise: TP and PP swapped, or (where they are equal) twice
+    # the pipeline stages and half the replicas
+    change = ({"tp": work.pp, "pp": work.tp} if work.tp != work.pp
+              else {"pp": work.pp * 2, "dp": work.dp // 2})
     other = plan.model_copy(update={"workloads": [work.model_copy(update={
-        "pp": work.pp * 2, "dp": work.dp // 2, "layouts": None})]})
-    assert work.dp % 2 == 0
+        **change, "layouts": None})]})
+    moved = other.workloads[0]
+    assert moved.tp * moved.pp * moved.dp == work.tp * work.pp * work.dp
+    assert (moved.tp, moved.pp, moved.dp) != (work.tp, work.pp, work.dp)
     assert plan_page_note(plan, plan, "tco_usd", "tpot_ms") is None
     note = plan_page_note(other, plan, "tco_usd", "tpot_ms")
     assert note is not None
