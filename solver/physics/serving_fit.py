@@ -6,8 +6,8 @@ peak of its serving GEMMs at each compute precision (``gemm_efficiency``) and of
 bandwidth (``mem_bw_efficiency``); per serving engine, the five factors of
 :mod:`solver.physics.serving` (k_d, o_d, r, w, o_p); per measurement source, the time its
 client, tokeniser or harness adds to every TTFT it reports (a nuisance term: a held-out source
-and a plan get none, so the TTFT a plan states is the engine's). Every factor is confined to its physical
-range (:data:`solver.catalog.perf_factors.ENGINE_BOUNDS`; efficiencies in
+and a plan get none, so the TTFT a plan states is the engine's). Every factor is confined to
+its physical range (:data:`solver.catalog.perf_factors.ENGINE_BOUNDS`; efficiencies in
 [:data:`EFFICIENCY_LOW`, :data:`EFFICIENCY_HIGH`]; the engine's TTFT overhead at most the
 lowest TTFT measured at low load on that engine), so no prediction can exceed the roofline.
 
