@@ -320,3 +320,44 @@ def test_a_fit_prediction_does_not_depend_on_the_catalogs_fitted_factors(catalog
                 == serving_data.predict(b, engine, 0.61, 0.77, moe)), o.id
         compared += 1
     assert compared >= 40
+
+
+def test_a_held_out_source_is_predicted_without_its_harness_time(catalog):
+    """A source's TTFT harness time is fitted on its own TTFT rows and added to them in the
+    fit (fit check); held out, the source starts and stays at no harness, so its TTFTs are the
+    engine's, as a plan's are. Measurements made by the model with a 150 ms harness on NIM:
+    the all-source fit finds the harness, the fit without NIM predicts its TTFTs 150 ms
+    lower, and its other metrics the same."""
+    from dataclasses import replace as dc_replace
+
+    from solver.physics import serving_data, serving_fit
+
+    observations, _ = serving_data.load_all(catalog)
+    wanted = [o for o in observations if o.source == "aic-silicon" and o.gpu == "h100-sxm"
+              and o.engine == "trtllm"][::3]
+    wanted += [o for o in observations if o.source == "nim"]
+    rows = [r for r in (serving_data.prepare(catalog, o) for o in wanted)
+            if not isinstance(r, str)]
+    problem = serving_fit.build_problem(catalog, rows)
+    x = [0.0 if prm.source else prm.value0 for prm in problem.params]
+    harness = next(j for j, prm in enumerate(problem.params) if prm.source == "nim")
+    x[harness] = 150.0
+    engines = serving_fit._engines(problem, x)
+    problem.rows = [dc_replace(row, obs=dc_replace(
+        row.obs, value=serving_fit._row_prediction(problem, x, i, engines)))
+        for i, row in enumerate(problem.rows)]
+    full = serving_fit.fit(problem)
+    assert full.values["harness.nim.ttft_ms"] == pytest.approx(150.0, abs=15.0)
+    start = serving_fit.held_out_start(problem, full.values, "nim")
+    assert start["harness.nim.ttft_ms"] == 0.0
+    assert start["harness.aic-silicon.ttft_ms"] == full.values["harness.aic-silicon.ttft_ms"]
+    train = [i for i, row in enumerate(problem.rows) if row.obs.source != "nim"]
+    held = serving_fit.fit(problem, train, start=start)
+    assert held.values["harness.nim.ttft_ms"] == pytest.approx(0.0, abs=1e-6)  # at its bound
+    nim = [row.obs for row in problem.rows if row.obs.source == "nim"]
+    assert any(o.metric == "ttft_ms" for o in nim) and any(o.metric != "ttft_ms" for o in nim)
+    for o in nim:
+        if o.metric == "ttft_ms":  # the engine's TTFT: the measurement less its harness
+            assert held.predicted[o.id] == pytest.approx(o.value - 150.0, rel=0.03)
+        else:
+            assert held.predicted[o.id] == pytest.approx(o.value, rel=0.03)

@@ -329,14 +329,20 @@ def run(catalog: Catalog, folder: Path | None = None, held_out: bool = True,
             if progress is not None:
                 progress(group, place, len(groups))
             train = [i for i, p in enumerate(rows) if holdout_group(p.obs.source) != group]
-            # a source nobody has seen has no known harness time: its TTFT is the engine's
-            start = {prm.name: (0.0 if prm.source and holdout_group(prm.source) == group
-                                else report.fit.values[prm.name]) for prm in problem.params}
-            result = fit(problem, train, start=start)
+            result = fit(problem, train, start=held_out_start(problem, report.fit.values, group))
             for p in rows:
                 if holdout_group(p.obs.source) == group:
                     report.held_out[p.obs.id] = result.predicted[p.obs.id]
     return report
+
+
+def held_out_start(problem: Problem, values: dict[str, float], group: str) -> dict[str, float]:
+    """Where the fit without source group ``group`` starts: the all-source ``values``, except
+    that the group's sources have no harness time. A source nobody has seen has no known
+    harness, so its TTFT is predicted as the engine's (no row of the fit touches that
+    parameter, so it stays at 0)."""
+    return {prm.name: (0.0 if prm.source and holdout_group(prm.source) == group
+                       else values[prm.name]) for prm in problem.params}
 
 
 # --------------------------------------------------------------------------- statistics
