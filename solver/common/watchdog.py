@@ -69,8 +69,8 @@ def _fire(answer: Callable[[], int], stdout_fd: int) -> None:
             return
         _owner = "timer"
     code = 4
-    with contextlib.suppress(OSError, AttributeError):  # the solver may have fd 1 on
-        sys.stdout.flush()  # /dev/null (its banner)
+    with contextlib.suppress(OSError):  # the solver may have fd 1 on /dev/null (its banner)
+        sys.stdout.flush()
         os.dup2(stdout_fd, 1)
     with contextlib.suppress(Exception):  # the time-out answer, however it fails
         code = answer()
@@ -79,10 +79,11 @@ def _fire(answer: Callable[[], int], stdout_fd: int) -> None:
 
 def end_process(code: int) -> NoReturn:
     """Flush stdout and stderr and end the process at once with ``code`` (no interpreter
-    teardown; the console script's exit and the timer's share it)."""
+    teardown; the console script's exit and the timer's share it). Both run in the console
+    script's process, whose streams are never None (``entry`` gives a process started
+    without one /dev/null)."""
     for stream in (sys.stdout, sys.stderr):
-        # a closed pipe or stream (None when the process was started without one)
-        with contextlib.suppress(OSError, ValueError, AttributeError):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream
             stream.flush()
     os._exit(code)
 
@@ -93,14 +94,17 @@ def armed(limit_s: float | None, answer: Callable[[], int]) -> Iterator[None]:
     claimed first, at :func:`fires_at` ``(limit_s)`` write ``answer()`` (it returns the exit
     code) and end the process. Leaving the block claims the output."""
     global _armed, _owner
-    try:  # the real stdout, whatever fd 1 points at when the timer fires
-        stdout_fd = os.dup(1) if limit_s is not None and _process_owned else -1
-    except OSError:  # no stdout to write to (closed): nothing to guard
-        stdout_fd = -1
-    if stdout_fd < 0:
+    if limit_s is None or not _process_owned:
         yield
         return
-    wait = max(0.0, STARTED_S + fires_at(limit_s or 0.0) - time.perf_counter())
+    try:  # the real stdout, whatever fd 1 points at when the timer fires
+        stdout_fd: int | None = os.dup(1)
+    except OSError:  # no stdout to write to (closed): nothing to guard
+        stdout_fd = None
+    if stdout_fd is None:
+        yield
+        return
+    wait = max(0.0, STARTED_S + fires_at(limit_s) - time.perf_counter())
     timer = threading.Timer(wait, _fire, (answer, stdout_fd))
     timer.daemon = True
     with _guard:
