@@ -159,46 +159,53 @@ def test_unknown_engine_is_an_input_error(catalog):
         estimate(catalog, LAYOUT, w)
 
 
-def test_fit_recovers_known_factors(catalog):
-    """Known answer for the fitter: measurements made by the model itself with chosen
-    family efficiencies and engine factors, on real operating points of two sources, are
-    fitted back to those values (the fit starts from its priors, elsewhere; the priors' pull
-    is off so that the data alone decide)."""
+def _made_by_the_model(catalog, engines: tuple[str, ...], value_of):  # noqa: ANN001
+    """A serving-fit problem on real operating points - every third of the silicon sample's
+    H100 rows on ``engines``, and NIM's - whose measurements the model itself made with each
+    parameter at ``value_of(param)``. Returns the problem and those values by name."""
     from dataclasses import replace as dc_replace
 
     from solver.physics import serving_data, serving_fit
 
     observations, _ = serving_data.load_all(catalog)
     wanted = [o for o in observations if o.source == "aic-silicon" and o.gpu == "h100-sxm"
-              and o.engine in ("vllm", "trtllm")][::3]
+              and o.engine in engines][::3]
     wanted += [o for o in observations if o.source == "nim"]
     rows = [r for r in (serving_data.prepare(catalog, o) for o in wanted)
             if not isinstance(r, str)]
     problem = serving_fit.build_problem(catalog, rows)
-    truth = {}
-    for prm in problem.params:
+    x = [value_of(prm) for prm in problem.params]
+    made = serving_fit._engines(problem, x)
+    problem.rows = [dc_replace(row, obs=dc_replace(
+        row.obs, value=serving_fit._row_prediction(problem, x, i, made)))
+        for i, row in enumerate(problem.rows)]
+    return problem, {prm.name: v for prm, v in zip(problem.params, x, strict=True)}
+
+
+def test_fit_recovers_known_factors(catalog):
+    """Known answer for the fitter: measurements made by the model itself with chosen
+    family efficiencies and engine factors, on real operating points of two sources, are
+    fitted back to those values (the fit starts from its priors, elsewhere; the priors' pull
+    is off so that the data alone decide)."""
+    from solver.physics import serving_fit
+
+    def truth_of(prm) -> float:  # noqa: ANN001
         if prm.family:
-            truth[prm.name] = 0.62 if prm.precision else 0.77
-        elif prm.factor == "tpot_kernel_scale":
+            return 0.62 if prm.precision else 0.77
+        if prm.factor == "tpot_kernel_scale":
             # at its bound: k_d and a family's bandwidth scale memory-bound decode together,
             # so only their ratio is in the data; k_d >= 1 is what splits them
-            truth[prm.name] = 1.0
-        elif prm.factor == "prefill_wait_share":
-            truth[prm.name] = 0.3
-        elif prm.source:
+            return 1.0
+        if prm.factor == "prefill_wait_share":
+            return 0.3
+        if prm.source:
             # a source's harness time and its engines' o_p add up in each TTFT: only their
             # sum is in the data, and harness >= 0 is what splits them (o_p is found from
             # above, where the search starts)
-            truth[prm.name] = 0.0
-        else:
-            truth[prm.name] = 0.3 * prm.high
-    x = [truth[prm.name] for prm in problem.params]
-    engines = serving_fit._engines(problem, x)
-    made = []
-    for i, row in enumerate(problem.rows):
-        value = serving_fit._row_prediction(problem, x, i, engines)
-        made.append(dc_replace(row, obs=dc_replace(row.obs, value=value)))
-    problem.rows = made
+            return 0.0
+        return 0.3 * prm.high
+
+    problem, truth = _made_by_the_model(catalog, ("vllm", "trtllm"), truth_of)
     result = serving_fit.fit(problem, prior=False)
     # a source's harness time and its engines' o_p: only their sums are in the data (the
     # silicon sample's harness with vLLM's and TensorRT-LLM's o_p, NIM's with TensorRT-LLM's)
@@ -328,24 +335,11 @@ def test_a_held_out_source_is_predicted_without_its_harness_time(catalog):
     engine's, as a plan's are. Measurements made by the model with a 150 ms harness on NIM:
     the all-source fit finds the harness, the fit without NIM predicts its TTFTs 150 ms
     lower, and its other metrics the same."""
-    from dataclasses import replace as dc_replace
+    from solver.physics import serving_fit
 
-    from solver.physics import serving_data, serving_fit
-
-    observations, _ = serving_data.load_all(catalog)
-    wanted = [o for o in observations if o.source == "aic-silicon" and o.gpu == "h100-sxm"
-              and o.engine == "trtllm"][::3]
-    wanted += [o for o in observations if o.source == "nim"]
-    rows = [r for r in (serving_data.prepare(catalog, o) for o in wanted)
-            if not isinstance(r, str)]
-    problem = serving_fit.build_problem(catalog, rows)
-    x = [0.0 if prm.source else prm.value0 for prm in problem.params]
-    harness = next(j for j, prm in enumerate(problem.params) if prm.source == "nim")
-    x[harness] = 150.0
-    engines = serving_fit._engines(problem, x)
-    problem.rows = [dc_replace(row, obs=dc_replace(
-        row.obs, value=serving_fit._row_prediction(problem, x, i, engines)))
-        for i, row in enumerate(problem.rows)]
+    # every parameter at its prior (a harness's is 0), NIM's harness at 150 ms
+    problem, _ = _made_by_the_model(
+        catalog, ("trtllm",), lambda prm: 150.0 if prm.source == "nim" else prm.value0)
     full = serving_fit.fit(problem)
     assert full.values["harness.nim.ttft_ms"] == pytest.approx(150.0, abs=15.0)
     start = serving_fit.held_out_start(problem, full.values, "nim")
