@@ -697,8 +697,7 @@ def predict(p: Prepared, engine: EngineFactors, gemm: float | None = None,
         share = p.expert_share
         g = p.gemm0 if gemm is None else gemm
         m = p.moe0 if moe is None else moe
-        peak = p.flops_peak * g / ((1.0 - share) + share / m) if share else p.flops_peak * g
-        c = replace(c, memo={}, peak_flops=peak,
+        c = replace(c, memo={}, peak_flops=p.flops_peak * g / ((1.0 - share) + share / m),
                     mem_bw=p.bw_nominal * (p.bw0 if bw is None else bw))
     inp, out = o.input_tokens, o.output_tokens
     slots = max(1, serving_slots(engine, p.plan, o.workload, c.decode_fill, o.attention_dp))
