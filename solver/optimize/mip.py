@@ -128,6 +128,14 @@ Best within a budget (``objective: max_served``, issue 29)
     objective is its negative), then, with Σ priority_w share_w held at that optimum
     (``served_floor``), the lowest TCO.
 
+Headroom at the optimum's cost (:func:`solver.optimize.solve.with_headroom`)
+    The cost objective is indifferent to GPUs of a bought node that no workload needs. When
+    the optimum leaves some idle (busy hours), the plan is re-solved with the nodes held at
+    the optimum's, the objective held at its value (+ half a cent), the replica bounds
+    widened to what those nodes hold, and max Σ_c h_c x[c]: h_c = a replica's concurrency
+    and requests/s over the workload's planned demand (their mean where both are stated),
+    a job's fastest hours over its own. Models of at most 1,000 columns (every scenario).
+
 Solved by cases: with the one-stack rows, :func:`build_model` sets ``model.cases`` to one
 fixing per stack (v[s] = 1, the others 0; a plan without owned nodes fits any case).
 The backends (solver/optimize/backends.py) solve the cases in turn, each with the best objective

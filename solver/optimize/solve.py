@@ -27,13 +27,22 @@ from solver.optimize.backends import DEFAULT_SOLVER, MIN_RUN_SECONDS, get_backen
 from solver.optimize.candidates import build_candidates, node_types, request_seconds
 from solver.optimize.costs import CostParams
 from solver.optimize.linear import (
+    LinearModel,
     Solution,
     Status,
     TimeLimitReached,
     deadline_passed,
     objective_value,
 )
-from solver.optimize.mip import Limits, build_model
+from solver.optimize.mip import (
+    Limits,
+    build_model,
+    cand_var,
+    node_var,
+    planned_demand,
+    quiet_hours,
+    quiet_jobs,
+)
 from solver.optimize.plan import assemble, cost_breakdown
 from solver.optimize.plan_model import Plan
 from solver.optimize.records import CandidateTable
@@ -100,6 +109,107 @@ def run_mip(table: CandidateTable, rfq: Rfq, *, solver: str = DEFAULT_SOLVER,
                    seconds=time.perf_counter() - started)
 
 
+HEADROOM_MAX_COLUMNS = 1000
+"""Largest model (columns) whose cost optimum is re-solved for headroom (:func:`with_headroom`):
+every shipped scenario (at most 709 columns, a service with busy and quiet hours) takes
+milliseconds; a portfolio of ten workloads or more (1,400 columns and up) takes seconds to
+prove its optimum once, and a second proof would double that."""
+HEADROOM_COST_SLACK_USD = 0.005
+"""How far above the optimum's cost the headroom step may go: half a cent, below any price."""
+
+
+def idle_gpus(table: CandidateTable, rfq: Rfq, values: dict[str, float]) -> int:
+    """GPUs of the bought nodes that no workload's replica uses in the busy hours (a job
+    that runs in the services' quiet hours uses theirs then, not these)."""
+    specs = {spec.name: spec for spec in rfq.workloads}
+    quiet = quiet_jobs(table, specs, quiet_hours(rfq))
+    bought = sum(node.gpus * round(values.get(node_var(key), 0.0))
+                 for key, node in table.node_types.items())
+    used = sum(c.gpus * round(values.get(cand_var(c), 0.0))
+               for cands in table.candidates.values() for c in cands
+               if not c.rented and c.name not in quiet)
+    return max(0, bought - used)
+
+
+def headroom_weights(table: CandidateTable, rfq: Rfq) -> dict[str, float]:
+    """Per replica of each candidate, the share of its workload's planned capacity it adds:
+    concurrency and requests/s over the planned demand (the mean where both are stated); a
+    job's candidate, the job's fastest hours over its own (1 = the fastest layout)."""
+    specs = {spec.name: spec for spec in rfq.workloads}
+    weights: dict[str, float] = {}
+    for name, cands in table.candidates.items():
+        spec = specs[name]
+        if spec.kind in ("inference", "batch_inference"):
+            demand = planned_demand(spec)
+            parts = [(need, capacity) for need, capacity in
+                     ((demand.concurrency, "concurrency_capacity"), (demand.qps, "qps_capacity"))
+                     if need]
+            for c in cands:
+                weights[cand_var(c)] = sum(getattr(c, capacity) / need
+                                           for need, capacity in parts) / max(1, len(parts))
+        else:
+            hours = [c.hours_to_complete for c in cands if c.hours_to_complete]
+            fastest = min(hours) if hours else 0.0
+            for c in cands:
+                weights[cand_var(c)] = fastest / c.hours_to_complete if c.hours_to_complete \
+                    else 0.0
+    return weights
+
+
+def _same_nodes(model: LinearModel, table: CandidateTable, values: dict[str, float]) -> None:
+    """Hold the nodes bought at the optimum's, and let each owned candidate run as many
+    replicas as those nodes hold (the cost model bounds a candidate's replicas by what alone
+    meets its demand: enough for the cheapest plan, not for using idle GPUs)."""
+    nodes = {key: round(values.get(node_var(key), 0.0)) for key in table.node_types}
+    for key, count in nodes.items():
+        var = model.variables[node_var(key)]
+        var.low = var.high = float(count)
+    for cands in table.candidates.values():
+        for c in cands:
+            if c.rented or not nodes.get(c.node_type):
+                continue
+            count = nodes[c.node_type]
+            fits = count // c.nodes_spanned if c.spanning \
+                else table.node_types[c.node_type].gpus * count // c.gpus
+            var = model.variables[cand_var(c)]
+            var.high = float(max(var.high or 0.0, fits))
+
+
+def with_headroom(table: CandidateTable, rfq: Rfq, solution: Solution, *, solver: str,
+                  time_limit: float | None = None) -> Solution:
+    """Of the plans that cost what the optimum ``solution`` costs, the one that gives its
+    workloads the most capacity (:func:`headroom_weights`, summed): GPUs of a bought node that
+    the cheapest plan leaves idle cost the same in use, so they run more replicas or a
+    faster layout instead (a 70B service on 6 of a box's 8 GPUs gets all 8). Only when the
+    optimum leaves GPUs idle, for a cost objective (``tco``/``capex``) and a model of fewer
+    than :data:`HEADROOM_MAX_COLUMNS` columns; otherwise, or when the re-solve does not prove
+    its optimum in time, ``solution`` as it is. The cost, status and gap stay the optimum's."""
+    if rfq.objective not in ("tco", "capex") or solution.objective is None \
+            or idle_gpus(table, rfq, solution.values) == 0:
+        return solution
+    started = time.perf_counter()
+    try:
+        model = build_model(table, rfq)
+    except TimeLimitReached:
+        return solution
+    if len(model.variables) >= HEADROOM_MAX_COLUMNS:
+        return solution
+    _same_nodes(model, table, solution.values)
+    cost = dict(model.objective)
+    model.add("cost_held", cost, "<=",
+              solution.objective - model.objective_constant + HEADROOM_COST_SLACK_USD)
+    model.objective = {var: -w for var, w in headroom_weights(table, rfq).items() if w}
+    model.objective_constant = 0.0
+    found = get_backend(solver).solve(model, time_limit, initial=solution.values)
+    if found.status != "optimal":
+        return solution
+    priced = math.fsum(c * found.values.get(n, 0.0) for n, c in cost.items())
+    return replace(solution, values=found.values,
+                   objective=priced + (solution.objective - math.fsum(
+                       c * solution.values.get(n, 0.0) for n, c in cost.items())),
+                   seconds=solution.seconds + time.perf_counter() - started)
+
+
 FEASIBLE: Status = "feasible"
 SERVED_TOLERANCE = 1e-6
 """Slack on the served share held in the cost step (the share is a sum of 1 % steps)."""
@@ -133,6 +243,9 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
            "candidate layouts)")
     mip_deadline = None if deadline is None else deadline - presenting_s(time_limit)
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(mip_deadline))
+    if solution.status == "optimal":
+        solution = with_headroom(table, rfq, solution, solver=solver,
+                                 time_limit=_left(mip_deadline))
     if solution.status in ("feasible", "optimal"):
         claim()  # a plan in hand is written, however long its assembly takes
     if solution.status == "feasible":  # the time limit ran out with a plan in hand
