@@ -164,3 +164,24 @@ def test_metric_parsing(catalog: Any, chat: Any) -> None:
         parse_metric(chat, "nope:tpot_ms")
     with pytest.raises(InputError, match="metric is one of"):
         parse_metric(chat, "chat:hours")
+
+
+def test_cheapest_point_is_the_plan_solve_returns(catalog: Any) -> None:
+    """chat-70b-one-node: the cheapest plan has GPUs the cost alone leaves idle, and solve
+    gives them to the service (solve.with_headroom). The frontier's cheapest point is that
+    same plan - cluster, layouts and GPUs - not another of its cost."""
+    from pathlib import Path
+
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(Path(__file__).parent.parent / "scenarios" / "chat-70b-one-node.yaml",
+                   catalog)
+    plan = solve_rfq(rfq, catalog, explain=False).to_json()
+    first = frontier(catalog, rfq, explain=False)["points"][0]["plan"].to_json()
+
+    def layouts(p: dict[str, Any]) -> list[tuple]:
+        return [(w["name"], w["gpus"], w["tp"], w["pp"], w["dp"]) for w in p["workloads"]]
+
+    assert first["cluster"] == plan["cluster"]
+    assert layouts(first) == layouts(plan)
+    assert plan["workloads"][0]["gpus"] == plan["cluster"]["total_gpus"]

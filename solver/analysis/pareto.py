@@ -68,7 +68,7 @@ from solver.optimize.linear import Constraint, Solution
 from solver.optimize.mip import Limits, build_model, cand_var, demand_of, node_var, planned_demand
 from solver.optimize.plan import assemble, chosen, cost_breakdown, estimate_at
 from solver.optimize.records import Candidate, CandidateTable
-from solver.optimize.solve import run_mip
+from solver.optimize.solve import run_mip, with_headroom
 from solver.physics.layout import TRAINING_KINDS
 from solver.rfq.schema import AnyWorkload, Rfq
 
@@ -193,7 +193,8 @@ def _latency_walk(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: Metr
     points: list[Point] = []
     for step in range(MAX_WALK_STEPS):
         report(f"Pareto: {choice.metric} walk, level {step + 1} ({len(points)} points)")
-        solution = run_mip(table, rfq, solver=solver)
+        # as `procure solve` plans it: idle GPUs of the bought nodes run replicas too
+        solution = with_headroom(table, rfq, run_mip(table, rfq, solver=solver), solver=solver)
         if not _found(solution, points):
             break
         picks = chosen(table, solution)[choice.workload]
@@ -222,7 +223,7 @@ def _hours_walk(rfq: Rfq, base: CandidateTable, choice: MetricChoice, solver: st
     points: list[Point] = []
     for step in range(10 * MAX_WALK_STEPS):
         report(f"Pareto: hours walk, step {step + 1} ({len(points)} points)")
-        solution = run_mip(table, rfq, solver=solver)
+        solution = with_headroom(table, rfq, run_mip(table, rfq, solver=solver), solver=solver)
         if not _found(solution, points):
             break
         job = chosen(table, solution)[choice.workload][0][0]
