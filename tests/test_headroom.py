@@ -133,3 +133,29 @@ def test_a_box_bought_for_six_gpus_runs_eight(catalog):
                           for c in table.candidates["chat"])
                 for name, values in (("base", base.values), ("headroom", result.values))}
     assert capacity["headroom"] > capacity["base"]
+
+
+def test_the_plan_says_what_the_idle_gpus_carry(catalog):
+    """The plan's words name the capacity it carries, the cheapest layout's, and the GPUs it
+    added - the figures of the plan itself and of the cheapest solution."""
+    from pathlib import Path
+
+    from solver.analysis.explain import solve_rfq
+    from solver.optimize.candidates import build_candidates
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(Path(__file__).parent.parent / "scenarios" / "chat-70b-one-node.yaml",
+                   catalog)
+    plan = solve_rfq(rfq, catalog, explain=False).to_json()
+    table = build_candidates(rfq.catalog(catalog), rfq)
+    base = run_mip(table, rfq)
+    before = sum(c.concurrency_capacity * round(base.values.get(cand_var(c), 0.0))
+                 for c in table.candidates["chat"])
+    (note,) = [w for w in plan["warnings"] if "at no extra cost" in w]
+    entry = plan["workloads"][0]
+    added = entry["gpus"] - sum(c.gpus * round(base.values.get(cand_var(c), 0.0))
+                                for c in table.candidates["chat"])
+    assert note.startswith("chat: ")
+    assert f"carries {entry['predicted']['max_concurrency']} concurrent requests" in note
+    assert f"layout's {before:.0f} would meet" in note
+    assert f"on {added} more GPUs" in note and added > 0

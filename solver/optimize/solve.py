@@ -156,6 +156,45 @@ def headroom_weights(table: CandidateTable, rfq: Rfq) -> dict[str, float]:
     return weights
 
 
+def headroom_notes(table: CandidateTable, rfq: Rfq, cheapest: dict[str, float],
+                   chosen: dict[str, float]) -> list[str]:
+    """In words, per workload that :func:`with_headroom` gave more: what the cheapest
+    layouts would carry, what the plan's carry, and the GPUs it added."""
+    if chosen is cheapest:
+        return []
+    specs = {spec.name: spec for spec in rfq.workloads}
+    notes = []
+    for name, cands in table.candidates.items():
+        spec = specs[name]
+
+        def total(values: dict[str, float], attr: str, cands: list = cands) -> float:
+            return sum((getattr(c, attr) or 0.0) * round(values.get(cand_var(c), 0.0))
+                       for c in cands)
+
+        more = round(total(chosen, "gpus") - total(cheapest, "gpus"))
+        where = (f", on {more} more GPU{'s' if more > 1 else ''} of the bought nodes it "
+                 "left idle" if more > 0 else "")
+        if spec.kind in ("inference", "batch_inference"):
+            demand = planned_demand(spec)
+            attr, need, unit = (("concurrency_capacity", demand.concurrency,
+                                 "concurrent requests") if demand.concurrency
+                                else ("qps_capacity", demand.qps, "requests/s"))
+            before, after = total(cheapest, attr), total(chosen, attr)
+            if after > before * (1 + 1e-9):
+                notes.append(f"{name}: at no extra cost the plan carries {_num(after)} {unit}, "
+                             f"where the cheapest layout's {_num(before)} would meet the "
+                             f"{_num(need)} it is sized for{where}")
+            continue
+        hours = {key: next((c.hours_to_complete for c in cands
+                            if round(values.get(cand_var(c), 0.0))), None)
+                 for key, values in (("before", cheapest), ("after", chosen))}
+        if hours["before"] and hours["after"] and hours["after"] < hours["before"]:
+            notes.append(f"{name}: at no extra cost the job takes {hours['after']:.1f} h, "
+                         f"where the cheapest layout's {hours['before']:.1f} h would meet "
+                         f"its deadline{where}")
+    return notes
+
+
 def _same_nodes(model: LinearModel, table: CandidateTable, values: dict[str, float]) -> None:
     """Hold the nodes bought at the optimum's, and let each owned candidate run as many
     replicas as those nodes hold (the cost model bounds a candidate's replicas by what alone
@@ -243,9 +282,12 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
            "candidate layouts)")
     mip_deadline = None if deadline is None else deadline - presenting_s(time_limit)
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(mip_deadline))
+    notes: list[str] = []
     if solution.status == "optimal":
+        cheapest = solution
         solution = with_headroom(table, rfq, solution, solver=solver,
                                  time_limit=_left(mip_deadline))
+        notes = headroom_notes(table, rfq, cheapest.values, solution.values)
     if solution.status in ("feasible", "optimal"):
         claim()  # a plan in hand is written, however long its assembly takes
     if solution.status == "feasible":  # the time limit ran out with a plan in hand
@@ -255,7 +297,8 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
         words = gap_words(plan.gap or 0.0, spent, said, "capex" if capex else "TCO")
         return plan.model_copy(update={"warnings": [*plan.warnings, words]}), table
     if solution.status == "optimal":
-        return assemble(catalog, rfq, table, solution, time_limit=_left(deadline)), table
+        plan = assemble(catalog, rfq, table, solution, time_limit=_left(deadline))
+        return plan.model_copy(update={"warnings": [*plan.warnings, *notes]}), table
     if solution.status == "timeout":
         return timeout_plan(rfq, solver, said, time.perf_counter() - started), None
     report("no plan meets the RFQ: re-solving to find what binds")
