@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from dataclasses import replace
 
 from test_mip import cand, node, plan_cost, rfq_of, spec, stated, table_of
 
@@ -136,12 +137,15 @@ def test_a_box_bought_for_six_gpus_runs_eight(catalog):
 
 
 def test_the_plan_says_what_the_idle_gpus_carry(catalog):
-    """The plan's words name the capacity it carries, the cheapest layout's, and the GPUs it
-    added - the figures of the plan itself and of the cheapest solution."""
+    """The plan's ``headroom`` of a workload: the capacity its layouts carry (the plan's own
+    figure), the cheapest layouts' (from the cost optimum), the demand it is sized for and
+    the GPUs added; the terminal says it in words."""
     from pathlib import Path
 
     from solver.analysis.explain import solve_rfq
+    from solver.common.wording import headroom_lines
     from solver.optimize.candidates import build_candidates
+    from solver.optimize.mip import planned_demand
     from solver.rfq.schema import load_rfq
 
     rfq = load_rfq(Path(__file__).parent.parent / "scenarios" / "chat-70b-one-node.yaml",
@@ -149,13 +153,43 @@ def test_the_plan_says_what_the_idle_gpus_carry(catalog):
     plan = solve_rfq(rfq, catalog, explain=False).to_json()
     table = build_candidates(rfq.catalog(catalog), rfq)
     base = run_mip(table, rfq)
-    before = sum(c.concurrency_capacity * round(base.values.get(cand_var(c), 0.0))
-                 for c in table.candidates["chat"])
-    (note,) = [w for w in plan["warnings"] if "at no extra cost" in w]
+    used = [(c, round(base.values.get(cand_var(c), 0.0))) for c in table.candidates["chat"]]
     entry = plan["workloads"][0]
-    added = entry["gpus"] - sum(c.gpus * round(base.values.get(cand_var(c), 0.0))
-                                for c in table.candidates["chat"])
-    assert note.startswith("chat: ")
-    assert f"carries {entry['predicted']['max_concurrency']} concurrent requests" in note
-    assert f"layout's {before:.0f} would meet" in note
-    assert f"on {added} more GPUs" in note and added > 0
+    room = entry["headroom"]
+    assert room["unit"] == "concurrent requests"
+    assert room["capacity"] == entry["predicted"]["max_concurrency"]
+    assert room["cheapest_capacity"] == sum(c.concurrency_capacity * n for c, n in used)
+    assert room["sized_for"] == planned_demand(rfq.workloads[0]).concurrency
+    assert room["gpus_added"] == entry["gpus"] - sum(c.gpus * n for c, n in used) > 0
+    first, second = headroom_lines(entry)
+    assert first == (f"at no extra cost: {room['capacity']:.0f} concurrent requests on "
+                     f"{room['gpus_added']} more GPUs")
+    assert f"the cheapest layout: {room['cheapest_capacity']:.0f}," in second
+    assert not any("no extra cost" in w for w in plan["warnings"])  # not a risk
+
+
+def test_an_idle_gpu_speeds_up_a_job():
+    """A service needs six of a node's eight GPUs; the cheapest plan runs the job on one
+    GPU (it meets the deadline); at the same cost the job takes two and finishes sooner."""
+    from solver.optimize.solve import headroom_records
+
+    n8 = node("s8", "a", 8, 8000)
+    cands = [cand("chat", "inference", n8, 2, conc=10, tag="tp2"),
+             cand("tune", "lora", n8, 1, hours=80.0, tag="one"),
+             cand("tune", "lora", n8, 2, hours=45.0, tag="two")]
+    table = table_of([n8], cands)
+    rfq = rfq_of([spec("chat", "inference", concurrency=30), spec("tune", "lora")])
+    found = run_mip(table, rfq)
+    # both jobs cost the same on the bought node: start from the optimum with the one-GPU
+    # job, whichever of the two the solver returned
+    base = replace(found, values={**found.values, cand_var(cands[1]): 1.0,
+                                  cand_var(cands[2]): 0.0})
+    assert idle_gpus(table, rfq, base.values) == 1  # 3 x TP2 + the job on one GPU
+    result = with_headroom(table, rfq, base, solver="highs")
+    assert result.objective == base.objective
+    assert round(result.values[cand_var(cands[2])]) == 1  # the two-GPU job
+    room = headroom_records(table, rfq, base.values, result.values)
+    assert set(room) == {"tune"}
+    assert (room["tune"].unit, room["tune"].capacity, room["tune"].cheapest_capacity,
+            room["tune"].gpus_added) == ("hours", 45.0, 80.0, 1)
+    assert room["tune"].sized_for == rfq.workloads[1].planned_hours

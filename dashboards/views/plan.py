@@ -7,6 +7,7 @@ import streamlit as st
 
 from solver.common.errors import InputError
 from solver.common.jsontext import indented
+from solver.common.wording import headroom_lines
 from solver.optimize.plan_model import Plan
 
 from .. import components, state
@@ -52,6 +53,10 @@ def render() -> None:
     st.subheader("Layouts")
     layouts = components.layout_table(plan)
     st.dataframe(layouts, hide_index=True, height=components.table_height(len(layouts)))
+    for entry in plan.workloads:  # GPUs the cheapest layouts left idle, put to work
+        room = headroom_lines(entry.model_dump(mode="json"))
+        if room:
+            st.caption(f"{entry.name}: " + " ".join(line.strip() for line in room))
     st.subheader("Predicted against targets")
     targets = components.targets_table(plan, data)
     st.dataframe(targets, hide_index=True, height=components.table_height(len(targets)))

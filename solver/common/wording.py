@@ -459,15 +459,33 @@ def calibration_lines(entry: dict[str, Any]) -> list[str]:
             "throughput lower)"]
 
 
+def headroom_lines(entry: dict[str, Any]) -> list[str]:
+    """What the workload gains at no extra cost on GPUs the cheapest layouts left idle, in
+    words (under 80 columns); empty when nothing (docs/plan.md, ``headroom``)."""
+    room = entry.get("headroom")
+    if not room:
+        return []
+    added = room["gpus_added"]
+    more = f" on {added} more GPU{'s' if added > 1 else ''}" if added else ""
+    left = f", leaving {plural(added, 'GPU')} idle" if added else ""
+    if room["unit"] == "hours":
+        return [f"at no extra cost: {room['capacity']:,.1f} h{more}",
+                f"  (the cheapest layout: {room['cheapest_capacity']:,.1f} h{left}; "
+                f"planned within {room['sized_for']:,.1f} h)"]
+    return [f"at no extra cost: {_count(room['capacity'])} {room['unit']}{more}",
+            f"  (the cheapest layout: {_count(room['cheapest_capacity'])}{left}; sized for "
+            f"{_count(room['sized_for'])})"]
+
+
 def serving_lines(entry: dict[str, Any]) -> list[str]:
     """How a serving workload is planned, in words (each line under 80 columns): engine,
     SLO percentile, utilisation headroom, what n+1 leaves with one node down, and the
     calibration of the physics behind it."""
     if entry.get("kind") == "batch_inference":
-        return (served_share_lines(entry) + recurrence_lines(entry) + unit_cost_lines(entry)
-                + calibration_lines(entry))
+        return (served_share_lines(entry) + recurrence_lines(entry) + headroom_lines(entry)
+                + unit_cost_lines(entry) + calibration_lines(entry))
     if entry.get("kind") != "inference":
-        return served_share_lines(entry) + recurrence_lines(entry)
+        return served_share_lines(entry) + recurrence_lines(entry) + headroom_lines(entry)
     lines = served_share_lines(entry) + [f"engine {entry.get('engine', 'vllm')} · SLOs at p{entry.get('slo_percentile', 90)}"
              f" · capacity for ≤ {entry.get('target_utilization', 1.0):.0%} utilization"]
     if entry.get("redundancy") == "n+1":
@@ -479,7 +497,7 @@ def serving_lines(entry: dict[str, Any]) -> list[str]:
             if spare.get(k) is not None and demand.get(d)]
         lines.append("n+1: any one node down still leaves "
                      + (", ".join(left) if left else "the demand"))
-    return lines + unit_cost_lines(entry) + calibration_lines(entry)
+    return lines + headroom_lines(entry) + unit_cost_lines(entry) + calibration_lines(entry)
 
 
 def recurrence_lines(entry: dict[str, Any]) -> list[str]:

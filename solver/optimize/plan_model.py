@@ -175,6 +175,23 @@ class Calibration(Record):
                        "borrows")
 
 
+class Headroom(Record):
+    """What a workload runs at no extra cost on GPUs of the bought nodes that the cheapest
+    layouts left idle (solver/optimize/solve.py, `with_headroom`): the plan's capacity
+    against the cheapest layouts' and what the workload is sized for."""
+
+    unit: str = Field(description="what the capacities count: 'concurrent requests' or "
+                      "'requests/s' (serving), 'hours' (a job: lower is more)")
+    capacity: float = Field(description="what the plan's layouts carry (a job: its hours)")
+    cheapest_capacity: float = Field(description="what the cheapest plan's layouts would "
+                                     "carry on the same nodes (a job: its hours)")
+    sized_for: float = Field(description="the planned demand, stated demand / target "
+                             "utilization (a job: its deadline less the headroom kept)")
+    gpus_added: int = Field(description="GPUs that the cheapest layouts left idle and the "
+                            "plan's layouts run on (0: the same GPUs, a layout that carries "
+                            "more)")
+
+
 class Pool(Record):
     """One pool of a disaggregated serving unit (issue 27)."""
 
@@ -409,6 +426,9 @@ class WorkloadPlan(Record):
                                                 "(ttft_ms, tpot_ms) against its prediction")
     layouts: list[LayoutUse] | None = omitted("when it runs on more than one layout: each")
     n_plus_1: NPlus1 | None = omitted("redundancy n+1: capacity with the worst node down")
+    headroom: Headroom | None = omitted("when the cheapest plan leaves GPUs of the bought "
+                                        "nodes idle: what this workload gains on them at no "
+                                        "extra cost")
     sourcing: Sourcing | None = omitted("owned, rented or hybrid (every feasible plan)")
     rental: list[Rental] | None = omitted("what it rents, when anything")
     served_fraction: float | None = omitted("objective max_served: share of its planned "

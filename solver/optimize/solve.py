@@ -44,7 +44,7 @@ from solver.optimize.mip import (
     quiet_jobs,
 )
 from solver.optimize.plan import assemble, cost_breakdown
-from solver.optimize.plan_model import Plan
+from solver.optimize.plan_model import Headroom, Plan
 from solver.optimize.records import CandidateTable
 from solver.physics.performance import estimate as estimate_layout
 from solver.rfq.schema import (
@@ -156,14 +156,15 @@ def headroom_weights(table: CandidateTable, rfq: Rfq) -> dict[str, float]:
     return weights
 
 
-def headroom_notes(table: CandidateTable, rfq: Rfq, cheapest: dict[str, float],
-                   chosen: dict[str, float]) -> list[str]:
-    """In words, per workload that :func:`with_headroom` gave more: what the cheapest
-    layouts would carry, what the plan's carry, and the GPUs it added."""
+def headroom_records(table: CandidateTable, rfq: Rfq, cheapest: dict[str, float],
+                     chosen: dict[str, float]) -> dict[str, Headroom]:
+    """Per workload that :func:`with_headroom` gave more (its ``chosen`` point against the
+    ``cheapest``): what the plan's layouts carry, what the cheapest ones would, what the
+    workload is sized for and the idle GPUs it now runs on (docs/plan.md, ``Headroom``)."""
     if chosen is cheapest:
-        return []
+        return {}
     specs = {spec.name: spec for spec in rfq.workloads}
-    notes = []
+    found: dict[str, Headroom] = {}
     for name, cands in table.candidates.items():
         spec = specs[name]
 
@@ -171,9 +172,7 @@ def headroom_notes(table: CandidateTable, rfq: Rfq, cheapest: dict[str, float],
             return sum((getattr(c, attr) or 0.0) * round(values.get(cand_var(c), 0.0))
                        for c in cands)
 
-        more = round(total(chosen, "gpus") - total(cheapest, "gpus"))
-        where = (f", on {more} more GPU{'s' if more > 1 else ''} of the bought nodes it "
-                 "left idle" if more > 0 else "")
+        added = max(0, round(total(chosen, "gpus") - total(cheapest, "gpus")))
         if spec.kind in ("inference", "batch_inference"):
             demand = planned_demand(spec)
             attr, need, unit = (("concurrency_capacity", demand.concurrency,
@@ -181,18 +180,18 @@ def headroom_notes(table: CandidateTable, rfq: Rfq, cheapest: dict[str, float],
                                 else ("qps_capacity", demand.qps, "requests/s"))
             before, after = total(cheapest, attr), total(chosen, attr)
             if after > before * (1 + 1e-9):
-                notes.append(f"{name}: at no extra cost the plan carries {_num(after)} {unit}, "
-                             f"where the cheapest layout's {_num(before)} would meet the "
-                             f"{_num(need)} it is sized for{where}")
+                found[name] = Headroom(unit=unit, capacity=after, cheapest_capacity=before,
+                                       sized_for=need, gpus_added=added)
             continue
-        hours = {key: next((c.hours_to_complete for c in cands
-                            if round(values.get(cand_var(c), 0.0))), None)
-                 for key, values in (("before", cheapest), ("after", chosen))}
-        if hours["before"] and hours["after"] and hours["after"] < hours["before"]:
-            notes.append(f"{name}: at no extra cost the job takes {hours['after']:.1f} h, "
-                         f"where the cheapest layout's {hours['before']:.1f} h would meet "
-                         f"its deadline{where}")
-    return notes
+        if not isinstance(spec, TrainingWorkload):
+            continue
+        hours = [next((c.hours_to_complete for c in cands
+                       if round(values.get(cand_var(c), 0.0))), None)
+                 for values in (cheapest, chosen)]
+        if hours[0] and hours[1] and hours[1] < hours[0]:
+            found[name] = Headroom(unit="hours", capacity=hours[1], cheapest_capacity=hours[0],
+                                   sized_for=spec.planned_hours, gpus_added=added)
+    return found
 
 
 def _same_nodes(model: LinearModel, table: CandidateTable, values: dict[str, float]) -> None:
@@ -288,12 +287,12 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
            "candidate layouts)")
     mip_deadline = None if deadline is None else deadline - presenting_s(time_limit)
     solution = run_mip(table, rfq, solver=solver, time_limit=_left(mip_deadline))
-    notes: list[str] = []
+    gained: dict[str, Headroom] = {}
     if solution.status == "optimal":
         cheapest = solution
         solution = with_headroom(table, rfq, solution, solver=solver,
                                  time_limit=_left(mip_deadline))
-        notes = headroom_notes(table, rfq, cheapest.values, solution.values)
+        gained = headroom_records(table, rfq, cheapest.values, solution.values)
     if solution.status in ("feasible", "optimal"):
         claim()  # a plan in hand is written, however long its assembly takes
     if solution.status == "feasible":  # the time limit ran out with a plan in hand
@@ -304,7 +303,11 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
         return plan.model_copy(update={"warnings": [*plan.warnings, words]}), table
     if solution.status == "optimal":
         plan = assemble(catalog, rfq, table, solution, time_limit=_left(deadline))
-        return plan.model_copy(update={"warnings": [*plan.warnings, *notes]}), table
+        if gained:
+            plan = plan.model_copy(update={"workloads": [
+                w.model_copy(update={"headroom": gained[w.name]}) if w.name in gained else w
+                for w in plan.workloads]})
+        return plan, table
     if solution.status == "timeout":
         return timeout_plan(rfq, solver, said, time.perf_counter() - started), None
     report("no plan meets the RFQ: re-solving to find what binds")
