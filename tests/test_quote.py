@@ -183,3 +183,29 @@ def test_quote_cli(tmp_path):
     infeasible = run("quote", str(SCENARIOS / "infeasible-budget.yaml"), "-o", "i.html")
     assert infeasible.returncode == 3
     assert "raise the budget to $" in (tmp_path / "i.html").read_text()
+
+
+def test_xlsx_carries_each_workloads_notes_as_the_html_does(catalog, tmp_path):
+    """The workbook's Workloads sheet has the notes the HTML quote prints under each
+    workload (engine, what idle GPUs carry at no extra cost, unit cost, calibration), one
+    cell per note with its bracketed aside joined on."""
+    from openpyxl import load_workbook
+
+    from solver.common.wording import serving_lines
+
+    rfq = load_rfq(SCENARIOS / "chat-70b-one-node.yaml", catalog)
+    plan = solve_rfq(rfq, catalog)
+    path = tmp_path / "quote.xlsx"
+    write_quote(path, plan, rfq, catalog, [])
+    rows = list(load_workbook(path)["Workloads"].iter_rows(values_only=True))
+    start = rows.index(("Workload", "Note", *[None] * (len(rows[0]) - 2)))
+    notes = [row[1] for row in rows[start + 1:]]
+    html = render_html(quote_context(plan, rfq, catalog))
+    lines = serving_lines(plan.workloads[0].model_dump(mode="json"))
+    assert len(notes) == len([line for line in lines if not line.startswith(("  ", "("))])
+    room = plan.workloads[0].headroom
+    assert room is not None
+    headroom_note = next(n for n in notes if n.startswith("at no extra cost"))
+    assert f"{room.capacity:.0f} concurrent requests" in headroom_note
+    assert f"the cheapest layout: {room.cheapest_capacity:.0f}" in headroom_note
+    assert "at no extra cost" in html

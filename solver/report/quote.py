@@ -492,6 +492,12 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
         for t in w["targets"]:
             _append_figures(work, [w["name"], "", "", "", "", "", "", t["metric"],
                                    t["predicted"], t["target"], t["verdict"]])
+    notes = [(w["name"], note) for w in context["workloads"] for note in _joined(w["notes"])]
+    if notes:  # what the HTML quote says under each workload's table
+        work.append([])
+        work.append(["Workload", "Note"])
+        for name, note in notes:
+            work.append([name, note])
     assume = book.create_sheet("Assumptions")
     for line in context["assumptions"]:
         assume.append([line])
@@ -508,6 +514,18 @@ def write_xlsx(path: Path, context: dict[str, Any]) -> None:
         assume.append([f"Risk: {warning}"])
     _xlsx_rental(book, context)
     safe_workbook(book).save(path)  # no text a customer or a price file gave is a formula
+
+
+def _joined(lines: list[str]) -> list[str]:
+    """Note lines with their continuation lines (indented, or an aside in brackets) joined
+    on: one cell each."""
+    out: list[str] = []
+    for line in lines:
+        if out and (line[:1].isspace() or line.startswith("(")):
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line.strip())
+    return out
 
 
 def _xlsx_rental(book: Any, context: dict[str, Any]) -> None:
