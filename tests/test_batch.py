@@ -453,6 +453,14 @@ if __name__ == "__main__":
 """
 
 
+def _default_signals() -> None:
+    """In the batch's process: SIGTERM and SIGHUP at their default, as in a terminal. Under
+    ``nohup`` (a CI job started that way) SIGHUP is ignored and every child inherits that;
+    the batch rightly leaves an ignored signal alone, and the SIGHUP case would wait forever."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 @pytest.mark.parametrize(("sig", "workers"), [(signal.SIGTERM, 1), (signal.SIGHUP, 1),
                                               (signal.SIGTERM, 2)],
@@ -469,7 +477,8 @@ def test_terminated_batch_removes_its_lock_file(tmp_path: Path, sig: int, worker
     script.write_text(SLOW_BATCH.format(repo=str(REPO), inputs=str(inputs), db=str(db),
                                         workers=workers))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_default_signals)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (lock.exists() and (
