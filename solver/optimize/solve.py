@@ -239,19 +239,16 @@ def with_headroom(table: CandidateTable, rfq: Rfq, solution: Solution, *, solver
     if len(model.variables) >= HEADROOM_MAX_COLUMNS:
         return solution
     _same_nodes(model, table, solution.values)
-    cost = dict(model.objective)
-    model.add("cost_held", cost, "<=",
-              solution.objective - model.objective_constant + HEADROOM_COST_SLACK_USD)
+    cost, constant = dict(model.objective), model.objective_constant
+    model.add("cost_held", cost, "<=", solution.objective - constant + HEADROOM_COST_SLACK_USD)
     model.objective = {var: -w for var, w in headroom_weights(table, rfq).items() if w}
     model.objective_constant = 0.0
     found = get_backend(solver).solve(model, time_limit, initial=solution.values)
     if found.status != "optimal":
         return solution
-    priced = math.fsum(c * found.values.get(n, 0.0) for n, c in cost.items())
     return replace(solution, values=found.values,
-                   objective=priced + (solution.objective - math.fsum(
-                       c * solution.values.get(n, 0.0) for n, c in cost.items())),
-                   seconds=solution.seconds + time.perf_counter() - started)
+                   objective=math.fsum(c * found.values.get(n, 0.0) for n, c in cost.items())
+                   + constant, seconds=solution.seconds + time.perf_counter() - started)
 
 
 FEASIBLE: Status = "feasible"
