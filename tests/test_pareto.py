@@ -185,3 +185,31 @@ def test_cheapest_point_is_the_plan_solve_returns(catalog: Any) -> None:
     assert first["cluster"] == plan["cluster"]
     assert layouts(first) == layouts(plan)
     assert plan["workloads"][0]["gpus"] == plan["cluster"]["total_gpus"]
+
+
+@pytest.mark.parametrize("metric", ["headroom", "failure_domains"])
+def test_sampled_frontiers_start_at_the_plan_solve_returns(catalog: Any, metric: str) -> None:
+    """chat-70b-one-node's sampled frontiers: the cheapest point is the solve plan (its
+    cluster and layouts; its headroom = the plan's capacity over the demand). Before, the
+    headroom frontier's cap on the cost sat below the optimum's unrounded cost, its
+    best-at-that-cost step was infeasible and the point showed the cost optimum's 51 users
+    (1.27) where the plan carries 68 (1.70); and a best-at-that-cost step that gains
+    nothing (nodes at a cost are nodes) no longer swaps the plan's layouts for others."""
+    from pathlib import Path
+
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(Path(__file__).parent.parent / "scenarios" / "chat-70b-one-node.yaml",
+                   catalog)
+    plan = solve_rfq(rfq, catalog, explain=False).to_json()
+    front = frontier(catalog, rfq, metric=f"chat:{metric}", explain=False)
+    first = front["points"][0]
+    assert first["tco_usd"] == pytest.approx(plan["cost"]["tco_usd"])
+    shown = first["plan"].to_json()
+    assert shown["cluster"] == plan["cluster"]
+    assert [(w["gpus"], w["tp"], w["pp"], w["dp"]) for w in shown["workloads"]] == \
+        [(w["gpus"], w["tp"], w["pp"], w["dp"]) for w in plan["workloads"]]
+    if metric == "headroom":
+        chat = plan["workloads"][0]
+        assert first["headroom"] == pytest.approx(
+            chat["predicted"]["max_concurrency"] / chat["demand"]["concurrency"])

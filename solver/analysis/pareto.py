@@ -68,7 +68,7 @@ from solver.optimize.linear import Constraint, Solution
 from solver.optimize.mip import Limits, build_model, cand_var, demand_of, node_var, planned_demand
 from solver.optimize.plan import assemble, chosen, cost_breakdown, estimate_at
 from solver.optimize.records import Candidate, CandidateTable
-from solver.optimize.solve import run_mip, with_headroom
+from solver.optimize.solve import run_mip, widen_replica_bounds, with_headroom
 from solver.physics.layout import TRAINING_KINDS
 from solver.rfq.schema import AnyWorkload, Rfq
 
@@ -243,9 +243,12 @@ def _lexicographic(table: CandidateTable, rfq: Rfq, cost: float, solver: str,
                    extra: list[Constraint], gain: dict[str, float]) -> Solution | None:
     """Keep the optimal cost and maximise ``gain`` (a second, exact solve)."""
     limits = Limits.from_rfq(rfq)
-    cap = cost * (1 + 1e-9) + 1e-6
+    # ``cost`` is the plan's, rounded to the cent (cost_breakdown): the optimum's objective
+    # may lie up to half a cent above it, and a cap below it made the model infeasible
+    cap = cost * (1 + 1e-9) + 0.005 + 1e-6
     limits.budget_usd = cap if limits.budget_usd is None else min(limits.budget_usd, cap)
     model = build_model(table, rfq, limits, None, extra)
+    widen_replica_bounds(model, table)  # idle GPUs of the bought nodes may run replicas
     model.objective = {var: -coeff for var, coeff in gain.items()}
     solution = get_backend(solver).solve(model)
     return solution if _feasible(solution) else None
@@ -266,7 +269,8 @@ def _sampled(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricCho
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
     cands = base.candidates[choice.workload]
     demand = demand_of(spec)
-    first = run_mip(base, rfq, solver=solver)
+    # the cheapest plan as `procure solve` plans it: idle GPUs of the bought nodes run too
+    first = with_headroom(base, rfq, run_mip(base, rfq, solver=solver), solver=solver)
     if not _found(first, []):
         return []
     if choice.metric == "failure_domains":
@@ -317,7 +321,14 @@ def _target(base: CandidateTable, rfq: Rfq, choice: MetricChoice, spec: AnyWorkl
     if not _feasible(solution):
         return None
     cost = _objective_cost(base, solution, rfq.objective)
-    return _lexicographic(base, trial_rfq, cost, solver, extra, gain) or solution
+    better = _lexicographic(base, trial_rfq, cost, solver, extra, gain)
+    if better is None:
+        return solution
+    # a plan of the same cost is taken only for a better metric: where the metric ties
+    # (nodes at a cost are nodes), the cheapest plan's layouts stand, not any of that cost
+    sign = 1.0 if choice.lower_is_better else -1.0
+    gained = sign * (_measure(base, choice, spec, better) - _measure(base, choice, spec, solution))
+    return better if gained < -1e-9 else solution
 
 
 def _measure(base: CandidateTable, choice: MetricChoice, spec: AnyWorkload,

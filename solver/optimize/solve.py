@@ -196,12 +196,23 @@ def headroom_records(table: CandidateTable, rfq: Rfq, cheapest: dict[str, float]
 
 def _same_nodes(model: LinearModel, table: CandidateTable, values: dict[str, float]) -> None:
     """Hold the nodes bought at the optimum's, and let each owned candidate run as many
-    replicas as those nodes hold (the cost model bounds a candidate's replicas by what alone
-    meets its demand: enough for the cheapest plan, not for using idle GPUs)."""
+    replicas as those nodes hold (:func:`widen_replica_bounds`)."""
     nodes = {key: round(values.get(node_var(key), 0.0)) for key in table.node_types}
     for key, count in nodes.items():
         var = model.variables[node_var(key)]
         var.low = var.high = float(count)
+    widen_replica_bounds(model, table, nodes)
+
+
+def widen_replica_bounds(model: LinearModel, table: CandidateTable,
+                         nodes: dict[str, int] | None = None) -> None:
+    """Let each owned candidate run as many replicas as ``nodes`` (per node type; default
+    the model's bound on each type's count) hold. The cost model bounds a candidate's
+    replicas by what alone meets its demand: enough for the cheapest plan, not for a plan
+    that puts a bought node's idle GPUs to work. Only ever loosens a bound."""
+    if nodes is None:
+        nodes = {key: int(model.variables[node_var(key)].high or 0)
+                 for key in table.node_types}
     for cands in table.candidates.values():
         for c in cands:
             if c.rented or not nodes.get(c.node_type):
