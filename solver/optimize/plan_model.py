@@ -188,8 +188,8 @@ class Headroom(Record):
     sized_for: float = Field(description="the planned demand, stated demand / target "
                              "utilization (a job: its deadline less the headroom kept)")
     gpus_added: int = Field(description="GPUs that the cheapest layouts left idle and the "
-                            "plan's layouts run on (0: the same GPUs, a layout that carries "
-                            "more)")
+                            "plan's layouts now run on (a service keeps every replica of the "
+                            "cheapest plan and adds; a job may move to a faster layout)")
 
 
 class Pool(Record):

@@ -195,13 +195,18 @@ def headroom_records(table: CandidateTable, rfq: Rfq, cheapest: dict[str, float]
 
 
 def _same_nodes(model: LinearModel, table: CandidateTable, values: dict[str, float]) -> None:
-    """Hold the nodes bought at the optimum's, and let each owned candidate run as many
-    replicas as those nodes hold (:func:`widen_replica_bounds`)."""
+    """Hold the nodes bought at the optimum's and keep every serving replica it runs
+    (replicas may only be added; a job, one layout, may move to a faster one), and let each
+    owned candidate run as many replicas as those nodes hold (:func:`widen_replica_bounds`)."""
     nodes = {key: round(values.get(node_var(key), 0.0)) for key in table.node_types}
     for key, count in nodes.items():
         var = model.variables[node_var(key)]
         var.low = var.high = float(count)
     widen_replica_bounds(model, table, nodes)
+    for cands in table.candidates.values():
+        for c in cands:
+            if not c.is_job:
+                model.variables[cand_var(c)].low = float(round(values.get(cand_var(c), 0.0)))
 
 
 def widen_replica_bounds(model: LinearModel, table: CandidateTable,
@@ -226,19 +231,24 @@ def widen_replica_bounds(model: LinearModel, table: CandidateTable,
 
 def with_headroom(table: CandidateTable, rfq: Rfq, solution: Solution, *, solver: str,
                   time_limit: float | None = None) -> Solution:
-    """Of the plans that cost what the optimum ``solution`` costs, the one that gives its
-    workloads the most capacity (:func:`headroom_weights`, summed): GPUs of a bought node that
-    the cheapest plan leaves idle cost the same in use, so they run more replicas or a
-    faster layout instead (a 70B service on 6 of a box's 8 GPUs gets all 8). Only when the
+    """The optimum ``solution`` with replicas added on the GPUs of its bought nodes that it
+    leaves idle, those that give its workloads the most capacity (:func:`headroom_weights`,
+    summed) at the same cost: idle GPUs cost the same in use (a 70B service on 6 of a box's
+    8 GPUs gets all 8). Every serving replica of the optimum is kept, so each service's
+    capacity only grows and its latencies at the planned load only fall; a job may move to
+    a faster layout. Only when the
     optimum leaves GPUs idle, for a cost objective (``tco``/``capex``) and a model of fewer
     than :data:`HEADROOM_MAX_COLUMNS` columns; otherwise, or when the re-solve does not prove
     its optimum in time, ``solution`` as it is. The cost, status and gap stay the optimum's.
 
-    Why only with idle GPUs: then more replicas share the same load, which lowers every
-    latency at that load as well. Among plans that use every GPU, the most capacity is not
-    better on every count: on small-moe-no-ep it would swap eight TP1 replicas (TTFT p90
-    951 ms) for four TP2 ones (2,980 users at the SLOs instead of 2,672, TTFT p90 1,122 ms);
-    the cost optimum's layout stands there."""
+    Why only added replicas: a plan of the same cost on other layouts may carry more, but
+    is not better on every count. On small-moe-no-ep the most capacity would swap eight TP1
+    replicas (TTFT p90 951 ms) for four TP2 ones (2,980 users at the SLOs instead of 2,672,
+    TTFT p90 1,122 ms); the cost optimum's layouts stand.
+
+    No start point is handed to HiGHS: with the optimum's replicas as lower bounds and the
+    optimum as its start, HiGHS 1.16 returned the start as optimal on day-chat-night-batch
+    (two idle GPUs left), where the same model without the start adds two replicas."""
     if rfq.objective not in ("tco", "capex") or solution.objective is None \
             or idle_gpus(table, rfq, solution.values) == 0:
         return solution
@@ -254,7 +264,7 @@ def with_headroom(table: CandidateTable, rfq: Rfq, solution: Solution, *, solver
     model.add("cost_held", cost, "<=", solution.objective - constant + HEADROOM_COST_SLACK_USD)
     model.objective = {var: -w for var, w in headroom_weights(table, rfq).items() if w}
     model.objective_constant = 0.0
-    found = get_backend(solver).solve(model, time_limit, initial=solution.values)
+    found = get_backend(solver).solve(model, time_limit)
     if found.status != "optimal":
         return solution
     return replace(solution, values=found.values,
