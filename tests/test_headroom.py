@@ -196,7 +196,7 @@ def test_an_idle_gpu_speeds_up_a_job():
     result = with_headroom(table, rfq, base, solver="highs")
     assert result.objective == base.objective
     assert round(result.values[cand_var(cands[2])]) == 1  # the two-GPU job
-    room = headroom_records(table, rfq, base.values, result.values)
+    room = headroom_records(table, rfq, base, result)
     assert set(room) == {"tune"}
     assert (room["tune"].unit, room["tune"].capacity, room["tune"].cheapest_capacity,
             room["tune"].gpus_added) == ("hours", 45.0, 80.0, 1)

@@ -43,7 +43,7 @@ from solver.optimize.mip import (
     quiet_hours,
     quiet_jobs,
 )
-from solver.optimize.plan import assemble, cost_breakdown
+from solver.optimize.plan import assemble, chosen, cost_breakdown
 from solver.optimize.plan_model import Headroom, Plan
 from solver.optimize.records import CandidateTable
 from solver.physics.performance import estimate as estimate_layout
@@ -156,40 +156,36 @@ def headroom_weights(table: CandidateTable, rfq: Rfq) -> dict[str, float]:
     return weights
 
 
-def headroom_records(table: CandidateTable, rfq: Rfq, cheapest: dict[str, float],
-                     chosen: dict[str, float]) -> dict[str, Headroom]:
-    """Per workload that :func:`with_headroom` gave more (its ``chosen`` point against the
+def headroom_records(table: CandidateTable, rfq: Rfq, cheapest: Solution,
+                     planned: Solution) -> dict[str, Headroom]:
+    """Per workload that :func:`with_headroom` gave more (its ``planned`` point against the
     ``cheapest``): what the plan's layouts carry, what the cheapest ones would, what the
     workload is sized for and the idle GPUs it now runs on (docs/plan.md, ``Headroom``)."""
-    if chosen is cheapest:
+    if planned is cheapest:
         return {}
     specs = {spec.name: spec for spec in rfq.workloads}
+    before, after = chosen(table, cheapest), chosen(table, planned)
     found: dict[str, Headroom] = {}
-    for name, cands in table.candidates.items():
+    for name in table.candidates:
         spec = specs[name]
-
-        def total(values: dict[str, float], attr: str, cands: list = cands) -> float:
-            return sum((getattr(c, attr) or 0.0) * round(values.get(cand_var(c), 0.0))
-                       for c in cands)
-
-        added = max(0, round(total(chosen, "gpus") - total(cheapest, "gpus")))
+        added = max(0, sum(c.gpus * n for c, n in after[name])
+                    - sum(c.gpus * n for c, n in before[name]))
         if spec.kind in ("inference", "batch_inference"):
             demand = planned_demand(spec)
             attr, need, unit = (("concurrency_capacity", demand.concurrency,
                                  "concurrent requests") if demand.concurrency
                                 else ("qps_capacity", demand.qps, "requests/s"))
-            before, after = total(cheapest, attr), total(chosen, attr)
-            if after > before * (1 + 1e-9):
-                found[name] = Headroom(unit=unit, capacity=after, cheapest_capacity=before,
+            was, now = (sum(getattr(c, attr) * n for c, n in picks)
+                        for picks in (before[name], after[name]))
+            if now > was * (1 + 1e-9):
+                found[name] = Headroom(unit=unit, capacity=now, cheapest_capacity=was,
                                        sized_for=need, gpus_added=added)
             continue
-        if not isinstance(spec, TrainingWorkload):
+        if not isinstance(spec, TrainingWorkload) or not before[name] or not after[name]:
             continue
-        hours = [next((c.hours_to_complete for c in cands
-                       if round(values.get(cand_var(c), 0.0))), None)
-                 for values in (cheapest, chosen)]
-        if hours[0] and hours[1] and hours[1] < hours[0]:
-            found[name] = Headroom(unit="hours", capacity=hours[1], cheapest_capacity=hours[0],
+        was_h, now_h = before[name][0][0].hours_to_complete, after[name][0][0].hours_to_complete
+        if was_h and now_h and now_h < was_h:
+            found[name] = Headroom(unit="hours", capacity=now_h, cheapest_capacity=was_h,
                                    sized_for=spec.planned_hours, gpus_added=added)
     return found
 
@@ -236,10 +232,10 @@ def with_headroom(table: CandidateTable, rfq: Rfq, solution: Solution, *, solver
     summed) at the same cost: idle GPUs cost the same in use (a 70B service on 6 of a box's
     8 GPUs gets all 8). Every serving replica of the optimum is kept, so each service's
     capacity only grows and its latencies at the planned load only fall; a job may move to
-    a faster layout. Only when the
-    optimum leaves GPUs idle, for a cost objective (``tco``/``capex``) and a model of fewer
-    than :data:`HEADROOM_MAX_COLUMNS` columns; otherwise, or when the re-solve does not prove
-    its optimum in time, ``solution`` as it is. The cost, status and gap stay the optimum's.
+    a faster layout. Only when the optimum leaves GPUs idle, for a cost objective
+    (``tco``/``capex``) and a model of fewer than :data:`HEADROOM_MAX_COLUMNS` columns;
+    otherwise, or when the re-solve does not prove its optimum in time, ``solution`` as it
+    is. The cost, status and gap stay the optimum's.
 
     Why only added replicas: a plan of the same cost on other layouts may carry more, but
     is not better on every count. On small-moe-no-ep the most capacity would swap eight TP1
@@ -310,7 +306,7 @@ def solve_table(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
         cheapest = solution
         solution = with_headroom(table, rfq, solution, solver=solver,
                                  time_limit=_left(mip_deadline))
-        gained = headroom_records(table, rfq, cheapest.values, solution.values)
+        gained = headroom_records(table, rfq, cheapest, solution)
     if solution.status in ("feasible", "optimal"):
         claim()  # a plan in hand is written, however long its assembly takes
     if solution.status == "feasible":  # the time limit ran out with a plan in hand
