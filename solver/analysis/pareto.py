@@ -186,10 +186,12 @@ def at_load_latency(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candi
 
 
 def _latency_walk(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: MetricChoice,
-                  solver: str) -> list[Point]:
+                  solver: str, first: CandidateTable | None = None) -> list[Point]:
+    """The walk over ``choice``'s latency SLO; its first level on ``first`` (the table
+    `procure solve` builds; default ``base``), the tighter levels from ``base``."""
     spec = next(s for s in rfq.workloads if s.name == choice.workload)
     level: float | None = getattr(spec, choice.metric)
-    table = base
+    table = base if first is None else first
     points: list[Point] = []
     for step in range(MAX_WALK_STEPS):
         report(f"Pareto: {choice.metric} walk, level {step + 1} ({len(points)} points)")
@@ -206,7 +208,8 @@ def _latency_walk(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: Metr
             next_level = level * (1.0 - REL_EPS)
         level = next_level
         # a GPU with no layout meeting the looser level has none at a tighter one: prune it
-        alive = sorted({c.layout.gpu for c in table.candidates[choice.workload]})
+        alive = sorted({c.layout.gpu for c in (base if step == 0 else table)
+                        .candidates[choice.workload]})
         pruned = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
             update={"gpus": alive})})
         table = rebuild_workload(catalog, pruned, base, spec.model_copy(
@@ -217,18 +220,21 @@ def _latency_walk(catalog: Catalog, rfq: Rfq, base: CandidateTable, choice: Metr
 
 
 # --- training: ε-walk over the candidates' hours ----------------------------------------
-def _hours_walk(rfq: Rfq, base: CandidateTable, choice: MetricChoice, solver: str
-                ) -> list[Point]:
+def _hours_walk(rfq: Rfq, base: CandidateTable, choice: MetricChoice, solver: str,
+                first: CandidateTable | None = None) -> list[Point]:
+    """The walk over a job's hours; its first step on ``first`` (the table `procure solve`
+    builds; default ``base``), the faster steps from ``base``."""
     table = base
     points: list[Point] = []
     for step in range(10 * MAX_WALK_STEPS):
         report(f"Pareto: hours walk, step {step + 1} ({len(points)} points)")
-        solution = with_headroom(table, rfq, run_mip(table, rfq, solver=solver), solver=solver)
+        on = first if step == 0 and first is not None else table
+        solution = with_headroom(on, rfq, run_mip(on, rfq, solver=solver), solver=solver)
         if not _found(solution, points):
             break
-        job = chosen(table, solution)[choice.workload][0][0]
+        job = chosen(on, solution)[choice.workload][0][0]
         hours = float(job.hours_to_complete or math.inf)
-        points.append(Point(_objective_cost(table, solution, rfq.objective), hours, table,
+        points.append(Point(_objective_cost(on, solution, rfq.objective), hours, on,
                             solution))
         faster = [c for c in table.candidates[choice.workload]
                   if (c.hours_to_complete or math.inf) < hours * (1.0 - 1e-9)]
@@ -457,11 +463,14 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
         report("Pareto: candidate layouts")
         base = build_candidates(catalog, rfq, all_sizes=True)
         walk = _walk(choice, spec)  # the walks are sequential: see sequential_walk
+        # a walk's first point is planned on the table `procure solve` plans on: where plans
+        # of the optimal cost tie, the extra sizes of ``base`` could make HiGHS pick another
+        first = build_candidates(catalog, rfq) if walk else None
         if walk == "latency":
-            found = _latency_walk(catalog, rfq, base, choice, solver)
+            found = _latency_walk(catalog, rfq, base, choice, solver, first)
             method = "epsilon-constraint walk over the SLO (candidates rebuilt per level)"
         elif walk == "hours":
-            found = _hours_walk(rfq, base, choice, solver)
+            found = _hours_walk(rfq, base, choice, solver, first)
             method = "epsilon-constraint walk over the candidates' hours"
         else:
             found = _sampled(catalog, rfq, base, choice, solver, points or DEFAULT_TARGETS,
