@@ -283,7 +283,7 @@ def test_held_out_dep_rows_stay_where_the_docs_say(catalog):
     the serving fit; only ``serving.attention_dp_step_factor`` is fitted on them. The
     catalog's value is their joint fit (a fit check), and each set predicted at the value
     fitted on the other (held out, whole source) reads as docs/expert-parallel.md says:
-    DEP median 10.6 %, geomean 0.90; silicon TPOT 20.9 %. A refit of the serving factors
+    DEP median 12.0 %, geomean 0.94; silicon TPOT 20.2 %. A refit of the serving factors
     moves these: regenerate the doc's figures with it."""
     from solver.physics import expert_check, serving_data
 
@@ -299,10 +299,10 @@ def test_held_out_dep_rows_stay_where_the_docs_say(catalog):
     assert (by["published"].fitted_on, by["silicon"].fitted_on) == ("silicon", "published")
     s = expert_check.summary(by["published"].rows)
     assert s["predicted"] == 15
-    assert s["median_abs_error_pct"] == pytest.approx(10.6, abs=0.1)
-    assert s["geomean_ratio"] == pytest.approx(0.90, abs=0.01)
+    assert s["median_abs_error_pct"] == pytest.approx(12.0, abs=0.1)
+    assert s["geomean_ratio"] == pytest.approx(0.94, abs=0.01)
     tpot = expert_check.summary([r for r in by["silicon"].rows if r.metric == "tpot_ms"])
-    assert tpot["predicted"] == 120 and tpot["median_abs_error_pct"] == pytest.approx(20.9, abs=0.1)
+    assert tpot["predicted"] == 120 and tpot["median_abs_error_pct"] == pytest.approx(20.2, abs=0.1)
     # the fit is the grid's best for both sets together: no other value does better
     def cost(v: float) -> float:
         return sum(expert_check.misfit(grid[v][s]) for s in expert_check.SOURCES)
@@ -329,7 +329,8 @@ def test_attention_dp_step_per_rank_cpu_and_rank_wait(catalog):
     assert c.rank_sync == sync
     f = features(c, 800, 1024, 1024)
     assert f.ranks == 8
-    kernels = e.tpot_kernel_scale.value * f.decode
+    kernels = f.decode  # the engine's k_d is in the step's reads (stage_step_s)
+    assert c.read_scale == e.tpot_kernel_scale.value
     fixed = e.tpot_overhead_ms.value * 1e-3
     cpu = e.tpot_per_request_us.value * 800 / 8 * 1e-6  # 100 requests a rank
     assert decode_step_s(e, f) == pytest.approx(kernels + fixed + cpu)
@@ -340,4 +341,4 @@ def test_attention_dp_step_per_rank_cpu_and_rank_wait(catalog):
     assert c1.rank_sync == 1.0 and f1.ranks == 1
     assert _engine_decode_s(e, f1) == pytest.approx(decode_step_s(e, f1))
     assert _engine_decode_s(e, f1) == pytest.approx(
-        e.tpot_kernel_scale.value * f1.decode + fixed + e.tpot_per_request_us.value * 800e-6)
+        f1.decode + fixed + e.tpot_per_request_us.value * 800e-6)

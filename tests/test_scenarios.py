@@ -73,7 +73,7 @@ def _check_chat_70b(plan, catalog):  # guide: 70B chat at 32-64 concurrent -> on
     # (planned with its calibration margin), need a second box - independent replicas,
     # never a coupled cluster
     rfq = _scenario(catalog, "chat-70b-one-node")
-    for update in ({"concurrency": 56}, {"engine": "vllm"}):
+    for update in ({"concurrency": 58}, {"engine": "vllm"}):
         more = _resolve(catalog, rfq, workload=update)
         assert more["cluster"]["total_nodes"] >= 2 and not more["cluster"]["coupled"]
         assert more["cluster"]["fabric"] == "none"

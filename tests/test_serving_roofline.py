@@ -151,3 +151,33 @@ def test_tensorrt_llm_is_refused_on_amd_gpus():
                    "--kind", "batch_inference", "--engine", "trtllm", "--input-tokens", "300",
                    "--output-tokens", "300")
     assert done.returncode == 2 and "does not run on amd" in done.stdout + done.stderr
+
+
+def test_engine_kernel_factor_stretches_reads_not_compute_bound_matmuls():
+    """k_d (an engine's ``tpot_kernel_scale``) stretches what its kernels do below the
+    compute roofline: a one-token decode step of a 70B model (weights read) grows by k_d on
+    the read; a step of a full token budget of prefill (compute-bound matmuls) keeps its
+    matmul time, so an engine's k_d never lowers the GEMM efficiency a dense step reaches."""
+    from dataclasses import replace
+
+    from solver.physics.serving import stage_step_s
+
+    cat = load_catalog()
+    lay = Layout(model="llama-3.3-70b", gpu="h100-sxm", precision="fp8", tp=1, pp=1, dp=1,
+                 gpus_per_node=8, fabric="none")
+    w = Workload(kind="inference", input_tokens=2048, output_tokens=256, engine="vllm")
+    plain = replace(constants(cat, lay, memory_plan(cat, lay, w),
+                              engine_factors(cat, "vllm", "h100-sxm")), read_scale=1.0)
+    slow = replace(plain, read_scale=1.5, memo={})
+    read = plain.dense_bytes / plain.mem_bw
+    decode = stage_step_s(plain, 0.0, 0.0, 1.0, 2048.0)
+    # memory-bound at TP1 (no collectives): every term of the step grows by k_d
+    assert stage_step_s(slow, 0.0, 0.0, 1.0, 2048.0) == pytest.approx(1.5 * decode, rel=1e-9)
+    assert read < decode
+    tokens = 8192.0
+    matmul = tokens * plain.flops_per_token / plain.peak_flops
+    assert matmul > 1.5 * read  # compute-bound at this size
+    prefill = stage_step_s(plain, tokens, 1024.0, 0.0, 0.0)
+    # only the fixed launch time (no collectives at TP1) grows
+    assert stage_step_s(slow, tokens, 1024.0, 0.0, 0.0) - prefill == pytest.approx(
+        0.5 * plain.overhead_s, rel=1e-9)

@@ -119,8 +119,8 @@ ENGINE_BOUNDS: dict[str, tuple[float, float]] = {
     "ttft_pipeline_steps": (0.0, 4.0),
 }
 """Physical range of each fitted engine factor: kernels cannot run faster than the family's
-roofline (k_d >= 1); the others' prefill is never skipped, only placed (0 <= w <= 1); fixed
-times are non-negative and bounded by what measurements at low load show (a TTFT overhead
+roofline (k_d >= 1 on reads, collectives and launch time); the others' prefill is never
+skipped, only placed (0 <= w <= 1); fixed times are non-negative and bounded by what measurements at low load show (a TTFT overhead
 above the lowest measured TTFT would be contradicted by it; the fit bounds it tighter)."""
 
 
@@ -140,8 +140,9 @@ class EngineFactors(_Frozen):
     max_running_requests: Factor = Field(description="most requests the engine runs at "
                                          "once (its default batch limit); more wait for a "
                                          "slot")
-    tpot_kernel_scale: Factor = Field(description="multiplier >= 1 on the decode step's "
-                                      "kernel time (k_d)")
+    tpot_kernel_scale: Factor = Field(description="k_d: multiplier >= 1 on the time a "
+                                      "step's kernels take below the compute roofline "
+                                      "(weight and KV reads, collectives, launch time)")
     tpot_overhead_ms: Factor = Field(description="engine time per decode step beyond the "
                                      "kernels: scheduling, sampling, detokenising, ms (o_d)")
     tpot_per_request_us: Factor = Field(description="engine CPU time per running request "

@@ -5,7 +5,11 @@ one pipeline stage processes the decode tokens of the running requests plus a pr
 (at most the engine's ``token_budget`` tokens in all); its time is the sum of per-kernel
 rooflines (:func:`stage_step_s`: linear layers, prefill attention, decode attention, TP
 all-reduces, the GPU family's launch overhead), each at most the family's achievable share
-of the GPU's peak FLOP/s or memory bandwidth. From that physics, three *features* of one
+of the GPU's peak FLOP/s or memory bandwidth. The engine's kernel factor ``k_d`` >= 1
+stretches what its kernels do below the compute roofline: reading weights and KV cache, the
+collectives and the launch time of every step (TensorRT-LLM, vLLM and SGLang ship different
+attention, all-reduce and graph-capture code); compute-bound matmuls run at the family's
+GEMM efficiency whatever the engine. From that physics, three *features* of one
 replica with ``B`` requests running (prompt ``I``, output ``O`` tokens), in seconds:
 
     A(B)   a decode step of the B running requests (no prefill)        (per output token)
@@ -15,7 +19,7 @@ replica with ``B`` requests running (prompt ``I``, output ``O`` tokens), in seco
 **Work is conserved.** Every request of the B running ones turns over once per cycle, so a
 cycle holds one prefill of every prompt and O decode steps::
 
-    cycle(B) = o_p + S + W + O (k_d A + o_d + r B)          (mean TTFT + O x mean TPOT)
+    cycle(B) = o_p + S + W + O (A + o_d + r B)          (mean TTFT + O x mean TPOT)
 
 Each term is at least the time its FLOPs take at peak (the family's efficiencies are <= 1)
 and its bytes at the memory bandwidth, so the throughput ``B O / cycle`` never exceeds the
@@ -25,17 +29,17 @@ each confined to a physical range by the catalog schema) only say *where* the ot
 prefill lands — before a request's first token or between its output tokens — never that
 it is skipped:
 
-    TTFT(u) = o_p + S + W min(1, 2 w u)             TPOT(u) = k_d A + o_d + r B + (W / O) (1 - min(1, 2 w u))
+    TTFT(u) = o_p + S + W min(1, 2 w u)             TPOT(u) = A + o_d + r B + (W / O) (1 - min(1, 2 w u))
 
 for a request at position ``u`` (uniform on 0..1) of the others' prefill: ``w`` = 0 is a
 fully desynchronised engine (every decode step carries its share of the others' chunks),
 ``w`` = 0.5 synchronised waves (the median request waits for half the others' prefill and
 sees the other half between its tokens), 1 a prefill-first scheduler. For every ``u`` the
-two shares add up to all of ``W``. ``k_d`` >= 1 scales the decode kernels, ``o_d`` and ``o_p``
+two shares add up to all of ``W``. ``o_d`` and ``o_p``
 are fixed engine times per step and per request, ``r`` the engine's CPU time per running
 request per step. Under attention data parallelism with ``n`` ranks (issue 27) each rank has
 its own scheduler, so ``r B`` becomes ``r B / n``, and an aggregated step waits for its
-busiest rank: ``k_d A`` becomes ``k_d s A`` with ``s`` = ``serving.attention_dp_step_factor``
+busiest rank: ``A`` becomes ``s A`` with ``s`` = ``serving.attention_dp_step_factor``
 (not in a disaggregated decode pool, :func:`decode_step_s`).
 
 **Queues.** An engine runs at most ``B_max = min(KV capacity, the engine's
@@ -124,6 +128,8 @@ class Constants:
     a2a_fixed_s: float = 0.0   # expert-parallel all-to-alls of one step: latency part ...
     a2a_per_token_s: float = 0.0  # ... and the part per token of the replica's step
     rank_sync: float = 1.0     # aggregated attention DP: the busiest rank over the mean step
+    read_scale: float = 1.0    # the engine's k_d on reads, collectives and launch time
+    kernel_collectives: bool = True  # TP all-reduces run as the engine's kernels (NVLink)
     memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
@@ -221,6 +227,8 @@ def constants(catalog: Catalog, layout: Layout, plan: MemoryPlan,
         budget=engine.token_budget.value * ranks, ranks=ranks,
         a2a_fixed_s=a2a_fixed, a2a_per_token_s=a2a_token,
         rank_sync=attention_dp_sync(catalog, layout),
+        read_scale=engine.tpot_kernel_scale.value,
+        kernel_collectives=not tp_link.crosses_nodes and gpu.intra_node_link != "pcie",
         min_chunk=eff.serving.min_prefill_chunk_fraction.value,
         decode_fill=eff.serving.kv_decode_fill.value,
         layers=geo.stage_layers(pp), comm_fixed_s=fixed, comm_per_token_s=per_token,
@@ -307,18 +315,24 @@ def stage_step_s(c: Constants, prefill: float, prompt_ctx: float, decode: float,
 
     Kernels run one after another, so each gets its own roofline: the linear layers
     (compute for all tokens vs reading the weights), prefill attention (compute) and decode
-    attention (reading the KV cache), then TP collectives and the fixed overhead."""
+    attention (reading the KV cache), then TP collectives and the fixed overhead. The
+    engine's ``c.read_scale`` (k_d >= 1) stretches the reads, the fixed overhead and, where
+    the engine runs them as its own kernels (``c.kernel_collectives``: a TP group on NVLink
+    or Infinity Fabric inside one node), the TP all-reduces; never the compute-bound terms,
+    collectives bound by a PCIe or network link, nor the expert all-to-alls (which carry
+    their own load imbalance, ``serving.moe_ep_load_imbalance``)."""
     tokens = prefill + decode
     weights = c.dense_bytes
     if c.expert_bytes:  # experts a step of ``tokens`` tokens touches (expected share)
         weights += c.expert_bytes * (1.0 - c.expert_miss ** max(tokens, 0.0))
-    gemm = max(tokens * c.flops_per_token / c.peak_flops, weights / c.mem_bw)
+    gemm = max(tokens * c.flops_per_token / c.peak_flops, c.read_scale * weights / c.mem_bw)
     attn_prefill = c.attn_flops_per_ctx * prefill * prompt_ctx / c.peak_flops
     attn_decode = max(c.attn_flops_per_ctx * decode * decode_ctx / c.peak_flops,
-                      decode * decode_ctx * c.kv_bytes_token / c.mem_bw)
-    comm = (c.comm_fixed_s + c.comm_per_token_s * tokens
-            + c.a2a_fixed_s + c.a2a_per_token_s * tokens) if tokens > 0 else 0.0
-    return gemm + attn_prefill + attn_decode + comm + c.overhead_s
+                      c.read_scale * decode * decode_ctx * c.kv_bytes_token / c.mem_bw)
+    comm = c.comm_fixed_s + c.comm_per_token_s * tokens if tokens > 0 else 0.0
+    a2a = c.a2a_fixed_s + c.a2a_per_token_s * tokens if tokens > 0 else 0.0
+    comm *= c.read_scale if c.kernel_collectives else 1.0
+    return gemm + attn_prefill + attn_decode + a2a + comm + c.read_scale * c.overhead_s
 
 
 def _hops_s(c: Constants, tokens: float) -> float:
@@ -404,8 +418,9 @@ def _wait_share(w: float, u: float) -> float:
 
 
 def _engine_decode_s(e: EngineFactors, f: Features) -> float:
-    """A decode step on the engine without the others' prefill: kernels x k_d, the fixed
-    per-step time and the CPU time per running request.
+    """A decode step on the engine without the others' prefill: its kernels (with the
+    engine's k_d in them, :func:`stage_step_s`), the fixed per-step time and the CPU time per
+    running request.
 
     Under attention data parallelism every rank runs its own scheduler process (SGLang's DP
     attention, TensorRT-LLM's attention DP and vLLM's ``-dp`` each start one per rank), so
@@ -413,7 +428,7 @@ def _engine_decode_s(e: EngineFactors, f: Features) -> float:
     and in an aggregated engine prompts and their chunks land on one rank at a time, so each
     step waits for the busiest rank: the kernels carry ``f.sync``
     (``serving.attention_dp_step_factor``)."""
-    return (e.tpot_kernel_scale.value * f.decode * f.sync + e.tpot_overhead_ms.value * 1e-3
+    return (f.decode * f.sync + e.tpot_overhead_ms.value * 1e-3
             + e.tpot_per_request_us.value * f.batch / f.ranks * 1e-6)
 
 

@@ -690,6 +690,8 @@ def predict(p: Prepared, engine: EngineFactors, gemm: float | None = None,
     cannot be carried (overload)."""
     o = p.obs
     c = p.base
+    if c.read_scale != engine.tpot_kernel_scale.value:
+        c = replace(c, memo={}, read_scale=engine.tpot_kernel_scale.value)
     if gemm is not None or bw is not None or moe is not None:
         # from the raw peaks, not by rescaling ``base``: the same factors give the same
         # prediction to the last bit whatever the catalog's factors were, so that a refit

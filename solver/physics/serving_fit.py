@@ -696,7 +696,7 @@ def write_factors(catalog: Catalog, report: Report, efficiency_yaml: Path) -> No
 
 
 _ENGINE_NOTES = {
-    "tpot_kernel_scale": "k_d: multiplier >= 1 on the decode step's kernel time",
+    "tpot_kernel_scale": "k_d: multiplier >= 1 on a step's reads, collectives and launch time",
     "tpot_overhead_ms": "o_d: engine time per decode step beyond the kernels, ms",
     "tpot_per_request_us": "r: engine CPU time per running request per step, us",
     "prefill_wait_share": "w: share of the other requests' prefill before the median "
