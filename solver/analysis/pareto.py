@@ -463,8 +463,9 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
         report("Pareto: candidate layouts")
         base = build_candidates(catalog, rfq, all_sizes=True)
         walk = _walk(choice, spec)  # the walks are sequential: see sequential_walk
-        # a walk's first point is planned on the table `procure solve` plans on: where plans
-        # of the optimal cost tie, the extra sizes of ``base`` could make HiGHS pick another
+        # a walk's first point is planned on the table `procure solve` plans on (for a
+        # training job ``base`` also holds the larger spans; for a service the two tables
+        # are the same), so that the cheapest point is the solve plan
         first = build_candidates(catalog, rfq) if walk else None
         if walk == "latency":
             found = _latency_walk(catalog, rfq, base, choice, solver, first)

@@ -120,8 +120,9 @@ ENGINE_BOUNDS: dict[str, tuple[float, float]] = {
 }
 """Physical range of each fitted engine factor: kernels cannot run faster than the family's
 roofline (k_d >= 1 on reads, collectives and launch time); the others' prefill is never
-skipped, only placed (0 <= w <= 1); fixed times are non-negative and bounded by what measurements at low load show (a TTFT overhead
-above the lowest measured TTFT would be contradicted by it; the fit bounds it tighter)."""
+skipped, only placed (0 <= w <= 1); fixed times are non-negative and bounded by what
+measurements at low load show (a TTFT overhead above the lowest measured TTFT would be
+contradicted by it; the fit bounds it tighter)."""
 
 
 class EngineFactors(_Frozen):

@@ -133,8 +133,8 @@ Headroom at the optimum's cost (:func:`solver.optimize.solve.with_headroom`)
     the optimum leaves some idle (busy hours), the plan is re-solved with the nodes held at
     the optimum's, the objective held at its value (+ half a cent), every serving replica
     of the optimum kept (x[c] ≥ its value: replicas are only added; a job may move), the
-    replica bounds widened to what those nodes hold, and max Σ_c h_c x[c]: h_c = a replica's concurrency
-    and requests/s over the workload's planned demand (their mean where both are stated),
+    replica bounds widened to what those nodes hold, and max Σ_c h_c x[c]: h_c = a
+    replica's concurrency and requests/s over the workload's planned demand (their mean where both are stated),
     a job's fastest hours over its own. Models of at most 1,000 columns (every scenario).
 
 Solved by cases: with the one-stack rows, :func:`build_model` sets ``model.cases`` to one

@@ -35,12 +35,12 @@ for a request at position ``u`` (uniform on 0..1) of the others' prefill: ``w`` 
 fully desynchronised engine (every decode step carries its share of the others' chunks),
 ``w`` = 0.5 synchronised waves (the median request waits for half the others' prefill and
 sees the other half between its tokens), 1 a prefill-first scheduler. For every ``u`` the
-two shares add up to all of ``W``. ``o_d`` and ``o_p``
-are fixed engine times per step and per request, ``r`` the engine's CPU time per running
-request per step. Under attention data parallelism with ``n`` ranks (issue 27) each rank has
-its own scheduler, so ``r B`` becomes ``r B / n``, and an aggregated step waits for its
-busiest rank: ``A`` becomes ``s A`` with ``s`` = ``serving.attention_dp_step_factor``
-(not in a disaggregated decode pool, :func:`decode_step_s`).
+two shares add up to all of ``W``. ``o_d`` and ``o_p`` are fixed engine times per step and
+per request, ``r`` the engine's CPU time per running request per step. Under attention data
+parallelism with ``n`` ranks (issue 27) each rank has its own scheduler, so ``r B`` becomes
+``r B / n``, and an aggregated step waits for its busiest rank: ``A`` becomes ``s A`` with
+``s`` = ``serving.attention_dp_step_factor`` (not in a disaggregated decode pool,
+:func:`decode_step_s`).
 
 **Queues.** An engine runs at most ``B_max = min(KV capacity, the engine's
 max_running_requests)`` requests at once. A closed loop of C > B_max users (a new request
