@@ -15,7 +15,7 @@ import pytest
 from solver.optimize import candidate_cache
 from solver.optimize.candidates import build_candidates, clear_caches
 from solver.physics.performance import ESTIMATES
-from solver.rfq.schema import load_rfq
+from solver.rfq.schema import TrainingWorkload, load_rfq
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -43,7 +43,7 @@ def _cold(catalog, rfq, **kw):
 
 
 @pytest.mark.parametrize("name", ["hybrid-service-and-job.yaml", "portfolio-lab.yaml"])
-def test_a_repeated_build_is_served_from_disk_and_equal(catalog, cache, name):
+def test_a_repeated_build_is_served_from_disk_and_equal(catalog, cache, name, monkeypatch):
     rfq = load_rfq(SCENARIOS / name, catalog)
     first, estimated = _cold(catalog, rfq)
     assert estimated > 0
@@ -51,9 +51,19 @@ def test_a_repeated_build_is_served_from_disk_and_equal(catalog, cache, name):
     second, estimated = _cold(catalog, rfq)
     assert estimated == 0  # nothing recomputed
     _same(first, second)
-    third, _ = _cold(catalog, rfq, all_sizes=True)  # the Pareto build is another entry
-    assert len(list(cache.glob("*.pickle"))) == 2 * len(rfq.workloads)
+    # the Pareto build (all sizes) is another entry for a training job; a service's
+    # candidates do not depend on it, so its entry is read back
+    jobs = [s for s in rfq.workloads if isinstance(s, TrainingWorkload)]
+    assert jobs and len(jobs) < len(rfq.workloads)
+    third, estimated = _cold(catalog, rfq, all_sizes=True)
+    assert len(list(cache.glob("*.pickle"))) == len(rfq.workloads) + len(jobs)
     _same(third, build_candidates(catalog, rfq, all_sizes=True))
+    served = rfq.model_copy(update={"workloads": [
+        s for s in rfq.workloads if not isinstance(s, TrainingWorkload)]})
+    from_disk, estimated = _cold(catalog, served, all_sizes=True)
+    assert estimated == 0
+    monkeypatch.setenv(candidate_cache.CACHE_ENV, "off")
+    _same(from_disk, _cold(catalog, served, all_sizes=True)[0])
 
 
 def test_a_changed_workload_misses_and_the_others_hit(catalog, cache, monkeypatch):
@@ -82,7 +92,12 @@ def test_catalog_constraints_and_code_are_in_the_key(catalog, cache, monkeypatch
     other = rfq.model_copy(update={"constraints": rfq.constraints.model_copy(
         update={"max_nodes": 7})})
     assert candidate_cache.workload_key(catalog, other, spec, False, "p") != base
-    assert candidate_cache.workload_key(catalog, rfq, spec, True, "p") != base
+    # all_sizes moves a training job's spans only: a service shares one entry
+    assert candidate_cache.workload_key(catalog, rfq, spec, True, "p") == base
+    mixed = load_rfq(SCENARIOS / "hybrid-service-and-job.yaml", catalog)
+    job = next(s for s in mixed.workloads if isinstance(s, TrainingWorkload))
+    assert (candidate_cache.workload_key(catalog, mixed, job, True, "p")
+            != candidate_cache.workload_key(catalog, mixed, job, False, "p"))
     assert candidate_cache.workload_key(catalog, rfq, spec, False, "q") != base
     renamed = rfq.model_copy(update={"id": "another-id", "customer": "someone else"})
     assert candidate_cache.workload_key(catalog, renamed, spec, False, "p") == base

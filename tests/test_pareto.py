@@ -187,6 +187,28 @@ def test_cheapest_point_is_the_plan_solve_returns(catalog: Any) -> None:
     assert plan["workloads"][0]["gpus"] == plan["cluster"]["total_gpus"]
 
 
+def test_a_walk_without_training_jobs_builds_one_table(catalog: Any, chat: Any, tune: Any,
+                                                      monkeypatch: Any) -> None:
+    """A latency walk plans its first point on solve's table and the tighter levels from the
+    all-sizes table; for an RFQ without training jobs they are the same table, built once
+    (the walk's own per-level rebuilds aside). With a training job both are built."""
+    import solver.analysis.pareto as pareto
+
+    calls: list[bool] = []
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls.append(kw.get("all_sizes", False))
+        return build_candidates(*args, **kw)
+
+    monkeypatch.setattr(pareto, "build_candidates", counted)
+    served = frontier(catalog, chat, metric="chat:tpot_ms", explain=False)
+    assert calls == [True] and len(served["points"]) >= 2
+    calls.clear()
+    both = chat.model_copy(update={"workloads": [*chat.workloads, *tune.workloads]})
+    frontier(catalog, both, metric="chat:tpot_ms", explain=False)
+    assert calls == [True, False]
+
+
 @pytest.mark.parametrize("metric", ["headroom", "failure_domains"])
 def test_sampled_frontiers_start_at_the_plan_solve_returns(catalog: Any, metric: str) -> None:
     """chat-70b-one-node's sampled frontiers: the cheapest point is the solve plan (its

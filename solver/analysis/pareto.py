@@ -70,7 +70,7 @@ from solver.optimize.plan import assemble, chosen, cost_breakdown, estimate_at
 from solver.optimize.records import Candidate, CandidateTable
 from solver.optimize.solve import run_mip, widen_replica_bounds, with_headroom
 from solver.physics.layout import TRAINING_KINDS
-from solver.rfq.schema import AnyWorkload, Rfq
+from solver.rfq.schema import AnyWorkload, Rfq, TrainingWorkload
 
 METRICS = {"tpot_ms": True, "ttft_ms": True, "hours_to_complete": True, "headroom": False,
            "failure_domains": False}  # metric -> lower is better
@@ -465,8 +465,10 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
         walk = _walk(choice, spec)  # the walks are sequential: see sequential_walk
         # a walk's first point is planned on the table `procure solve` plans on (for a
         # training job ``base`` also holds the larger spans; for a service the two tables
-        # are the same), so that the cheapest point is the solve plan
-        first = build_candidates(catalog, rfq) if walk else None
+        # are the same, so an RFQ without training jobs builds one), so that the cheapest
+        # point is the solve plan
+        trains = any(isinstance(s, TrainingWorkload) for s in rfq.workloads)
+        first = (build_candidates(catalog, rfq) if trains else base) if walk else None
         if walk == "latency":
             found = _latency_walk(catalog, rfq, base, choice, solver, first)
             method = "epsilon-constraint walk over the SLO (candidates rebuilt per level)"

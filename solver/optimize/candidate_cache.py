@@ -26,7 +26,7 @@ from typing import Any
 from solver import __version__
 from solver.catalog.data import Catalog, content_key
 from solver.common.parse_cache import cache_dir, load_entry, store_entry
-from solver.rfq.schema import AnyWorkload, Rfq
+from solver.rfq.schema import AnyWorkload, Rfq, TrainingWorkload
 
 CACHE_ENV = "PROCURE_CANDIDATE_CACHE"
 FORMAT = 1
@@ -59,11 +59,13 @@ def code_version() -> str:
 def workload_key(catalog: Catalog, rfq: Rfq, spec: AnyWorkload, all_sizes: bool,
                  params: object) -> str:
     """The key of one workload's candidates: code, catalog content, the RFQ with only this
-    workload, ``all_sizes`` and the cost parameters (``params``, by its ``repr``). The
-    RFQ's id and customer name no candidate: RFQs that differ only there share entries
-    (a batch of one customer's variants)."""
+    workload, ``all_sizes`` (for a training job only: a service's candidates are the same
+    with or without it, so both tables share its entry) and the cost parameters
+    (``params``, by its ``repr``). The RFQ's id and customer name no candidate: RFQs that
+    differ only there share entries (a batch of one customer's variants)."""
     alone = rfq.model_copy(update={"id": "rfq", "customer": None, "workloads": [spec]})
-    text = "|".join((str(FORMAT), code_version(), content_key(catalog), str(all_sizes),
+    sizes = all_sizes and isinstance(spec, TrainingWorkload)  # read by training spans only
+    text = "|".join((str(FORMAT), code_version(), content_key(catalog), str(sizes),
                      repr(params), alone.model_dump_json()))
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
