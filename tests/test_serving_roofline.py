@@ -181,3 +181,22 @@ def test_engine_kernel_factor_stretches_reads_not_compute_bound_matmuls():
     # only the fixed launch time (no collectives at TP1) grows
     assert stage_step_s(slow, tokens, 1024.0, 0.0, 0.0) - prefill == pytest.approx(
         0.5 * plain.overhead_s, rel=1e-9)
+
+
+def test_fitted_efficiencies_stay_below_what_gpus_sustain():
+    """Every serving efficiency the fit wrote into the catalog lies in its fitted range: no
+    GEMM above serving_fit.GEMM_HIGH of dense peak (the clock a GPU sustains under matmul
+    load is below the boost clock its datasheet peak assumes), no bandwidth above
+    EFFICIENCY_HIGH. A refit that lands a factor beyond that fails here."""
+    from solver.physics.serving_fit import EFFICIENCY_HIGH, EFFICIENCY_LOW, GEMM_HIGH
+
+    fitted = 0
+    for name, fam in CATALOG.efficiency["families"].items():
+        for precision, factor in fam["gemm_efficiency"].items():
+            if factor.get("source") == "serving_fit":
+                fitted += 1
+                assert EFFICIENCY_LOW <= factor["value"] <= GEMM_HIGH, (name, precision)
+        bandwidth = fam["mem_bw_efficiency"]
+        if bandwidth.get("source") == "serving_fit":
+            assert EFFICIENCY_LOW <= bandwidth["value"] <= EFFICIENCY_HIGH, name
+    assert fitted >= 10  # the check has something to check
