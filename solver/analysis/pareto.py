@@ -468,7 +468,7 @@ def frontier(catalog: Catalog, rfq: Rfq, *, metric: str | None = None,
         # are the same, so an RFQ without training jobs builds one), so that the cheapest
         # point is the solve plan
         trains = any(isinstance(s, TrainingWorkload) for s in rfq.workloads)
-        first = (build_candidates(catalog, rfq) if trains else base) if walk else None
+        first = build_candidates(catalog, rfq) if walk and trains else None
         if walk == "latency":
             found = _latency_walk(catalog, rfq, base, choice, solver, first)
             method = "epsilon-constraint walk over the SLO (candidates rebuilt per level)"

@@ -102,10 +102,9 @@ PERCENTILE_KEYS = ("ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p90", "tpot_ms_p99")
 physics gives them; ``ttft_ms`` / ``tpot_ms`` stay the median)."""
 
 
-def _layout_tokens_per_s(spec: AnyWorkload, cand: Candidate, replicas: int,
-                        loaded: Estimate) -> float:
-    """Output tokens/s of ``replicas`` replicas of ``cand`` at their share of the load
-    (``loaded``: one replica's estimate there); a training job's own throughput."""
+def _layout_tokens_per_s(spec: AnyWorkload, replicas: int, loaded: Estimate) -> float:
+    """Output tokens/s of ``replicas`` replicas at their share of the load (``loaded``: one
+    replica's estimate there); a training job's own throughput."""
     return loaded.predicted.tokens_per_s * (replicas if spec.kind not in TRAINING_KINDS
                                             else 1)
 
@@ -114,7 +113,7 @@ def _predicted_at_load(spec: AnyWorkload, cand: Candidate, replicas: int, loaded
                        ) -> dict[str, Any]:
     """Per-request latency at this workload's actual load, capacity for all replicas."""
     pred = loaded.predicted
-    tokens = _layout_tokens_per_s(spec, cand, replicas, loaded)
+    tokens = _layout_tokens_per_s(spec, replicas, loaded)
     hours = cand.hours_to_complete
     qps_total = (cand.qps_capacity * replicas) if spec.kind not in TRAINING_KINDS else None
     if spec.kind == "batch_inference" and qps_total:
@@ -276,11 +275,9 @@ def workload_entry(catalog: Catalog, spec: AnyWorkload, picks: list[tuple[Candid
             pred["qps_capacity"] = _round(qps_all, 3)
             pred["max_concurrency"] = int(capacity)
             # each layout's replicas at their share of the load, as the main layout's are
-            tokens = _layout_tokens_per_s(spec, cand, replicas, loaded)
-            tokens += sum(_layout_tokens_per_s(spec, c, n, at_load(catalog, spec, c, n,
-                                                                   capacity))
-                          for c, n in picks[1:])
-            pred["tokens_per_s"] = _round(tokens, 1)
+            loads = [loaded, *(at_load(catalog, spec, c, n, capacity) for c, n in picks[1:])]
+            pred["tokens_per_s"] = _round(sum(_layout_tokens_per_s(spec, n, est) for (_, n), est
+                                              in zip(picks, loads, strict=True)), 1)
             if spec.kind == "batch_inference" and qps_all > 0:
                 pred["hours_to_complete"] = _round(spec.requests / qps_all / 3600.0, 2)
     if spec.kind == "batch_inference":

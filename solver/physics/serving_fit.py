@@ -682,8 +682,7 @@ def _by_gpu(catalog: Catalog, report: Report, held: dict[str, float | None],
     lines = ["", "### Throughput by GPU (current or undated software)", "",
              "Measurements of software from 2025-04 on, or undated; plans are for current "
              "engines. The GPUs of one family share its fitted efficiencies; a GPU whose own "
-             "rows sit "
-             "far from zero in the fit check (all sources in) is one its family's factors "
+             "rows sit far from zero in the fit check (all sources in) is one its family's factors "
              "describe poorly, and a plan on it is off by about that much (below zero: "
              "conservative, it buys more than needed).", "",
              *_header("GPU", "family", HELD, FIT)]
