@@ -283,7 +283,7 @@ def test_held_out_dep_rows_stay_where_the_docs_say(catalog):
     the serving fit; only ``serving.attention_dp_step_factor`` is fitted on them. The
     catalog's value is their joint fit (a fit check), and each set predicted at the value
     fitted on the other (held out, whole source) reads as docs/expert-parallel.md says:
-    DEP median 12.2 %, geomean 0.93; silicon TPOT 20.3 %. A refit of the serving factors
+    DEP median 9.0 %, geomean 0.92; silicon TPOT 20.6 %. A refit of the serving factors
     moves these: regenerate the doc's figures with it."""
     from solver.physics import expert_check, serving_data
 
@@ -299,10 +299,10 @@ def test_held_out_dep_rows_stay_where_the_docs_say(catalog):
     assert (by["published"].fitted_on, by["silicon"].fitted_on) == ("silicon", "published")
     s = expert_check.summary(by["published"].rows)
     assert s["predicted"] == 15
-    assert s["median_abs_error_pct"] == pytest.approx(12.2, abs=0.1)
-    assert s["geomean_ratio"] == pytest.approx(0.93, abs=0.01)
+    assert s["median_abs_error_pct"] == pytest.approx(9.0, abs=0.1)
+    assert s["geomean_ratio"] == pytest.approx(0.92, abs=0.01)
     tpot = expert_check.summary([r for r in by["silicon"].rows if r.metric == "tpot_ms"])
-    assert tpot["predicted"] == 120 and tpot["median_abs_error_pct"] == pytest.approx(20.3, abs=0.1)
+    assert tpot["predicted"] == 120 and tpot["median_abs_error_pct"] == pytest.approx(20.6, abs=0.1)
     # the fit is the grid's best for both sets together: no other value does better
     def cost(v: float) -> float:
         return sum(expert_check.misfit(grid[v][s]) for s in expert_check.SOURCES)

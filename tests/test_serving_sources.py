@@ -146,3 +146,77 @@ def test_a_row_whose_run_time_precision_is_not_stated_is_left_out(loaded):
     # a blank precision without such a note is the checkpoint's own: still fitted
     blank = {r["id"] for r in rows if not r["precision"].strip()} - said
     assert any(i.split(":")[0] in blank for i in fitted)
+
+
+def _row(**cells: str) -> dict[str, str]:
+    """A serving_found.csv row: an H200 running Llama-3.1-70B at FP8 on TensorRT-LLM, TP 8,
+    closed loop of 64 users, system output tokens/s; ``cells`` override."""
+    row = dict(id="t-0001", source_url="https://example.org", source_date="2025-06",
+               model="meta-llama/Llama-3.1-70B-Instruct", gpu="NVIDIA H200-SXM-141GB",
+               num_gpus="8", tp="8", pp="", ep="", precision="fp8", engine="trtllm",
+               isl="1024", osl="1024", concurrency="64", request_rate="",
+               metric="throughput", value="5000", unit="output tok/s (system)", notes="",
+               source="t")
+    row.update(cells)
+    return row
+
+
+def _read(row: dict[str, str], expert_parallel: bool = False):
+    return serving_data._published(CATALOG, row, row["id"], "t", "serving_found.csv", {},
+                                   expert_parallel)
+
+
+def test_rows_the_model_cannot_express_are_skipped_with_their_reason():
+    """trtllm-bench prints a system and a per-user output rate; a run with multi-token
+    prediction emits several tokens a step. Neither is the system throughput of plain
+    decoding, so neither is fitted (both were, as system throughput, before: a per-user
+    rate of 11 tokens/s at 1,024 users read as the whole system's)."""
+    plain = _read(_row())
+    assert isinstance(plain, serving_data.Observation) and plain.metric == "output_tps"
+    per_user = _read(_row(unit="output tok/s per user"))
+    assert isinstance(per_user, serving_data.Skipped) and "per-user" in per_user.why
+    mtp = _read(_row(notes="trtllm-bench, batch 1, MTP 3 layers (speculative decoding)"))
+    assert isinstance(mtp, serving_data.Skipped) and "speculative" in mtp.why
+    eagle = _read(_row(notes="Eagle-3 draft heads"))
+    assert isinstance(eagle, serving_data.Skipped)
+    # no row of the shipped files is fitted with such a unit or note
+    observations, skipped = serving_data.load_all(CATALOG)
+    reasons = {s.id: s.why for s in skipped}
+    for rid in ("trtllm-blog-dsr1-best-perf-0008", "trtllm-blog-dsr1-best-perf-0014"):
+        assert "per-user" in reasons[rid]
+    for rid in ("trtllm-blog-dsr1-best-perf-0001", "trtllm-blog-dsr1-best-perf-0010"):
+        assert "speculative" in reasons[rid]
+    assert not [o for o in observations if o.id.startswith("trtllm-blog-dsr1-best-perf")]
+
+
+def test_attention_dp_on_is_a_dep_row_for_the_expert_parallel_check():
+    """TensorRT-LLM's 'attention DP on' with EP 8 is attention data parallelism 8: out of the
+    serving fit, into the expert-parallel check as attention TP 1 on 8 ranks."""
+    row = _row(model="deepseek-ai/DeepSeek-R1", ep="8",
+               notes="trtllm-bench throughput, attention DP on, max_batch_size 384")
+    assert isinstance(_read(row), serving_data.Skipped)
+    dep = _read(row, expert_parallel=True)
+    assert isinstance(dep, serving_data.Observation)
+    assert (dep.tp, dep.attention_dp, dep.ep) == (1, 8, 8)
+    off = _row(model="deepseek-ai/DeepSeek-R1", notes="attention DP off")
+    assert isinstance(_read(off), serving_data.Observation)
+
+
+def test_a_static_batch_is_read_as_one_batch_not_a_closed_loop():
+    """A concurrency cell that is the size of one batch sent at once (vLLM's latency
+    benchmark, TensorRT-LLM's session benchmark) is a static batch: every prompt prefills
+    at the start, where a closed loop staggers them."""
+    closed = _read(_row())
+    static = _read(_row(notes="'Latency Measurements' table, row Batch Size 64"))
+    session = _read(_row(notes="out_tps = output_seqlen*batch_size/total_latency/tp"))
+    assert closed.load == "closed"
+    assert static.load == session.load == "static" and static.concurrency == 64.0
+    e2e_closed = serving_data.predict(serving_data.prepare(CATALOG, closed), _trtllm())
+    e2e_static = serving_data.predict(serving_data.prepare(CATALOG, static), _trtllm())
+    assert e2e_closed != e2e_static
+
+
+def _trtllm():
+    from solver.physics.serving import engine_factors
+
+    return engine_factors(CATALOG, "trtllm")

@@ -388,6 +388,20 @@ def _lengths(model: str, row: dict[str, str]) -> tuple[int, int] | None:
     return dataset[0], max(1, out)
 
 
+_SPECULATIVE = re.compile(r"\bMTP\b|speculative|\beagle|draft model", re.IGNORECASE)
+"""Notes of a run with speculative decoding: DeepSeek's multi-token prediction, EAGLE or a
+draft model emit several tokens per step."""
+_PER_USER = re.compile(r"per user|/user", re.IGNORECASE)
+"""Units of a per-user rate (trtllm-bench's 'Per User Output Throughput')."""
+_ATTENTION_DP_ON = re.compile(r"attention[ -]?DP on\b", re.IGNORECASE)
+"""TensorRT-LLM's words for attention data parallelism (with the row's EP): a DEP row."""
+_STATIC_BATCH = re.compile(r"static batch|'Latency Measurements' table|"
+                           r"batch_size/total_latency", re.IGNORECASE)
+"""Notes of a row whose concurrency cell is the size of one batch sent at once: a static
+batch (vLLM's ``benchmark_latency``, behind AMD's 'Latency Measurements' tables;
+TensorRT-LLM's session benchmark, out_tps = output_seqlen x batch_size / total_latency)."""
+
+
 def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
                file: str, means: dict[str, str],
                expert_parallel: bool = False) -> Observation | Skipped:
@@ -397,7 +411,14 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
     notes = f"{row.get('notes', '')} {row.get('tp', '')}"
     if "disagg" in notes.lower():
         return skip("disaggregated prefill/decode serving (issue 27)")
-    dep = "DEP" in notes or "attention data-parallel" in notes.lower()
+    if _SPECULATIVE.search(notes):
+        return skip("speculative decoding (MTP or a draft model): several tokens per step, "
+                    "which the serving model does not model")
+    if _PER_USER.search(row["unit"]):
+        return skip("a per-user output rate (one request's tokens/s), not the system's "
+                    "throughput")
+    dep = ("DEP" in notes or "attention data-parallel" in notes.lower()
+           or _ATTENTION_DP_ON.search(notes) is not None)
     if dep and not expert_parallel:
         return skip("attention data parallelism with expert parallelism: held out of the "
                     "serving fit, the expert-parallel check (docs/expert-parallel.md)")
@@ -426,6 +447,8 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
     if load is None:
         return skip(f"load not stated ({row['concurrency']!r})")
     kind, concurrency = load
+    if kind == "closed" and _STATIC_BATCH.search(row.get("notes", "")):
+        kind = "static"  # the benchmark sent one batch of that size (notes say so)
     if kind == "server" and metric not in ("ttft_ms", "tpot_ms"):
         return skip("throughput under Poisson arrivals is the offered rate (no information)")
     lengths = _lengths(model, row)
