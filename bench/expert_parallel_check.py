@@ -5,8 +5,8 @@ fit, against the model's prediction. Usage::
     PYTHONPATH=. python bench/expert_parallel_check.py [--silicon] [--rows] [--json]
     PYTHONPATH=. python bench/expert_parallel_check.py --fit
 
-Default: the TensorRT-LLM DEP rows of serving_published.csv (output tokens/s per GPU),
-every row printed; ``--silicon``: the attention-DP rows of serving_latency.csv (TTFT and
+Default: the TensorRT-LLM DEP rows of serving_published.csv (output tokens/s per GPU) and
+the attention-DP runs of serving_found.csv, every row printed, the summary per metric; ``--silicon``: the attention-DP rows of serving_latency.csv (TTFT and
 TPOT), the summary per metric (``--rows`` prints them all); all at the catalog's
 ``serving.attention_dp_step_factor``. ``--fit``: that factor fitted on both sets, and each
 set's errors at the value fitted on the other (whole source held out).

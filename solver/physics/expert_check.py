@@ -7,7 +7,9 @@ fitted factors; nothing is fitted to them:
 
 * ``published``: the TensorRT-LLM ``DEPn`` rows of ``serving_published.csv`` (attention
   data parallelism n with expert parallelism n, attention TP 1), output tokens/s per GPU at
-  max throughput;
+  max throughput, and the attention-DP runs of ``serving_found.csv`` (TensorRT-LLM's
+  DeepSeek-R1 blog: trtllm-bench at 1,024 and 3,072 requests, output tokens/s of the system
+  and mean request latency);
 * ``silicon``: the attention-DP rows of ``serving_latency.csv`` (AIConfigurator's silicon
   sample: vLLM and TensorRT-LLM, TTFT and TPOT under a closed loop).
 
@@ -80,6 +82,9 @@ def rows(catalog: Catalog, source: str = "published", folder: Path | None = None
     if source == "published":
         obs, skipped = serving_data.load_published(
             catalog, folder / "serving_published.csv", expert_parallel=True)
+        found, left = serving_data.load_published(
+            catalog, folder / "serving_found.csv", "source", expert_parallel=True)
+        obs, skipped = obs + found, skipped + left
     else:
         obs, skipped = serving_data.load_silicon(
             catalog, folder / "serving_latency.csv", expert_parallel=True)

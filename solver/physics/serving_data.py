@@ -409,6 +409,10 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
         return Skipped(rid, source, file, why)
 
     notes = f"{row.get('notes', '')} {row.get('tp', '')}"
+    dep = ("DEP" in notes or "attention data-parallel" in notes.lower()
+           or _ATTENTION_DP_ON.search(notes) is not None)
+    if expert_parallel and not dep:
+        return skip("not an attention-DP / expert-parallel row")
     if "disagg" in notes.lower():
         return skip("disaggregated prefill/decode serving (issue 27)")
     if _SPECULATIVE.search(notes):
@@ -417,17 +421,9 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
     if _PER_USER.search(row["unit"]):
         return skip("a per-user output rate (one request's tokens/s), not the system's "
                     "throughput")
-    dep = ("DEP" in notes or "attention data-parallel" in notes.lower()
-           or _ATTENTION_DP_ON.search(notes) is not None)
     if dep and not expert_parallel:
-        if file == "serving_published.csv":
-            return skip("attention data parallelism with expert parallelism: held out of the "
-                        "serving fit, the expert-parallel check (docs/expert-parallel.md)")
-        return skip("attention data parallelism with expert parallelism, at a load the "
-                    "expert-parallel check does not take (it reads the max-throughput DEP "
-                    "rows of serving_published.csv)")
-    if expert_parallel and not dep:
-        return skip("not an attention-DP / expert-parallel row")
+        return skip("attention data parallelism with expert parallelism: held out of the "
+                    "serving fit, the expert-parallel check (docs/expert-parallel.md)")
     try:
         model = catalog.model(re.sub(r"\s*\(.*$", "", row["model"]).strip()).id
     except KeyError:
