@@ -80,11 +80,7 @@ def rows(catalog: Catalog, source: str = "published", folder: Path | None = None
     reason when the model cannot predict it), and the rows the loader could not map."""
     folder = folder or serving_data.data_dir()
     if source == "published":
-        obs, skipped = serving_data.load_published(
-            catalog, folder / "serving_published.csv", expert_parallel=True)
-        found, left = serving_data.load_published(
-            catalog, folder / "serving_found.csv", "source", expert_parallel=True)
-        obs, skipped = obs + found, skipped + left
+        obs, skipped = serving_data.load_published_files(catalog, folder, expert_parallel=True)
     else:
         obs, skipped = serving_data.load_silicon(
             catalog, folder / "serving_latency.csv", expert_parallel=True)

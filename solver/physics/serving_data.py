@@ -629,12 +629,22 @@ def load_all(catalog: Catalog, folder: Path | None = None,
     obs: list[Observation] = []
     skipped: list[Skipped] = []
     for loaded in (load_silicon(catalog, folder / "serving_latency.csv"),
-                   load_published(catalog, folder / "serving_published.csv"),
-                   load_published(catalog, folder / "serving_found.csv", "source"),
+                   load_published_files(catalog, folder),
                    load_calibration(catalog, folder / "calibration.csv")):
         obs.extend(loaded[0])
         skipped.extend(loaded[1])
     return obs, skipped
+
+
+def load_published_files(catalog: Catalog, folder: Path, expert_parallel: bool = False,
+                         ) -> tuple[list[Observation], list[Skipped]]:
+    """``serving_published.csv`` then ``serving_found.csv`` (whose ``source`` column names
+    each row's source), read with :func:`load_published`."""
+    published = load_published(catalog, folder / "serving_published.csv",
+                               expert_parallel=expert_parallel)
+    found = load_published(catalog, folder / "serving_found.csv", "source",
+                           expert_parallel=expert_parallel)
+    return published[0] + found[0], published[1] + found[1]
 
 
 def holdout_group(source: str) -> str:
