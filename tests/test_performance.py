@@ -184,3 +184,44 @@ def test_tighter_slo_never_more_capacity(catalog, tp, tpot, tighter, ttft):
                                             tpot_ms=tpot * tighter))
     assert tight.predicted.max_concurrency <= loose.predicted.max_concurrency
     assert tight.predicted.qps_capacity <= loose.predicted.qps_capacity + 1e-9
+
+
+@pytest.mark.parametrize(("model", "tp", "words"), [
+    ("llama-3.1-8b", 3, "must divide the 32 attention heads"),
+    ("qwen2.5-14b", 6, "must divide the 40 attention heads"),
+    ("qwen2.5-7b", 8, "must divide the 28 attention heads"),  # vLLM refuses it too
+    ("qwen2.5-14b", 16, "must divide the 40 attention heads"),
+])
+def test_tp_that_splits_a_head_is_refused(catalog, model, tp, words):
+    """Engines and trainers give each TP rank whole heads: a TP degree that does not divide
+    the query heads runs nowhere (found by the oracle cross-check, whose cheapest plan once
+    had a TP3 replica of Qwen2.5-14B over three one-GPU L40 nodes)."""
+    for kind in ("inference", "lora"):
+        est = estimate(catalog, Layout(model, "h100-sxm", "bf16", tp=tp), Workload(kind))
+        assert not est.fits and words in est.reason
+
+
+@pytest.mark.parametrize(("model", "tp"), [
+    ("qwen2.5-7b", 4),  # 28 heads, 4 KV heads: one KV head per rank
+    ("llama-3.1-405b", 16),  # 8 KV heads replicated twice over 16 ranks
+    ("deepseek-v3", 8),  # MLA: the latent KV is not split by TP
+])
+def test_tp_that_divides_the_heads_runs(catalog, model, tp):
+    est = estimate(catalog, Layout(model, "h200-sxm", "fp8", tp=tp, gpus_per_node=8,
+                                   fabric="ib-ndr-400" if tp > 8 else "none"),
+                   Workload("inference"))
+    assert "heads" not in est.reason
+
+
+def test_kv_heads_that_neither_divide_nor_are_divided_by_tp_are_refused(catalog, monkeypatch):
+    """A model with 48 heads and 12 KV heads at TP 8: the query heads split, the KV heads
+    neither split whole (12 / 8) nor replicate evenly (8 / 12)."""
+    from dataclasses import replace
+
+    import solver.physics.performance as perf
+
+    geo = replace(perf.geometry(catalog.model("llama-3.1-8b")), kv_heads=12, heads=48)
+    monkeypatch.setattr(perf, "geometry", lambda _model: geo)
+    layout = Layout("llama-3.1-8b", "h100-sxm", "bf16", tp=8)
+    assert "12 KV heads" in perf.attention_heads_reason(catalog, layout)
+    assert perf.attention_heads_reason(catalog, replace(layout, tp=4)) == ""

@@ -81,7 +81,8 @@ def unsupported_reason(catalog: Catalog, layout: Layout, workload: Workload) -> 
     if min(layout.tp, layout.pp, layout.dp, layout.gpus_per_node, layout.ep,
            layout.attention_dp) < 1:
         return "tp, pp, dp, ep, attention_dp and gpus_per_node must be >= 1"
-    expert_reason = expert_parallel_reason(catalog, layout, workload)
+    expert_reason = (expert_parallel_reason(catalog, layout, workload)
+                     or attention_heads_reason(catalog, layout))
     if expert_reason:
         return expert_reason
     if prec == "fp4" and "fp4" not in gpu.dense_tflops:
@@ -102,6 +103,27 @@ def unsupported_reason(catalog: Catalog, layout: Layout, workload: Workload) -> 
     if layout.nodes_spanned > 1 and catalog.fabrics[layout.fabric].effective_gbs <= 0:
         return (f"the layout spans {layout.nodes_spanned} nodes but fabric "
                 f"{layout.fabric!r} connects none")
+    return ""
+
+
+def attention_heads_reason(catalog: Catalog, layout: Layout) -> str:
+    """Why ``layout``'s tensor parallelism cannot shard the model's attention ('' when it
+    can). Engines and trainers (vLLM, SGLang, TensorRT-LLM, Megatron) give each TP rank whole
+    query heads, so ``tp`` divides the attention heads; grouped KV heads are split ``tp`` ways
+    when there are at least ``tp`` of them (``tp`` divides them) and replicated otherwise
+    (they divide ``tp``). MLA's latent KV is not split by TP. So TP 3 or 6 runs no catalog
+    model, and TP 8 does not run Qwen2.5-7B's 28 heads."""
+    tp = layout.tp
+    if tp == 1:
+        return ""
+    geo = geometry(catalog.model(layout.model))
+    if geo.heads % tp:
+        return (f"tp {tp} must divide the {geo.heads} attention heads of {layout.model} "
+                "(each TP rank computes whole heads)")
+    kv = geo.kv_heads
+    if geo.kv_split_by_tp and kv and (kv % tp if tp <= kv else tp % kv):
+        return (f"tp {tp} cannot shard the {kv} KV heads of {layout.model} (it must divide "
+                "them, or they it, when they are replicated)")
     return ""
 
 
