@@ -221,3 +221,21 @@ def _trtllm():
     from solver.physics.serving import engine_factors
 
     return engine_factors(CATALOG, "trtllm")
+
+
+def test_a_blank_weight_precision_is_the_checkpoints_own():
+    """A cell that names only the KV cache's dtype states no weight precision: the row runs
+    at the checkpoint's own, the catalog model's default (gpt-oss ships MXFP4 experts: 4-bit
+    weight-only on Hopper, which has no FP4 tensor cores; FP4 on Blackwell), BF16 where the
+    model has none. Read as BF16, gpt-oss-20b's weights were 3x what the H100 streams."""
+    gpt = _row(model="openai/gpt-oss-20b", gpu="NVIDIA H100-SXM-80GB", num_gpus="1", tp="1",
+               precision="kv-cache fp8", engine="vllm")
+    hopper = _read(gpt)
+    assert isinstance(hopper, serving_data.Observation) and hopper.precision == "int4"
+    blackwell = _read(dict(gpt, gpu="NVIDIA B200-SXM-180GB"))
+    assert blackwell.precision == "fp4"
+    llama = _read(_row(precision=""))
+    assert llama.precision == "bf16"
+    assert _read(_row(precision="fp8")).precision == "fp8"  # stated: as stated
+    weights = serving_data.prepare(CATALOG, hopper).plan.breakdown.weights_gb
+    assert weights < 20.91 * 2 / 2  # under half the 16-bit weights of its 20.9B parameters

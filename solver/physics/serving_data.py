@@ -155,19 +155,23 @@ def _precision_word(*texts: str) -> str | None:
     return None
 
 
-_UNSTATED_PRECISION = re.compile(r"run-time precision is not stated|precision not read",
-                                 re.IGNORECASE)
+_UNSTATED_PRECISION = re.compile(r"run-time precision is not stated|precision not read|"
+                                 r"precision of that engine not clear", re.IGNORECASE)
 """What the data files' notes say of a row whose precision field is blank because the source
 does not give the precision the run used (MLPerf rows whose weights the submitter quantised
-from an FP16 checkpoint): such a row is left out, not served at BF16."""
+from an FP16 checkpoint; a TensorRT-LLM engine of DeepSeek-R1 whose README converts to BF16,
+which 8 H200s could not hold): such a row is left out, not served at the checkpoint's
+precision."""
 
 
-def _serving_precision(catalog: Catalog, gpu: str, stated: str | None) -> str:
+def _serving_precision(catalog: Catalog, gpu: str, stated: str | None, model: str) -> str:
     """The precision a row is served at in the model: as stated, with FP4 on a GPU without
     FP4 tensor cores (MXFP4 weights on Hopper) run as weight-only 4-bit. A blank precision
-    is the checkpoint's own (BF16 for the checkpoints the files name without one); rows
-    whose notes say the run's precision is not stated are left out before this."""
-    precision = stated or "bf16"
+    is the checkpoint's own: the catalog model's ``default_precision`` (gpt-oss ships MXFP4
+    experts), else BF16; rows whose notes say the run's precision is not stated are left
+    out before this. A cell that names only the KV cache's dtype ("kv-cache fp8") states no
+    weight precision."""
+    precision = stated or catalog.model(model).default_precision or "bf16"
     if precision == "fp4" and "fp4" not in catalog.gpus[gpu].dense_tflops:
         return "int4"
     if precision == "fp8" and "fp8" not in catalog.gpus[gpu].dense_tflops:
@@ -219,7 +223,7 @@ def load_silicon(catalog: Catalog, path: Path,
                 skipped.append(Skipped(rid, "aic-silicon", path.name, "GPU not in catalog"))
                 continue
             precision = _serving_precision(
-                catalog, gpu, _precision_word(row["gemm_quant"], row["precision"]))
+                catalog, gpu, _precision_word(row["gemm_quant"], row["precision"]), model)
             base = dict(source="aic-silicon", file=path.name, model=model, gpu=gpu,
                         precision=precision, engine=row["engine"], tp=tp, pp=pp, replicas=1,
                         ep=ep, attention_dp=adp,
@@ -465,7 +469,7 @@ def _published(catalog: Catalog, row: dict[str, str], rid: str, source: str,
     if stated is None and _UNSTATED_PRECISION.search(row.get("notes", "")):
         return skip("run-time precision not stated (the submitter quantised the weights; "
                     "taken as BF16 it would credit the GPU's BF16 peak with the run's work)")
-    precision = _serving_precision(catalog, gpu, stated)
+    precision = _serving_precision(catalog, gpu, stated, model)
     layout = _layout(catalog, row, model, gpu, precision, engine, num_gpus, isl, osl)
     if isinstance(layout, str):
         return skip(layout)
