@@ -25,11 +25,20 @@ same candidate table (its rack row and the power it caps go; the racks the cheap
 fills are named). Each saving is in the
 RFQ's objective (TCO, or capex), USD; the list runs from the largest saving down, so the
 first entry is the dominant constraint.
+
+Each re-solve (its candidates and its MIP) has at most :data:`RELAXATION_LIMIT_S` seconds. A
+relaxation can make the MIP far harder than the plan's own: lifting a 50-workload
+portfolio's ``cooling: liquid`` multiplies its candidates by 11 (828 -> 9,308) and took
+120 s to prove, for a plan solved in 1.2 s. One that runs out of time with a cheaper plan
+in hand is listed with ``proven: false`` (the relaxed optimum costs at most that plan, so
+the saving is at least the one stated); one with none is named in the plan's warnings
+(:attr:`BindingReport.unpriced`), never dropped silently.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import partial
@@ -37,10 +46,11 @@ from typing import Any
 
 from solver.catalog.data import Catalog
 from solver.common.progress import report
-from solver.optimize.backends import DEFAULT_SOLVER
+from solver.optimize.backends import DEFAULT_SOLVER, MIN_RUN_SECONDS
 from solver.optimize.candidate_workers import map_workloads
 from solver.optimize.candidates import build_candidates, node_types
 from solver.optimize.costs import CostParams
+from solver.optimize.linear import FOUND, Solution, TimeLimitReached
 from solver.optimize.mip import Limits
 from solver.optimize.plan import assemble, weighted_served_share
 from solver.optimize.plan_model import Plan
@@ -48,6 +58,10 @@ from solver.optimize.records import CandidateTable
 from solver.optimize.solve import run_mip, solve_table
 from solver.rfq.schema import AnyWorkload, Rfq
 
+RELAXATION_LIMIT_S = 15.0
+"""Most seconds one relaxation's re-solve (candidates and MIP) may take (module docstring).
+Every shipped scenario's relaxations take milliseconds; a large portfolio's can take
+minutes."""
 MIN_SAVING_USD = 1.0
 """A relaxation saving less than this is rounding, not a binding constraint."""
 RELAX_FACTOR = 2.0
@@ -90,9 +104,34 @@ class Base:
 
 def _entry(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
            relaxed: Plan) -> dict[str, Any] | None:
+    """The entry of a relaxation whose re-solve ended (None when it does not bind). A
+    re-solve stopped at :data:`RELAXATION_LIMIT_S` with a plan in hand gives a bound: an
+    entry with ``proven: false`` where that plan already gains, else an unpriced one."""
     cost = _objective(relaxed)
     if cost is None:
-        return None
+        return _unpriced(constraint, kind, value, relaxed_to) if relaxed.status == "timeout" \
+            else None
+    entry = _judged(constraint, kind, value, relaxed_to, base, relaxed, cost)
+    if relaxed.status == "optimal":
+        return entry
+    return ({**entry, "proven": False} if entry is not None
+            else _unpriced(constraint, kind, value, relaxed_to))
+
+
+def _unpriced(constraint: str, kind: str, value: str, relaxed_to: str) -> dict[str, Any]:
+    """A relaxation whose re-solve found no better plan within :data:`RELAXATION_LIMIT_S`:
+    whether it binds is not known."""
+    return {"constraint": constraint, "kind": kind, "value": value, "relaxed_to": relaxed_to,
+            UNPRICED: True}
+
+
+UNPRICED = "unpriced"
+"""Key marking an entry of :func:`run_steps`'s list that :func:`binding_report` moves to
+:attr:`BindingReport.unpriced`."""
+
+
+def _judged(constraint: str, kind: str, value: str, relaxed_to: str, base: Base,
+            relaxed: Plan, cost: float) -> dict[str, Any] | None:
     if base.share is not None:  # max_served: the relaxation binds when it serves more
         share = weighted_served_share(relaxed, base.rfq) if base.rfq else None
         if share is None or share < base.share + MIN_SHARE_GAIN:
@@ -122,35 +161,64 @@ def prices_workloads(rfq: Rfq, scope: str) -> bool:
                               and len(rfq.workloads) <= BINDING_AUTO_MAX_WORKLOADS)
 
 
+@dataclass(frozen=True)
+class BindingReport:
+    """The binding constraints (plan JSON ``binding``) and the relaxations whose re-solve
+    found no plan within the time each may take (their constraint paths)."""
+
+    entries: list[dict[str, Any]]
+    unpriced: list[str]
+
+
 def binding_constraints(rfq: Rfq, catalog: Catalog, plan: Plan, table: CandidateTable,
                         solver: str = DEFAULT_SOLVER, workers: int = 1,
                         scope: str = "auto") -> list[dict[str, Any]]:
+    """The entries of :func:`binding_report`."""
+    return binding_report(rfq, catalog, plan, table, solver, workers, scope).entries
+
+
+def binding_report(rfq: Rfq, catalog: Catalog, plan: Plan, table: CandidateTable,
+                   solver: str = DEFAULT_SOLVER, workers: int = 1, scope: str = "auto",
+                   limit: float | None = RELAXATION_LIMIT_S) -> BindingReport:
     """The plan's binding constraints, each with its next relaxation and what it saves
-    (module docstring); [] when nothing binds or the plan is not feasible. ``workers`` > 1:
+    (module docstring); none when nothing binds or the plan is not feasible. ``workers`` > 1:
     the re-solves of a large table (:data:`PARALLEL_MIN_CANDIDATES`) run in that many
     forked processes (:func:`run_steps`; the same list). ``scope``: whether each workload's
     own relaxations are priced too (:func:`prices_workloads`); the RFQ's limits, facility,
-    vendor and budget always are."""
+    vendor and budget always are. ``limit``: seconds each re-solve may take (None: no
+    limit)."""
     cost = _objective(plan)
     if cost is None:
-        return []
+        return BindingReport([], [])
     catalog = rfq.catalog(catalog)
     share = weighted_served_share(plan, rfq)
     base = (Base(cost, share, rfq) if share is not None and share < 1.0 - 1e-9
             else Base(cost))
-    steps = _limit_entries(rfq, catalog, table, solver, base)
-    steps.append(partial(_racks_entry, rfq, catalog, table, solver, base))
+    steps = _limit_entries(rfq, catalog, table, solver, base, limit)
+    steps.append(partial(_racks_entry, rfq, catalog, table, solver, base, limit))
     if base.share is not None:
-        steps.append(lambda: _budget_entry(rfq, catalog, table, solver, base))
+        steps.append(partial(_budget_entry, rfq, catalog, table, solver, base, limit))
     for spec in rfq.workloads if prices_workloads(rfq, scope) else []:
-        steps += _workload_entries(rfq, catalog, table, solver, base, spec)
-    steps += _rfq_entries(rfq, catalog, solver, base)
+        steps += _workload_entries(rfq, catalog, table, solver, base, spec, limit)
+    steps += _rfq_entries(rfq, catalog, solver, base, limit)
     size = sum(map(len, table.candidates.values()))
-    found = run_steps(steps, workers if size >= PARALLEL_MIN_CANDIDATES else 1)
-    entries = [e for e in found if e is not None]
+    found = [e for e in run_steps(steps, workers if size >= PARALLEL_MIN_CANDIDATES else 1)
+             if e is not None]
+    unpriced = [e["constraint"] for e in found if e.get(UNPRICED)]
+    entries = [e for e in found if not e.get(UNPRICED)]
     if base.share is not None:  # max_served: the largest gain in service first
-        return sorted(entries, key=lambda e: (-e["served_share"], -e["saving_usd"]))
-    return sorted(entries, key=lambda e: -e["saving_usd"])
+        entries.sort(key=lambda e: (-e["served_share"], -e["saving_usd"]))
+    else:
+        entries.sort(key=lambda e: -e["saving_usd"])
+    return BindingReport(entries, unpriced)
+
+
+def _not_found(solution: Solution, constraint: str, kind: str, value: str,
+               relaxed_to: str) -> dict[str, Any] | None:
+    """The entry of a relaxation whose MIP found no plan: None where none exists (it does
+    not bind that way), unpriced where the time ran out first."""
+    return _unpriced(constraint, kind, value, relaxed_to) if solution.status == "timeout" \
+        else None
 
 
 Step = Callable[[], "dict[str, Any] | None"]
@@ -180,30 +248,29 @@ def run_steps(steps: list[Step], workers: int = 1) -> list[dict[str, Any] | None
 
 
 def _budget_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                  base: Base) -> dict[str, Any] | None:
+                  base: Base, limit: float | None) -> dict[str, Any] | None:
     """Objective max_served with demand left unserved: the budget binds; its next
     relaxation is twice the budget (what that serves, and what it costs)."""
     budget = rfq.budget_usd or 0.0
     more = rfq.model_copy(update={"budget_usd": budget * RELAX_FACTOR})
-    solution = run_mip(table, more, solver=solver)
-    if solution.status not in ("optimal", "feasible"):
-        return None
-    relaxed = assemble(catalog, more, table, solution)
-    return _entry("budget_usd", "budget", f"${budget:,.0f}",
-                  f"${budget * RELAX_FACTOR:,.0f}", base, relaxed)
+    words = ("budget_usd", "budget", f"${budget:,.0f}", f"${budget * RELAX_FACTOR:,.0f}")
+    solution = run_mip(table, more, solver=solver, time_limit=limit)
+    if solution.status not in FOUND:
+        return _not_found(solution, *words)
+    return _entry(*words, base, assemble(catalog, more, table, solution))
 
 
 def _limit_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                   base: Base) -> list[Step]:
+                   base: Base, limit: float | None) -> list[Step]:
     limits = Limits.from_rfq(rfq)
-    return [partial(_limit_entry, rfq, catalog, table, solver, base, name)
+    return [partial(_limit_entry, rfq, catalog, table, solver, base, limit, name)
             for name in _LIMITS if getattr(limits, name) is not None
             and getattr(rfq.constraints, name) is not None]  # a power cap of racks alone:
     # its entry is facility.racks'
 
 
 def _limit_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str, base: Base,
-                 name: str) -> dict[str, Any] | None:
+                 limit: float | None, name: str) -> dict[str, Any] | None:
     """The RFQ's limit ``name`` lifted: the same table re-solved."""
     path, kind, figure, unit = _LIMITS[name]
     limits = Limits.from_rfq(rfq)
@@ -212,9 +279,9 @@ def _limit_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
     keep = rfq.facility.power_limit_kw(None) if name == "max_power_kw" else None
     lifted = Limits(**{f.name: (keep if f.name == name else getattr(limits, f.name))
                        for f in fields(Limits)})
-    solution = run_mip(table, rfq, solver=solver, limits=lifted)
-    if solution.status not in ("optimal", "feasible"):
-        return None
+    solution = run_mip(table, rfq, solver=solver, limits=lifted, time_limit=limit)
+    if solution.status not in FOUND:
+        return _not_found(solution, path, kind, f"{stated:g} {unit}", "lifted")
     relaxed = assemble(catalog, rfq, table, solution)
     needed = float(getattr(relaxed.cluster, figure))
     if name == "max_power_kw":  # the RFQ states the circuit; the plan draws its share
@@ -236,7 +303,7 @@ def racks_filled(plan: Plan, table: CandidateTable, rack_kw: float) -> int:
 
 
 def _racks_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                 base: Base) -> dict[str, Any] | None:
+                 base: Base, limit: float | None) -> dict[str, Any] | None:
     """``facility.racks`` (with ``max_kw_per_rack``) lifted: the same table re-solved
     without the rack row and the power the racks cap."""
     facility = rfq.facility
@@ -244,9 +311,9 @@ def _racks_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
     if facility.racks is None or rack_kw is None:
         return None
     lifted = rfq.model_copy(update={"facility": facility.model_copy(update={"racks": None})})
-    solution = run_mip(table, lifted, solver=solver)
-    if solution.status not in ("optimal", "feasible"):
-        return None
+    solution = run_mip(table, lifted, solver=solver, time_limit=limit)
+    if solution.status not in FOUND:
+        return _not_found(solution, "facility.racks", "racks", _racks(facility.racks), "lifted")
     relaxed = assemble(catalog, lifted, table, solution)
     needed = racks_filled(relaxed, table, rack_kw)
     return _entry("facility.racks", "racks", _racks(facility.racks),
@@ -258,12 +325,18 @@ def _racks(count: int) -> str:
 
 
 def _rebuilt(rfq: Rfq, catalog: Catalog, table: CandidateTable, spec: AnyWorkload,
-             solver: str) -> Plan | None:
-    """The optimum with one workload changed (its candidates rebuilt, the others kept)."""
+             solver: str, limit: float | None = None) -> Plan | Solution | None:
+    """The optimum with one workload changed (its candidates rebuilt, the others kept);
+    None where there is none, the MIP's solution where ``limit`` ran out first."""
+    started = time.perf_counter()
+    deadline = None if limit is None else started + limit
     new_rfq = rfq.model_copy(update={"workloads": [spec if w.name == spec.name else w
                                                    for w in rfq.workloads]})
     alone = rfq.model_copy(update={"workloads": [spec]})
-    fresh = build_candidates(catalog, alone, params=table.params)
+    try:
+        fresh = build_candidates(catalog, alone, params=table.params, deadline=deadline)
+    except TimeLimitReached:
+        return Solution("timeout", {}, None, 0.0, time.perf_counter() - started, solver)
     storage = {k: v for k, v in table.storage.items() if k != spec.name}
     storage.update(fresh.storage)
     new_table = replace(table, candidates={**table.candidates,
@@ -271,7 +344,10 @@ def _rebuilt(rfq: Rfq, catalog: Catalog, table: CandidateTable, spec: AnyWorkloa
                         rejected={**table.rejected,
                                   spec.name: fresh.rejected.get(spec.name, [])},
                         storage=storage)
-    solution = run_mip(new_table, new_rfq, solver=solver)
+    left = None if deadline is None else max(MIN_RUN_SECONDS, deadline - time.perf_counter())
+    solution = run_mip(new_table, new_rfq, solver=solver, time_limit=left)
+    if solution.status == "timeout":
+        return solution
     if solution.status not in ("optimal", "feasible"):
         return None
     return assemble(catalog, new_rfq, new_table, solution)
@@ -286,7 +362,7 @@ def _keep_headroom(spec: AnyWorkload, changed: AnyWorkload) -> AnyWorkload:
 
 
 def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                      base: Base, spec: AnyWorkload) -> list[Step]:
+                      base: Base, spec: AnyWorkload, limit: float | None) -> list[Step]:
     steps: list[tuple[str, str, str, str, dict[str, Any]]] = []
     if spec.kind == "inference":
         for slo in ("ttft_ms", "tpot_ms"):
@@ -308,20 +384,24 @@ def _workload_entries(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver:
         steps.append((f"workloads.{spec.name}.precision", "precision", pinned,
                       "the default policy (a quantised checkpoint's own format, else bf16 "
                       "or fp8)", {"precision": None, "precisions": None}))
-    return [partial(_workload_entry, rfq, catalog, table, solver, base, spec, *step)
+    return [partial(_workload_entry, rfq, catalog, table, solver, base, limit, spec, *step)
             for step in steps]
 
 
 def _workload_entry(rfq: Rfq, catalog: Catalog, table: CandidateTable, solver: str,
-                    base: Base, spec: AnyWorkload, path: str, kind: str, value: str,
-                    relaxed_to: str, update: dict[str, Any]) -> dict[str, Any] | None:
+                    base: Base, limit: float | None, spec: AnyWorkload, path: str, kind: str,
+                    value: str, relaxed_to: str, update: dict[str, Any]
+                    ) -> dict[str, Any] | None:
     """One workload's target relaxed (``update``): its candidates rebuilt, re-solved."""
     changed = _keep_headroom(spec, spec.model_copy(update=update))
-    relaxed = _rebuilt(rfq, catalog, table, changed, solver)
-    return None if relaxed is None else _entry(path, kind, value, relaxed_to, base, relaxed)
+    relaxed = _rebuilt(rfq, catalog, table, changed, solver, limit)
+    if relaxed is None or isinstance(relaxed, Solution):
+        return None if relaxed is None else _unpriced(path, kind, value, relaxed_to)
+    return _entry(path, kind, value, relaxed_to, base, relaxed)
 
 
-def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str, base: Base) -> list[Step]:
+def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str, base: Base,
+                 limit: float | None) -> list[Step]:
     """Vendor profile, GPU list, datacenter-grade rule and cooling: the whole RFQ rebuilt."""
     c, facility = rfq.constraints, rfq.facility
     steps: list[tuple[str, str, str, str, Rfq]] = []
@@ -356,11 +436,12 @@ def _rfq_entries(rfq: Rfq, catalog: Catalog, solver: str, base: Base) -> list[St
                           f"{facility.max_kw_per_rack:g} kW",
                           "lifted (heavier nodes allowed; racks no longer counted)",
                           no_rack_limit))
-    return [partial(_rfq_entry, catalog, solver, base, *step) for step in steps]
+    return [partial(_rfq_entry, catalog, solver, base, limit, *step) for step in steps]
 
 
-def _rfq_entry(catalog: Catalog, solver: str, base: Base, path: str, kind: str, value: str,
-               relaxed_to: str, relaxed_rfq: Rfq) -> dict[str, Any] | None:
-    relaxed, _ = solve_table(relaxed_rfq, catalog, solver=solver)
+def _rfq_entry(catalog: Catalog, solver: str, base: Base, limit: float | None, path: str,
+               kind: str, value: str, relaxed_to: str, relaxed_rfq: Rfq
+               ) -> dict[str, Any] | None:
+    relaxed, _ = solve_table(relaxed_rfq, catalog, solver=solver, time_limit=limit)
     return _entry(path, kind, value, relaxed_to, base, relaxed)
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from solver.analysis.binding import binding_constraints, prices_workloads
+from solver.analysis.binding import RELAXATION_LIMIT_S, binding_report, prices_workloads
 from solver.analysis.licence import licensed_alternative
 from solver.analysis.realism import realism_warnings
 from solver.catalog.data import Catalog
@@ -25,6 +25,7 @@ from solver.catalog.perf_factors import factors
 from solver.common.wording import (
     COST_LABELS,
     COST_TERMS,
+    UNPRICED_WARNING,
     layout_words,
     money_delta,
     plural,
@@ -377,13 +378,23 @@ def solve_rfq(rfq: Rfq, catalog: Catalog, *, solver: str = DEFAULT_SOLVER,
     if explain and used is not None:
         plan = annotate(plan, rfq, catalog, used)
     if binding and used is not None and plan.feasible:
-        found = binding_constraints(rfq, catalog, plan, used, solver, workers, binding_scope)
-        update: dict = {"binding": [Binding.model_validate(b) for b in found]}
+        found = binding_report(rfq, catalog, plan, used, solver, workers, binding_scope)
+        update: dict = {"binding": [Binding.model_validate(b) for b in found.entries]}
+        warnings = list(plan.warnings)
+        if found.unpriced:
+            one = len(found.unpriced) == 1
+            warnings.append(
+                f"{UNPRICED_WARNING}{', '.join(found.unpriced)}: relaxed, "
+                f"{'its' if one else 'each'} re-solve found no cheaper plan within "
+                f"{RELAXATION_LIMIT_S:g} s, so whether {'it binds' if one else 'they bind'} "
+                "is not known")
         if not prices_workloads(rfq, binding_scope):
-            update["warnings"] = [*plan.warnings, (
+            warnings.append(
                 f"binding constraints: each workload's own SLOs, deadline and precision were "
                 f"not re-solved for an RFQ of {len(rfq.workloads)} workloads (about two full "
-                "solves each); `procure solve --binding all` prices them")]
+                "solves each); `procure solve --binding all` prices them")
+        if warnings != plan.warnings:
+            update["warnings"] = warnings
         plan = plan.model_copy(update=update)
     if alternative and plan.feasible:
         left = None if time_limit is None else time_limit - (time.perf_counter() - started)

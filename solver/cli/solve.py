@@ -154,7 +154,12 @@ def print_plan(plan: Plan, assumptions: dict[str, Any] | None = None,
         for line in binding_lines([b.model_dump() for b in plan.binding], plan.objective):
             con.print(f"  {line}", markup=False)
     elif plan.binding is not None and plan.feasible:
-        con.print("[bold]Binding constraints[/]: none (relaxing any one saves nothing)")
+        from solver.common.wording import UNPRICED_WARNING
+
+        unpriced = any(w.startswith(UNPRICED_WARNING) for w in plan.warnings)
+        con.print("[bold]Binding constraints[/]: " + (
+            "none found (one or more relaxations not priced in time: see the warnings)"
+            if unpriced else "none (relaxing any one saves nothing)"))
     for warning in plan.warnings:
         if not (plan.feasible and warning.startswith(CONSUMER_WARNING)):  # shown above
             print_wrapped(con, warning, first="warning: ", style="yellow")

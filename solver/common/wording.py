@@ -79,6 +79,11 @@ def money_delta(delta: float) -> str:
     return f"costs ${delta:,.0f} more" if delta > 0 else f"saves ${-delta:,.0f}"
 
 
+UNPRICED_WARNING = "binding constraints not priced in time: "
+"""How a plan's warning naming the relaxations whose re-solve ran out of time begins
+(solver.analysis.binding); the terminal's binding line looks for it."""
+
+
 def binding_lines(binding: list[dict[str, Any]] | None, objective: str = "tco") -> list[str]:
     """Each binding constraint of a plan (plan JSON ``binding``) in words, the dominant one
     first: ``workloads.rag.ttft_ms = 5000 ms binds: at 10000 ms the plan saves $2,855,719
@@ -91,9 +96,10 @@ def binding_lines(binding: list[dict[str, Any]] | None, objective: str = "tco") 
                          f"plan serves {b['served_share']:.0%} of the weighted demand "
                          f"({label} ${b['relaxed_cost_usd']:,.0f}: {b['relaxed_cluster']})")
             continue
+        least = "at least " if b.get("proven") is False else ""
         lines.append(f"{b['constraint']} = {b['value']} binds: at {b['relaxed_to']} the plan "
-                     f"saves ${b['saving_usd']:,.0f} ({label} ${b['relaxed_cost_usd']:,.0f}: "
-                     f"{b['relaxed_cluster']})")
+                     f"saves {least}${b['saving_usd']:,.0f} ({label} "
+                     f"${b['relaxed_cost_usd']:,.0f}: {b['relaxed_cluster']})")
     return lines
 
 

@@ -341,6 +341,10 @@ class Binding(Record):
     served_share: float | None = omitted("objective max_served with demand left unserved: "
                                          "the priority-weighted share served with it "
                                          "relaxed, 0..1 (the plan's own is in served)")
+    proven: bool | None = omitted("false when the re-solve stopped at its time limit "
+                                  "(15 s) with a cheaper plan in hand: relaxed_cost_usd is "
+                                  "that plan's, the relaxed optimum costs at most that, so "
+                                  "the relaxation saves at least saving_usd")
 
 
 class LicensedAlternative(Record):
