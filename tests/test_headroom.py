@@ -201,3 +201,80 @@ def test_an_idle_gpu_speeds_up_a_job():
     assert (room["tune"].unit, room["tune"].capacity, room["tune"].cheapest_capacity,
             room["tune"].gpus_added) == ("hours", 45.0, 80.0, 1)
     assert room["tune"].sized_for == rfq.workloads[1].planned_hours
+
+
+def test_a_batch_job_moves_to_a_faster_layout_at_the_same_cost():
+    """No GPU idle: a batch job on two 4-GPU replicas (6 requests/s) or one 8-GPU replica
+    (8 requests/s) of the same node costs the same; the plan takes the faster layout and
+    says what it gains over the cost optimum's."""
+    from solver.optimize.solve import headroom_records
+
+    n8 = node("s8", "a", 8, 8000)
+    cands = [cand("corpus", "batch_inference", n8, 4, qps=3.0, tag="half"),
+             cand("corpus", "batch_inference", n8, 8, qps=8.0, tag="whole")]
+    table = table_of([n8], cands)
+    rfq = rfq_of([spec("corpus", "batch_inference", qps=5.0)])
+    found = run_mip(table, rfq)
+    base = replace(found, values={**found.values, cand_var(cands[0]): 2.0,
+                                  cand_var(cands[1]): 0.0})
+    assert idle_gpus(table, rfq, base.values) == 0
+    result = with_headroom(table, rfq, base, solver="highs")
+    assert math.isclose(result.objective, base.objective, rel_tol=1e-12)
+    assert round(result.values[cand_var(cands[1])]) == 1
+    assert round(result.values[cand_var(cands[0])]) == 0
+    room = headroom_records(table, rfq, base, result)["corpus"]
+    assert (room.unit, room.capacity, room.cheapest_capacity, room.gpus_added) == (
+        "requests/s", 8.0, 6.0, 0)
+
+
+def test_a_batch_job_never_gives_up_speed_to_a_service():
+    """Service replicas weigh 1.6 each (32 users of 20 planned), the batch job's fast
+    layout 2.5 (5 of 2 requests/s) and its slow one 1.0: a third service replica plus the
+    slow layout (5.8) would outscore the plan's two plus the fast one (5.7) on the same
+    node. The job keeps its speed; the plan stays as it is."""
+    n8 = node("s8", "a", 8, 8000)
+    cands = [cand("chat", "inference", n8, 2, conc=32, tag="tp2"),
+             cand("corpus", "batch_inference", n8, 2, qps=2.0, tag="slow"),
+             cand("corpus", "batch_inference", n8, 4, qps=5.0, tag="fast")]
+    table = table_of([n8], cands)
+    rfq = rfq_of([spec("chat", "inference", concurrency=20),
+                  spec("corpus", "batch_inference", qps=2.0)])
+    found = run_mip(table, rfq)
+    base = replace(found, values={**found.values, cand_var(cands[0]): 2.0,
+                                  cand_var(cands[1]): 0.0, cand_var(cands[2]): 1.0})
+    assert idle_gpus(table, rfq, base.values) == 0
+    result = with_headroom(table, rfq, base, solver="highs")
+    assert round(result.values[cand_var(cands[2])]) == 1  # the fast layout stays
+    assert round(result.values[cand_var(cands[0])]) == 2
+
+
+def test_batch_corpus_one_box_finishes_at_the_fastest_single_layout_or_better(catalog):
+    """Brute-force bound on a shipped scenario: on the plan's own nodes, no single layout
+    of the batch job filling them carries more requests/s than the plan, at the same cost
+    as the cost-only optimum."""
+    from pathlib import Path
+
+    from solver.analysis.explain import solve_rfq
+    from solver.optimize.candidates import build_candidates
+    from solver.optimize.mip import node_var
+    from solver.rfq.schema import load_rfq
+
+    rfq = load_rfq(Path(__file__).parent.parent / "scenarios" / "batch-corpus-one-box.yaml",
+                   catalog)
+    table = build_candidates(rfq.catalog(catalog), rfq)
+    cheapest = run_mip(table, rfq)
+    plan = solve_rfq(rfq, catalog, explain=False, table=table)
+    assert math.isclose(plan.cost.tco_usd, cheapest.objective, abs_tol=0.01)  # cents
+    nodes = {key: round(cheapest.values.get(node_var(key), 0.0)) for key in table.node_types}
+    (name,) = table.candidates
+    best = 0.0
+    for c in table.candidates[name]:
+        count = nodes.get(c.node_type, 0)
+        fits = (count // c.nodes_spanned if c.spanning
+                else table.node_types[c.node_type].gpus * count // c.gpus)
+        best = max(best, fits * c.qps_capacity)
+    was = sum(c.qps_capacity * round(cheapest.values.get(cand_var(c), 0.0))
+              for c in table.candidates[name])
+    now = plan.workloads[0].predicted.qps_capacity  # rounded to 3 decimals in the plan
+    assert now >= best * (1 - 1e-4)
+    assert now >= was * (1 - 1e-4)  # never slower than the cost optimum's layouts

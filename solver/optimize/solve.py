@@ -192,7 +192,8 @@ def headroom_records(table: CandidateTable, rfq: Rfq, cheapest: Solution,
 
 def _same_nodes(model: LinearModel, table: CandidateTable, values: dict[str, float]) -> None:
     """Hold the nodes bought at the optimum's and keep every serving replica it runs
-    (replicas may only be added; a job, one layout, may move to a faster one), and let each
+    (replicas may only be added; a job, training or batch inference, may move to a faster
+    layout), and let each
     owned candidate run as many replicas as those nodes hold (:func:`widen_replica_bounds`)."""
     nodes = {key: round(values.get(node_var(key), 0.0)) for key in table.node_types}
     for key, count in nodes.items():
@@ -201,8 +202,17 @@ def _same_nodes(model: LinearModel, table: CandidateTable, values: dict[str, flo
     widen_replica_bounds(model, table, nodes)
     for cands in table.candidates.values():
         for c in cands:
-            if not c.is_job:
+            if c.kind == "inference":
                 model.variables[cand_var(c)].low = float(round(values.get(cand_var(c), 0.0)))
+
+
+def _movable(table: CandidateTable) -> bool:
+    """Whether a job (training, or batch inference: judged by when it finishes, not by its
+    latency) has more than one candidate, so that the optimum's nodes may run it faster at
+    the same cost on another layout (batch-corpus-one-box: two TP1 x PP2 replicas finish in
+    54 h where one TP2 x PP2 replica, as cheap, takes 64 h)."""
+    return any(len(cands) > 1 and cands[0].kind != "inference"
+               for cands in table.candidates.values())
 
 
 def widen_replica_bounds(model: LinearModel, table: CandidateTable,
@@ -231,9 +241,11 @@ def with_headroom(table: CandidateTable, rfq: Rfq, solution: Solution, *, solver
     leaves idle, those that give its workloads the most capacity (:func:`headroom_weights`,
     summed) at the same cost: idle GPUs cost the same in use (a 70B service on 6 of a box's
     8 GPUs gets all 8). Every serving replica of the optimum is kept, so each service's
-    capacity only grows and its latencies at the planned load only fall; a job may move to
-    a faster layout. Only when the optimum leaves GPUs idle, for a cost objective
-    (``tco``/``capex``) and a model of fewer than :data:`HEADROOM_MAX_COLUMNS` columns;
+    capacity only grows and its latencies at the planned load only fall; a job (training,
+    or batch inference) may move to a faster layout on the same nodes, never a slower one.
+    Only when the optimum leaves GPUs idle or has a job with more than one candidate
+    (:func:`_movable`: equal-cost layouts of a job differ in when it finishes), for a cost
+    objective (``tco``/``capex``) and a model of fewer than :data:`HEADROOM_MAX_COLUMNS` columns;
     otherwise, or when the re-solve does not prove its optimum in time, ``solution`` as it
     is. The cost, status and gap stay the optimum's.
 
@@ -245,8 +257,8 @@ def with_headroom(table: CandidateTable, rfq: Rfq, solution: Solution, *, solver
     No start point is handed to HiGHS: with the optimum's replicas as lower bounds and the
     optimum as its start, HiGHS 1.16 returned the start as optimal on day-chat-night-batch
     (two idle GPUs left), where the same model without the start adds two replicas."""
-    if rfq.objective not in ("tco", "capex") or solution.objective is None \
-            or idle_gpus(table, rfq, solution.values) == 0:
+    if rfq.objective not in ("tco", "capex") or solution.objective is None or (
+            idle_gpus(table, rfq, solution.values) == 0 and not _movable(table)):
         return solution
     started = time.perf_counter()
     try:
@@ -258,7 +270,14 @@ def with_headroom(table: CandidateTable, rfq: Rfq, solution: Solution, *, solver
     _same_nodes(model, table, solution.values)
     cost, constant = dict(model.objective), model.objective_constant
     model.add("cost_held", cost, "<=", solution.objective - constant + HEADROOM_COST_SLACK_USD)
-    model.objective = {var: -w for var, w in headroom_weights(table, rfq).items() if w}
+    weights = headroom_weights(table, rfq)
+    for name, cands in table.candidates.items():  # a job that moves only gets faster
+        if cands and cands[0].kind != "inference":
+            held = {cand_var(c): weights[cand_var(c)] for c in cands if weights[cand_var(c)]}
+            if held:
+                model.add(f"job_held_{name}", held, ">=", math.fsum(
+                    w * solution.values.get(var, 0.0) for var, w in held.items()) * (1 - 1e-9))
+    model.objective = {var: -w for var, w in weights.items() if w}
     model.objective_constant = 0.0
     found = get_backend(solver).solve(model, time_limit)
     if found.status != "optimal":
