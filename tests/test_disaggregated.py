@@ -107,6 +107,10 @@ ESTIMATE = ["estimate", "--model", MODEL, "--gpu", "h100-sxm", "--kind", "infere
      "--concurrency", "closed loop"),
     (["--gpus", "16", "--prefill-gpus", "8", "--prefill-tp", "8", "--decode-gpus", "8",
       "--concurrency", "64"], "--fabric", "span nodes"),
+    (["--gpus", "8", "--prefill-gpus", "6", "--prefill-tp", "6", "--decode-gpus", "2",
+      "--concurrency", "64"], "--prefill-tp", "must divide the"),  # whole heads per rank
+    (["--gpus", "8", "--prefill-gpus", "2", "--prefill-tp", "2", "--decode-gpus", "6",
+      "--tp", "3", "--concurrency", "64"], "--tp", "must divide the"),
 ])
 def test_bad_disaggregated_flags_exit_2_naming_them(cli, args, flag, words):
     code, out, err = cli(*ESTIMATE, *args)

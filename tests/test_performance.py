@@ -225,3 +225,23 @@ def test_kv_heads_that_neither_divide_nor_are_divided_by_tp_are_refused(catalog,
     layout = Layout("llama-3.1-8b", "h100-sxm", "bf16", tp=8)
     assert "12 KV heads" in perf.attention_heads_reason(catalog, layout)
     assert perf.attention_heads_reason(catalog, replace(layout, tp=4)) == ""
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--model", "qwen2.5-7b", "--gpus", "8", "--tp", "8"], "28 attention heads"),
+    (["--model", "llama-3.1-8b", "--gpus", "6", "--tp", "6"], "32 attention heads"),
+])
+def test_estimate_a_tp_that_splits_a_head_exits_2_naming_the_flag(cli, args, words):
+    code, out, err = cli("estimate", "--gpu", "h100-sxm", "--kind", "inference", *args)
+    assert code == 2, out + err
+    assert "--tp" in err and words in err and "Traceback" not in err
+
+
+def test_estimate_without_tp_picks_a_split_that_divides_the_heads(cli):
+    import json
+
+    code, out, err = cli("estimate", "--model", "qwen2.5-7b", "--gpu", "h100-sxm", "--gpus",
+                         "8", "--kind", "inference", "--json")
+    assert code == 0, out + err
+    data = json.loads(out)
+    assert data["fits"] and 28 % data["tp"] == 0 and data["tp"] * data["pp"] * data["dp"] == 8

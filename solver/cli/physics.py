@@ -266,6 +266,7 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     _within("--gpus-per-node", per_node, MAX_GPUS_PER_NODE)
     cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
     notes = notes + _check_context(cat, model, kind, workload_kwargs, context_flag)
+    _whole_heads(cat, model, gpu, precision, "--tp", tp)
     if "engine" in workload_kwargs:
         workload_kwargs = {**workload_kwargs, "engine": _engine(cat, workload_kwargs["engine"])}
     workload = Workload(kind=KIND_OF[kind], **workload_kwargs)  # kind checked above
@@ -285,6 +286,22 @@ def _run_estimate(catalog: str | None, model: str, gpu: str, gpus: int, kind: st
     data = estimate_json(est)
     data["notes"] = notes + data["notes"]
     return data
+
+
+def _whole_heads(cat: Catalog, model: str, gpu: str, precision: str, flag: str,
+                 tp: int | None) -> None:
+    """A TP degree given on the command line must split the model into whole attention
+    heads (:func:`solver.physics.performance.attention_heads_reason`): else exit 2 naming
+    ``flag``. A property of the model, like the experts ``--ep`` must divide."""
+    if tp is None:
+        return
+    from solver.physics.layout import Layout
+    from solver.physics.performance import attention_heads_reason
+
+    heads = attention_heads_reason(cat, Layout(model=model, gpu=gpu, precision=precision,
+                                               tp=tp))
+    if heads:
+        raise _bad(flag, tp, heads)
 
 
 def _gpus_per_node(cat: Catalog, gpu: str, gpus: int, gpus_per_node: int | None) -> int:
@@ -519,6 +536,8 @@ def _run_disaggregated(catalog: str | None, model: str, gpu: str, gpus: int, kin
                    f"{per_node}: the prompt's KV moves over a fabric; name one")
     cat, model, precision, notes = _model_and_precision(cat, model, precision, kind, gpu)
     notes = notes + _check_context(cat, model, kind, request, None)
+    _whole_heads(cat, model, gpu, precision, "--prefill-tp", p_tp)
+    _whole_heads(cat, model, gpu, precision, "--tp", tp)
     if "engine" in request:
         request = {**request, "engine": _engine(cat, request["engine"])}
     workload = Workload(kind="inference", **request)
